@@ -1,0 +1,94 @@
+"""The merged, validated broker configuration and its typed accessors."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from kshim.broker.config import (
+    BROKER_DEFAULTS,
+    TOPIC_CONFIGS,
+    ConfigError,
+    broker_validator,
+)
+from kshim.storage.interface import LogConfig
+
+log = logging.getLogger(__name__)
+
+
+def parse_listener(listener: str) -> tuple[str, int]:
+    """Parses ``PLAINTEXT://host:port`` or ``host:port`` (the first of a comma list)."""
+    first = listener.split(",")[0].strip()
+    if "://" in first:
+        scheme, first = first.split("://", 1)
+        if scheme.upper() != "PLAINTEXT":
+            raise ConfigError(f"listener protocol {scheme} is not supported, only PLAINTEXT")
+    host, separator, port = first.rpartition(":")
+    if not separator or not port.isdigit():
+        raise ConfigError(f"listener {listener!r} is not host:port")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    values: Mapping[str, str]
+
+    @classmethod
+    def load(cls, layers: Sequence[Mapping[str, str]]) -> BrokerConfig:
+        """Merges layers over the defaults; raises ConfigError for an invalid value."""
+        values = dict(BROKER_DEFAULTS)
+        for layer in layers:
+            for key, value in layer.items():
+                validator = broker_validator(key)
+                if validator is None:
+                    log.warning("ignoring unknown configuration key %s", key)
+                    continue
+                try:
+                    values[key] = validator(value)
+                except ConfigError as error:
+                    raise ConfigError(f"{key}: {error}") from None
+        config = cls(values)
+        config.listen_address()  # fail early on a malformed listener
+        return config
+
+    def get_int(self, key: str) -> int:
+        return int(self.values[key])
+
+    def get_bool(self, key: str) -> bool:
+        return self.values[key] == "true"
+
+    @property
+    def node_id(self) -> int:
+        return self.get_int("node.id")
+
+    @property
+    def data_dir(self) -> str:
+        return self.values["log.dirs"].split(",")[0].strip()
+
+    def listen_address(self) -> tuple[str, int]:
+        return parse_listener(self.values["listeners"])
+
+    def advertised_address(self) -> tuple[str, int]:
+        """The address clients are told to connect to; defaults to the listen address."""
+        advertised = self.values["advertised.listeners"]
+        host, port = parse_listener(advertised or self.values["listeners"])
+        if host in ("0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return host, port
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Topic-level config values a topic without overrides gets."""
+        return {name: self.values[spec.broker_key] for name, spec in TOPIC_CONFIGS.items()}
+
+    def log_config(self, topic_configs: Mapping[str, str]) -> LogConfig:
+        """The store settings for a topic, given its effective topic configs."""
+        return LogConfig(
+            segment_bytes=int(topic_configs["segment.bytes"]),
+            segment_ms=int(topic_configs["segment.ms"]),
+            retention_ms=int(topic_configs["retention.ms"]),
+            retention_bytes=int(topic_configs["retention.bytes"]),
+            flush_messages=int(topic_configs["flush.messages"]),
+            flush_ms=int(topic_configs["flush.ms"]),
+            memtable_bytes=self.get_int("kshim.memtable.bytes"),
+        )

@@ -1,0 +1,173 @@
+"""Broker and topic configuration, under Kafka's own key names.
+
+Sources, later ones winning: built-in defaults, ``--config FILE`` (Java
+properties syntax), ``KSHIM_*`` environment variables (``KSHIM_LOG_RETENTION_MS``
+sets ``log.retention.ms``), repeated ``--set KEY=VALUE``, then the
+``--listen`` / ``--data-dir`` flags. Topic-level keys default to their broker
+key (``retention.ms`` from ``log.retention.ms``) and are stored per topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+ENVIRONMENT_PREFIX = "KSHIM_"
+LONG_MAX = (1 << 63) - 1
+INT_MAX = (1 << 31) - 1
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown or its value invalid (Kafka's INVALID_CONFIG)."""
+
+
+def _parse_int(value: str, minimum: int = -1, maximum: int = LONG_MAX) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise ConfigError(f"{value!r} is not an integer") from None
+    if not minimum <= number <= maximum:
+        raise ConfigError(f"{number} outside [{minimum}, {maximum}]")
+    return number
+
+
+def _integer(minimum: int = -1, maximum: int = LONG_MAX) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        return str(_parse_int(value, minimum, maximum))
+
+    return check
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise ConfigError(f"{value!r} is not one of {', '.join(allowed)}")
+        return value
+
+    return check
+
+
+def _cleanup_policy(value: str) -> str:
+    policies = [part.strip() for part in value.split(",") if part.strip()]
+    if not policies or any(policy not in ("delete", "compact") for policy in policies):
+        raise ConfigError(f"{value!r} is not a list of delete, compact")
+    return ",".join(policies)
+
+
+def _boolean(value: str) -> str:
+    if value.strip().lower() not in ("true", "false"):
+        raise ConfigError(f"{value!r} is not true or false")
+    return value.strip().lower()
+
+
+def _any_string(value: str) -> str:
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigSpec:
+    broker_key: str  # the broker-level key that supplies the default
+    validate: Callable[[str], str]
+    config_type: int  # DescribeConfigs ConfigType: 1 BOOLEAN 2 STRING 3 INT 4 SHORT 5 LONG 7 LIST
+
+
+BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
+
+TOPIC_CONFIGS: dict[str, TopicConfigSpec] = {
+    "cleanup.policy": TopicConfigSpec("log.cleanup.policy", _cleanup_policy, LIST),
+    "retention.ms": TopicConfigSpec("log.retention.ms", _integer(-1), LONG),
+    "retention.bytes": TopicConfigSpec("log.retention.bytes", _integer(-1), LONG),
+    "segment.bytes": TopicConfigSpec("log.segment.bytes", _integer(14, INT_MAX), INT),
+    "segment.ms": TopicConfigSpec("log.roll.ms", _integer(1), LONG),
+    "max.message.bytes": TopicConfigSpec("message.max.bytes", _integer(0, INT_MAX), INT),
+    "message.timestamp.type": TopicConfigSpec(
+        "log.message.timestamp.type", _choice("CreateTime", "LogAppendTime"), STRING
+    ),
+    "message.timestamp.before.max.ms": TopicConfigSpec(
+        "log.message.timestamp.before.max.ms", _integer(0), LONG
+    ),
+    "message.timestamp.after.max.ms": TopicConfigSpec(
+        "log.message.timestamp.after.max.ms", _integer(0), LONG
+    ),
+    "flush.messages": TopicConfigSpec("log.flush.interval.messages", _integer(1), LONG),
+    "flush.ms": TopicConfigSpec("log.flush.interval.ms", _integer(0), LONG),
+    "delete.retention.ms": TopicConfigSpec("log.cleaner.delete.retention.ms", _integer(0), LONG),
+    "compression.type": TopicConfigSpec("compression.type", _choice("producer"), STRING),
+    "min.insync.replicas": TopicConfigSpec("min.insync.replicas", _integer(1, 1), INT),
+    "kshim.full.view": TopicConfigSpec("kshim.full.view", _boolean, BOOLEAN),
+}
+
+BROKER_DEFAULTS: dict[str, str] = {
+    "node.id": "1",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "advertised.listeners": "",
+    "log.dirs": "./kshim-data",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "log.cleanup.policy": "delete",
+    "log.retention.ms": str(7 * 24 * 3600 * 1000),
+    "log.retention.bytes": "-1",
+    "log.segment.bytes": str(1 << 30),
+    "log.roll.ms": str(7 * 24 * 3600 * 1000),
+    "log.retention.check.interval.ms": "300000",
+    "message.max.bytes": "1048588",
+    "log.message.timestamp.type": "CreateTime",
+    "log.message.timestamp.before.max.ms": str(LONG_MAX),
+    "log.message.timestamp.after.max.ms": str(LONG_MAX),
+    # kshim acknowledges only what is fsynced; larger values trade that safety for speed.
+    "log.flush.interval.messages": "1",
+    "log.flush.interval.ms": "0",
+    "log.cleaner.delete.retention.ms": "86400000",
+    "compression.type": "producer",
+    "min.insync.replicas": "1",
+    "kshim.full.view": "true",
+    "kshim.memtable.bytes": str(16 << 20),
+    "socket.request.max.bytes": "104857600",
+    "max.connections": "10000",
+    "cluster.id": "kshim-cluster",
+}
+
+_BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
+    "node.id": _integer(0, INT_MAX),
+    "num.partitions": _integer(1, 100000),
+    "default.replication.factor": _integer(1, 1),
+    "auto.create.topics.enable": _boolean,
+    "socket.request.max.bytes": _integer(1024, INT_MAX),
+    "max.connections": _integer(1, INT_MAX),
+    "log.retention.check.interval.ms": _integer(1),
+    "kshim.memtable.bytes": _integer(0),
+}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parses Java properties text: ``key=value`` (or ``key: value``) lines, ``#``/``!`` comments."""
+    result = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        separator = min((line.find(mark) for mark in "=:" if mark in line), default=-1)
+        if separator <= 0:
+            raise ConfigError(f"line {number}: expected key=value, got {raw!r}")
+        result[line[:separator].strip()] = line[separator + 1 :].strip()
+    return result
+
+
+def from_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """Maps ``KSHIM_LOG_RETENTION_MS=5`` to ``{"log.retention.ms": "5"}``."""
+    return {
+        name[len(ENVIRONMENT_PREFIX) :].lower().replace("_", "."): value
+        for name, value in environment.items()
+        if name.startswith(ENVIRONMENT_PREFIX) and len(name) > len(ENVIRONMENT_PREFIX)
+    }
+
+
+def broker_validator(key: str) -> Callable[[str], str] | None:
+    """The validator of a broker key, or None if kshim does not know the key."""
+    if key in _BROKER_VALIDATORS:
+        return _BROKER_VALIDATORS[key]
+    for spec in TOPIC_CONFIGS.values():
+        if spec.broker_key == key:
+            return spec.validate
+    return _any_string if key in BROKER_DEFAULTS else None

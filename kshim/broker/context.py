@@ -1,0 +1,18 @@
+"""What a handler gets besides its request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kshim.broker.state import Broker
+from kshim.protocol.headers import RequestHeader
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    header: RequestHeader
+    broker: Broker
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version

@@ -1,0 +1,58 @@
+"""IncrementalAlterConfigs (key 44): SET, DELETE, APPEND, SUBTRACT on a topic's overrides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kshim.broker.config import LIST, TOPIC_CONFIGS
+from kshim.broker.context import RequestContext
+from kshim.broker.topics import INVALID_CONFIG, UNKNOWN_TOPIC, TopicError
+from kshim.protocol.errors import ErrorCode
+
+TOPIC_RESOURCE = 2
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
+    responses = []
+    for resource in request.resources:
+        answer: dict[str, Any] = {
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+        }
+        try:
+            if resource.resource_type != TOPIC_RESOURCE:
+                raise TopicError(ErrorCode.invalid_request, "broker configs are static")
+            topic = context.broker.topic(resource.resource_name)
+            if topic is None:
+                raise TopicError(UNKNOWN_TOPIC, f"unknown topic {resource.resource_name!r}")
+            overrides = _apply(dict(topic.record.configs), topic.configs, resource.configs)
+            await context.broker.topics.set_configs(resource.resource_name, overrides, request.validate_only)
+        except TopicError as error:
+            answer.update(error_code=ErrorCode(error.code), error_message=str(error))
+        responses.append(answer)
+    return {"throttle_time": 0, "responses": responses}
+
+
+def _apply(overrides: dict[str, str], effective: dict[str, str], changes: Any) -> dict[str, str]:
+    for change in changes:
+        spec = TOPIC_CONFIGS.get(change.name)
+        if spec is None:
+            raise TopicError(INVALID_CONFIG, f"unknown topic config {change.name}")
+        if change.config_operation == SET:
+            overrides[change.name] = change.value
+        elif change.config_operation == DELETE:
+            overrides.pop(change.name, None)
+        elif change.config_operation in (APPEND, SUBTRACT) and spec.config_type == LIST:
+            items = [item for item in effective[change.name].split(",") if item]
+            given = [item for item in (change.value or "").split(",") if item]
+            if change.config_operation == APPEND:
+                items += [item for item in given if item not in items]
+            else:
+                items = [item for item in items if item not in given]
+            overrides[change.name] = ",".join(items)
+        else:
+            raise TopicError(INVALID_CONFIG, f"operation {change.config_operation} invalid for {change.name}")
+    return overrides

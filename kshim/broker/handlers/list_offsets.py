@@ -1,0 +1,55 @@
+"""ListOffsets (key 2): earliest, latest, max timestamp and offsets by timestamp.
+
+Latest is the high watermark (the last stable offset under read_committed),
+so it always agrees with what Fetch can return: Spark relies on that.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kshim.broker.context import RequestContext
+from kshim.protocol.errors import ErrorCode
+from kshim.storage.interface import TopicPartition
+from kshim.storage.partition_log import PartitionLog
+from kshim.storage.timestamp_lookup import offset_for_timestamp, offset_of_max_timestamp
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+NOT_FOUND = {"timestamp": -1, "offset": -1}
+
+
+async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
+    broker = context.broker
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for partition in topic.partitions:
+            log = broker.partition_log(TopicPartition(topic.name, partition.partition_index))
+            answer: dict[str, Any] = {"partition_index": partition.partition_index, "leader_epoch": 0}
+            if log is None:
+                answer.update(error_code=ErrorCode.unknown_topic_or_partition, **NOT_FOUND)
+            else:
+                answer.update(error_code=ErrorCode.none, **await _lookup(log, partition.timestamp))
+            partitions.append(answer)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}
+
+
+async def _lookup(log: PartitionLog, timestamp: int) -> dict[str, int]:
+    if timestamp == LATEST:
+        return {"timestamp": -1, "offset": log.high_watermark}
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return {"timestamp": -1, "offset": log.log_start_offset}
+    if timestamp == MAX_TIMESTAMP:
+        found = await offset_of_max_timestamp(log)
+    elif timestamp >= 0:
+        found = await offset_for_timestamp(log, timestamp)
+    else:
+        return NOT_FOUND
+    if found is None:
+        return NOT_FOUND
+    offset, record_timestamp = found
+    return {"timestamp": record_timestamp, "offset": offset}

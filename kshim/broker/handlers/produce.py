@@ -1,0 +1,171 @@
+"""Produce (key 0): validate each partition's batch, assign offsets, append raw bytes.
+
+Batches are never decoded here: the header and CRC-32C are checked, offsets
+are stamped into the header, and the bytes are stored as received. A
+response (acks 1 or -1) is sent only once every appended batch is fsynced;
+acks=0 gets none. One bad partition never fails the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from kshim.broker.context import RequestContext
+from kshim.broker.producer_state import Duplicate
+from kshim.broker.state import Broker
+from kshim.protocol.errors import ErrorCode
+from kshim.protocol.record_batch import (
+    BatchHeader,
+    InvalidBatch,
+    iter_batches,
+    set_log_append_time,
+    validate_produced,
+)
+from kshim.storage.interface import TopicPartition
+from kshim.storage.partition_log import LogFailed, PartitionLog
+
+NO_TIMESTAMP = -1
+
+
+@dataclass(slots=True)
+class PartitionResult:
+    index: int
+    error_code: ErrorCode = ErrorCode.none
+    base_offset: int = -1
+    log_append_time: int = NO_TIMESTAMP
+    log_start_offset: int = -1
+    error_message: str | None = None
+    durable_offset: int = -1  # the last offset that must be on disk before answering
+    log: PartitionLog | None = field(default=None, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "error_code": self.error_code,
+            "base_offset": self.base_offset,
+            "log_append_time": None if self.log_append_time < 0 else self.log_append_time,
+            "log_start_offset": self.log_start_offset,
+            "record_errors": [],
+            "error_message": self.error_message,
+        }
+
+
+async def handle(request: Any, context: RequestContext) -> dict[str, Any] | None:
+    broker = context.broker
+    results = [
+        (topic.name, [_append(broker, topic.name, data, request) for data in topic.partition_data])
+        for topic in request.topic_data
+    ]
+    if request.acks == 0:
+        return None
+    await asyncio.gather(*(_wait_durable(result) for _, partitions in results for result in partitions))
+    return {
+        "responses": [
+            {"name": name, "partition_responses": [result.as_dict() for result in partitions]}
+            for name, partitions in results
+        ],
+        "throttle_time": 0,
+    }
+
+
+def _append(broker: Broker, topic_name: str, data: Any, request: Any) -> PartitionResult:
+    result = PartitionResult(data.index)
+    topic_partition = TopicPartition(topic_name, data.index)
+    log = broker.partition_log(topic_partition)
+    topic = broker.topic(topic_name)
+    if log is None or topic is None:
+        result.error_code = ErrorCode.unknown_topic_or_partition
+        return result
+    result.log_start_offset = log.log_start_offset
+    records = data.records
+    try:
+        header = _validate(records, int(topic.configs["max.message.bytes"]), request)
+        _check_timestamps(header, topic.configs, broker.clock())
+    except _Refused as refused:
+        result.error_code, result.error_message = refused.code, refused.message
+        return result
+    verdict = broker.producer_state(topic_partition).check(header)
+    if isinstance(verdict, Duplicate):
+        result.base_offset = verdict.base_offset
+        result.durable_offset = verdict.base_offset + header.last_offset_delta
+        result.log = log
+        return result
+    if verdict is not None:
+        result.error_code = verdict
+        return result
+    batch = bytearray(records)
+    if topic.configs["message.timestamp.type"] == "LogAppendTime":
+        result.log_append_time = broker.clock()
+        set_log_append_time(batch, result.log_append_time)
+    try:
+        result.base_offset = log.append(batch, header)
+    except LogFailed as error:
+        result.error_code, result.error_message = ErrorCode.kafka_storage_error, str(error)
+        return result
+    broker.producer_state(topic_partition).record(header, result.base_offset)
+    result.durable_offset = result.base_offset + header.last_offset_delta
+    result.log = log
+    return result
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _validate(records: bytes | None, max_message_bytes: int, request: Any) -> BatchHeader:
+    if not records:
+        raise _Refused(ErrorCode.invalid_record, "no record batch for this partition")
+    if len(records) > max_message_bytes:
+        raise _Refused(
+            ErrorCode.message_too_large,
+            f"batch of {len(records)} bytes exceeds max.message.bytes={max_message_bytes}",
+        )
+    try:
+        header = validate_produced(records)
+    except InvalidBatch as error:
+        if _holds_several_batches(records):
+            raise _Refused(
+                ErrorCode.invalid_record, "produce v3+ takes exactly one batch per partition"
+            ) from None
+        code = ErrorCode.corrupt_message if error.corrupt else ErrorCode.invalid_record
+        raise _Refused(code, str(error)) from None
+    if header.is_transactional or request.transactional_id is not None:
+        raise _Refused(ErrorCode.invalid_record, "transactions are not supported yet")
+    return header
+
+
+def _holds_several_batches(records: bytes) -> bool:
+    try:
+        return sum(1 for _ in iter_batches(records)) > 1
+    except InvalidBatch:
+        return False
+
+
+def _check_timestamps(header: BatchHeader, configs: dict[str, str], now_ms: int) -> None:
+    if configs["message.timestamp.type"] != "CreateTime":
+        return
+    before = int(configs["message.timestamp.before.max.ms"])
+    after = int(configs["message.timestamp.after.max.ms"])
+    for timestamp in (header.base_timestamp, header.max_timestamp):
+        if timestamp < 0:
+            continue
+        if now_ms - timestamp > before or timestamp - now_ms > after:
+            raise _Refused(
+                ErrorCode.invalid_timestamp,
+                f"timestamp {timestamp} outside the window allowed around {now_ms}",
+            )
+
+
+async def _wait_durable(result: PartitionResult) -> None:
+    if result.log is None or result.error_code != ErrorCode.none:
+        return
+    try:
+        await result.log.wait_durable(result.durable_offset)
+    except LogFailed as error:
+        result.error_code, result.error_message = ErrorCode.kafka_storage_error, str(error)
+    result.log_start_offset = result.log.log_start_offset

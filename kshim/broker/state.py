@@ -1,0 +1,103 @@
+"""The broker's state: configuration, stores, topics and idempotence state.
+
+Handlers receive this object and return responses; they never touch sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+
+from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.producer_state import PartitionProducerState
+from kshim.broker.topics import Topic, TopicManager
+from kshim.protocol.record_batch import BatchHeader
+from kshim.storage.filesystem import FileSystem
+from kshim.storage.interface import TopicPartition
+from kshim.storage.log_store import LogStore
+from kshim.storage.metadata import MetadataStore
+from kshim.storage.partition_log import PartitionLog
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class AppendWaiters:
+    """Wakes long-polling fetches when a partition's high watermark advances."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+
+    def notify(self, topic_partition: TopicPartition) -> None:
+        for future in self._waiting.pop(topic_partition, ()):
+            if not future.done():
+                future.set_result(None)
+
+    async def wait_any(self, partitions: list[TopicPartition], timeout_s: float) -> None:
+        """Returns when any of ``partitions`` advances, or after ``timeout_s``."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for topic_partition in partitions:
+            self._waiting.setdefault(topic_partition, set()).add(future)
+        try:
+            await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            for topic_partition in partitions:
+                waiting = self._waiting.get(topic_partition)
+                if waiting is not None:
+                    waiting.discard(future)
+                    if not waiting:
+                        del self._waiting[topic_partition]
+
+
+class Broker:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Callable[[], int] = wall_clock_ms,
+        filesystem: FileSystem | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        data_dir = config.data_dir
+        os.makedirs(data_dir, exist_ok=True)
+        self.metadata = MetadataStore(os.path.join(data_dir, "meta"))
+        self.logs = LogStore(data_dir, clock, filesystem)
+        self.producer_states: dict[TopicPartition, PartitionProducerState] = {}
+        self.append_waiters = AppendWaiters()
+        self.topics = TopicManager(
+            config, self.metadata, self.logs, self._prepare_partition, self._watch_partition
+        )
+
+    async def start(self) -> None:
+        """Loads every topic and recovers its logs."""
+        await self.topics.load()
+
+    def _prepare_partition(self, topic_partition: TopicPartition) -> Callable[[BatchHeader], None]:
+        state = PartitionProducerState()
+        self.producer_states[topic_partition] = state
+        return state.recover
+
+    def _watch_partition(self, log: PartitionLog) -> None:
+        topic_partition = log.topic_partition
+        log.listeners.append(lambda: self.append_waiters.notify(topic_partition))
+
+    def topic(self, name: str) -> Topic | None:
+        return self.topics.topics.get(name)
+
+    def partition_log(self, topic_partition: TopicPartition) -> PartitionLog | None:
+        topic = self.topics.topics.get(topic_partition.topic)
+        if topic is None or not 0 <= topic_partition.partition < len(topic.logs):
+            return None
+        return topic.logs[topic_partition.partition]
+
+    def producer_state(self, topic_partition: TopicPartition) -> PartitionProducerState:
+        return self.producer_states.setdefault(topic_partition, PartitionProducerState())
+
+    async def close(self) -> None:
+        await self.logs.close()
+        self.metadata.close()

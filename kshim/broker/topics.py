@@ -1,0 +1,178 @@
+"""Topic lifecycle: create, delete, add partitions, alter configs; durable in LMDB.
+
+Each topic's record (id, partition count, config overrides) lives in the
+metadata store; its partitions' logs live in the log store. Metadata writes
+run in a worker thread so the event loop never waits on LMDB's fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.config import TOPIC_CONFIGS, ConfigError
+from kshim.protocol.record_batch import BatchHeader
+from kshim.storage.interface import TopicPartition
+from kshim.storage.log_store import LogStore
+from kshim.storage.metadata import MetadataStore, TopicRecord
+from kshim.storage.partition_log import PartitionLog
+
+LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+class TopicError(Exception):
+    """A topic request Kafka would refuse; ``code`` is the Kafka error code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+TOPIC_ALREADY_EXISTS = 36
+INVALID_TOPIC = 17
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_CONFIG = 40
+UNKNOWN_TOPIC = 3
+
+
+@dataclass(slots=True)
+class Topic:
+    record: TopicRecord
+    configs: dict[str, str]  # effective: broker defaults overlaid with the topic's overrides
+    logs: list[PartitionLog]
+
+
+def validate_topic_name(name: str) -> None:
+    """Raises TopicError(INVALID_TOPIC) for a name Kafka would refuse."""
+    if name in (".", "..") or not LEGAL_TOPIC_NAME.match(name):
+        raise TopicError(INVALID_TOPIC, f"illegal topic name {name!r}")
+
+
+def validate_topic_configs(overrides: Mapping[str, str | None]) -> dict[str, str]:
+    """Returns the validated overrides; raises TopicError(INVALID_CONFIG)."""
+    result = {}
+    for name, value in overrides.items():
+        spec = TOPIC_CONFIGS.get(name)
+        if spec is None:
+            raise TopicError(INVALID_CONFIG, f"unknown topic config {name}")
+        if value is None:
+            raise TopicError(INVALID_CONFIG, f"null value for topic config {name}")
+        try:
+            result[name] = spec.validate(value)
+        except ConfigError as error:
+            raise TopicError(INVALID_CONFIG, f"{name}: {error}") from None
+    return result
+
+
+class TopicManager:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata: MetadataStore,
+        logs: LogStore,
+        on_open: Callable[[TopicPartition], Callable[[BatchHeader], None]],
+        on_opened: Callable[[PartitionLog], None],
+    ) -> None:
+        self._config = config
+        self._metadata = metadata
+        self._logs = logs
+        self._on_open = on_open  # gives the recovery callback for a partition
+        self._on_opened = on_opened  # sees every log once it is open
+        self.topics: dict[str, Topic] = {}
+        self._lock = asyncio.Lock()
+
+    async def load(self) -> None:
+        """Opens every stored topic's logs (running recovery)."""
+        records = await asyncio.to_thread(self._metadata.topics)
+        for record in records.values():
+            self.topics[record.name] = await self._open(record)
+
+    def effective_configs(self, overrides: Mapping[str, str]) -> dict[str, str]:
+        return {**self._config.topic_defaults(), **overrides}
+
+    async def _open(self, record: TopicRecord) -> Topic:
+        configs = self.effective_configs(record.configs)
+        logs = [await self._open_partition(record.name, index, configs) for index in range(record.partitions)]
+        return Topic(record, configs, logs)
+
+    async def _open_partition(self, topic: str, index: int, configs: Mapping[str, str]) -> PartitionLog:
+        topic_partition = TopicPartition(topic, index)
+        log_start = await asyncio.to_thread(self._metadata.log_start_offset, topic_partition)
+        log = await self._logs.open(
+            topic_partition,
+            self._config.log_config(configs),
+            log_start,
+            self._on_open(topic_partition),
+        )
+        self._on_opened(log)
+        return log
+
+    async def create(
+        self, name: str, partitions: int, overrides: Mapping[str, str | None], validate_only: bool = False
+    ) -> Topic | None:
+        """Creates a topic; raises TopicError. Returns None when ``validate_only``."""
+        validate_topic_name(name)
+        if partitions < 1:
+            raise TopicError(INVALID_PARTITIONS, "number of partitions must be at least 1")
+        checked = validate_topic_configs(overrides)
+        async with self._lock:
+            if name in self.topics:
+                raise TopicError(TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            if validate_only:
+                return None
+            record = TopicRecord(name, uuid.uuid4().bytes, partitions, checked)
+            await asyncio.to_thread(self._metadata.put_topic, record)
+            topic = await self._open(record)
+            self.topics[name] = topic
+            return topic
+
+    async def delete(self, name: str) -> None:
+        """Deletes the topic, its metadata and its files; raises TopicError if unknown."""
+        async with self._lock:
+            topic = self.topics.pop(name, None)
+            if topic is None:
+                raise TopicError(UNKNOWN_TOPIC, f"unknown topic {name!r}")
+            await asyncio.to_thread(self._metadata.delete_topic, name)
+            for log in topic.logs:
+                await self._logs.delete(log.topic_partition)
+
+    async def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        """Grows the topic to ``total`` partitions; raises TopicError."""
+        async with self._lock:
+            topic = self.topics.get(name)
+            if topic is None:
+                raise TopicError(UNKNOWN_TOPIC, f"unknown topic {name!r}")
+            current = topic.record.partitions
+            if total <= current:
+                raise TopicError(
+                    INVALID_PARTITIONS, f"topic has {current} partitions; {total} is not more"
+                )
+            if validate_only:
+                return
+            record = TopicRecord(name, topic.record.topic_id, total, topic.record.configs)
+            await asyncio.to_thread(self._metadata.put_topic, record)
+            for index in range(current, total):
+                topic.logs.append(await self._open_partition(name, index, topic.configs))
+            topic.record = record
+
+    async def set_configs(self, name: str, overrides: Mapping[str, str], validate_only: bool = False) -> None:
+        """Replaces the topic's overrides with ``overrides``; raises TopicError."""
+        checked = validate_topic_configs(overrides)
+        async with self._lock:
+            topic = self.topics.get(name)
+            if topic is None:
+                raise TopicError(UNKNOWN_TOPIC, f"unknown topic {name!r}")
+            if validate_only:
+                return
+            record = TopicRecord(name, topic.record.topic_id, topic.record.partitions, checked)
+            await asyncio.to_thread(self._metadata.put_topic, record)
+            topic.record = record
+            topic.configs = self.effective_configs(checked)
+            log_config = self._config.log_config(topic.configs)
+            for log in topic.logs:
+                log.config = log_config

@@ -1,0 +1,39 @@
+"""Advertised version ranges of every implemented API (research notes §1.4, §9).
+
+Advertise only what is implemented: some APIs switch clients onto other code
+paths (§1.5). Produce advertises v0-2 for old librdkafka feature detection but
+serves v3+ only, as Kafka 4 does (KAFKA-18659); a lower version that really
+arrives closes the connection. Fetch stops at v12 and Produce at v11 so no
+client switches to topic ids.
+"""
+
+from __future__ import annotations
+
+ADVERTISED: dict[int, tuple[int, int]] = {
+    0: (0, 11),  # Produce
+    1: (4, 12),  # Fetch
+    2: (1, 9),  # ListOffsets
+    3: (0, 12),  # Metadata
+    10: (0, 6),  # FindCoordinator
+    18: (0, 4),  # ApiVersions
+    19: (2, 7),  # CreateTopics
+    20: (1, 6),  # DeleteTopics
+    21: (0, 2),  # DeleteRecords
+    22: (0, 5),  # InitProducerId
+    32: (1, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
+    37: (0, 3),  # CreatePartitions
+    44: (0, 1),  # IncrementalAlterConfigs
+}
+
+MIN_SERVED: dict[int, int] = {0: 3}
+API_VERSIONS_KEY = 18
+
+
+def serves(api_key: int, version: int) -> bool:
+    """True when kshim decodes and answers this API version."""
+    advertised = ADVERTISED.get(api_key)
+    if advertised is None:
+        return False
+    low, high = advertised
+    return max(low, MIN_SERVED.get(api_key, low)) <= version <= high

@@ -1,0 +1,85 @@
+"""The ``kshim`` command line: parses arguments and calls library functions."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.config import ConfigError, from_environment, parse_properties
+from kshim.broker.state import Broker
+from kshim.server.listener import KafkaServer
+
+DEFAULT_LISTEN = "127.0.0.1:9092"
+DEFAULT_DATA_DIR = "./kshim-data"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kshim", description="A Kafka-compatible broker.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run a single-node broker")
+    serve.add_argument("--listen", help=f"host:port to listen on (default {DEFAULT_LISTEN})")
+    serve.add_argument("--data-dir", help=f"where logs and metadata live (default {DEFAULT_DATA_DIR})")
+    serve.add_argument("--advertised", help="host:port clients are told to use (default: --listen)")
+    serve.add_argument("--config", help="a Kafka-style properties file")
+    serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config entry")
+    serve.add_argument("--log-level", default="INFO")
+    return parser
+
+
+def load_config(arguments: argparse.Namespace, environment: dict[str, str]) -> BrokerConfig:
+    """Merges defaults, the config file, environment, --set and the flags (later wins)."""
+    layers: list[dict[str, str]] = []
+    if arguments.config:
+        with open(arguments.config, encoding="utf-8") as handle:
+            layers.append(parse_properties(handle.read()))
+    layers.append(from_environment(environment))
+    layers.append(parse_properties("\n".join(arguments.set)))
+    flags: dict[str, str] = {}
+    if arguments.listen or "listeners" not in _merged_keys(layers):
+        flags["listeners"] = f"PLAINTEXT://{arguments.listen or DEFAULT_LISTEN}"
+    if arguments.data_dir or "log.dirs" not in _merged_keys(layers):
+        flags["log.dirs"] = arguments.data_dir or DEFAULT_DATA_DIR
+    if arguments.advertised:
+        flags["advertised.listeners"] = f"PLAINTEXT://{arguments.advertised}"
+    layers.append(flags)
+    return BrokerConfig.load(layers)
+
+
+def _merged_keys(layers: list[dict[str, str]]) -> set[str]:
+    return {key for layer in layers for key in layer}
+
+
+async def serve(config: BrokerConfig) -> None:
+    """Runs the broker until SIGINT or SIGTERM, then shuts down cleanly."""
+    server = KafkaServer(Broker(config))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signal_number in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signal_number, stop.set)
+    host, port = await server.start()
+    print(f"kshim listening on {host}:{port}, data in {config.data_dir}", flush=True)
+    await stop.wait()
+    await server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=arguments.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = load_config(arguments, dict(os.environ))
+    except (ConfigError, OSError) as error:
+        print(f"kshim: configuration error: {error}", file=sys.stderr)
+        return 2
+    asyncio.run(serve(config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

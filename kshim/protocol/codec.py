@@ -1,0 +1,190 @@
+"""Message bodies through kio's generated codecs, version-agnostic for handlers.
+
+kio (PyPI) carries a dataclass per message and version, generated from Kafka's
+own JSON schemas, with a native decoder. Handlers should not care which
+version a client picked, so they describe a response as a plain nested dict
+holding the union of every version's fields; ``encode_response`` builds that
+version's dataclasses from it, dropping fields the version lacks and filling
+absent ones with the schema default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import types
+import typing
+import uuid
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+
+from kshim.protocol.primitives import DecodeError
+
+Converter = Callable[[Any], Any]
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+@cache
+def request_class(api_key: int, version: int) -> type[Any]:
+    """Returns kio's request dataclass; raises KeyError for an unknown pair."""
+    try:
+        return load_request_schema(api_key, version)
+    except Exception as error:  # kio raises its own index errors
+        raise KeyError((api_key, version)) from error
+
+
+@cache
+def response_class(api_key: int, version: int) -> type[Any]:
+    """Returns kio's response dataclass; raises KeyError for an unknown pair."""
+    try:
+        return load_response_schema(api_key, version)
+    except Exception as error:
+        raise KeyError((api_key, version)) from error
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    """True when this request version uses compact types and header v2."""
+    return bool(request_class(api_key, version).__flexible__)
+
+
+@cache
+def _reader(cls: type[Any]) -> Any:
+    return entity_reader(cls)
+
+
+@cache
+def _writer(cls: type[Any]) -> Any:
+    return entity_writer(cls)
+
+
+def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any:
+    """Decodes a request body starting at ``offset``.
+
+    Raises DecodeError when the bytes do not match the schema (truncated,
+    trailing garbage or invalid values): a broken frame.
+    """
+    cls = request_class(api_key, version)
+    try:
+        entity, size = _reader(cls)(memoryview(frame)[offset:], 0)
+    except Exception as error:
+        raise DecodeError(f"cannot decode api {api_key} v{version}: {error}") from error
+    if offset + size != len(frame):
+        raise DecodeError(f"{len(frame) - offset - size} trailing bytes after api {api_key}")
+    return entity
+
+
+def encode_response(api_key: int, version: int, body: Mapping[str, Any]) -> bytes:
+    """Encodes a response body described as a nested dict (see module doc)."""
+    cls = response_class(api_key, version)
+    return encode_entity(cls, build(cls, body))
+
+
+def encode_entity(cls: type[Any], entity: Any) -> bytes:
+    """Serialises a kio dataclass instance."""
+    buffer = io.BytesIO()
+    _writer(cls)(buffer, entity)
+    return buffer.getvalue()
+
+
+def build(cls: type[Any], body: Mapping[str, Any]) -> Any:
+    """Builds the kio dataclass ``cls`` from a dict; unknown keys are ignored."""
+    values = {}
+    for name, convert, fill in _plan(cls):
+        if name in body:
+            values[name] = convert(body[name])
+        elif fill is not None:
+            values[name] = fill()
+    return cls(**values)
+
+
+@cache
+def _plan(cls: type[Any]) -> tuple[tuple[str, Converter, Callable[[], Any] | None], ...]:
+    hints = typing.get_type_hints(cls)
+    plan = []
+    for field in dataclasses.fields(cls):
+        if field.name.startswith("__"):
+            continue
+        convert = _converter(hints[field.name], field.metadata.get("kafka_type"))
+        has_default = (
+            field.default is not dataclasses.MISSING
+            or field.default_factory is not dataclasses.MISSING
+        )
+        fill = None if has_default else _filler(hints[field.name], convert)
+        plan.append((field.name, convert, fill))
+    return tuple(plan)
+
+
+def _filler(hint: Any, convert: Converter) -> Callable[[], Any]:
+    """A value for a required field the handler left out: empty, null or zero."""
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        return tuple
+    if origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint):
+        return lambda: None
+    if dataclasses.is_dataclass(hint):
+        return lambda: convert({})
+    if hint is str or (isinstance(hint, type) and issubclass(hint, str)):
+        return lambda: ""
+    if hint is bool:
+        return lambda: False
+    return lambda: convert(0)
+
+
+def _converter(hint: Any, kafka_type: str | None) -> Converter:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        convert_inner = _converter(inner[0], kafka_type)
+        return lambda value: None if value is None else convert_inner(value)
+    if origin is tuple:
+        item = typing.get_args(hint)[0]
+        convert_item = _converter(item, kafka_type)
+        return lambda values: tuple(convert_item(value) for value in values)
+    if dataclasses.is_dataclass(hint):
+        nested: type[Any] = hint  # type: ignore[assignment]
+        return lambda value: value if isinstance(value, nested) else build(nested, value)
+    return _SCALAR_CONVERTERS.get(kafka_type or "", _identity)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _timedelta(value: Any) -> Any:
+    return value if isinstance(value, datetime.timedelta) else datetime.timedelta(milliseconds=value)
+
+
+def _datetime(value: Any) -> Any:
+    if value is None or isinstance(value, datetime.datetime):
+        return value
+    return EPOCH + datetime.timedelta(milliseconds=value)
+
+
+def _uuid(value: Any) -> Any:
+    return value if value is None or isinstance(value, uuid.UUID) else uuid.UUID(bytes=value)
+
+
+_SCALAR_CONVERTERS: dict[str, Converter] = {
+    "error_code": ErrorCode,
+    "timedelta_i32": _timedelta,
+    "timedelta_i64": _timedelta,
+    "datetime_i64": _datetime,
+    "uuid": _uuid,
+}
+
+
+def milliseconds(value: datetime.timedelta | datetime.datetime | int | None) -> int:
+    """Returns a decoded kio time field as integer milliseconds (-1 for None)."""
+    if value is None:
+        return -1
+    if isinstance(value, datetime.timedelta):
+        return int(value / datetime.timedelta(milliseconds=1))
+    if isinstance(value, datetime.datetime):
+        return int((value - EPOCH) / datetime.timedelta(milliseconds=1))
+    return int(value)

@@ -1,0 +1,77 @@
+"""Sans-io framing of the Kafka wire protocol.
+
+Every request and response is ``int32 size`` followed by ``size`` bytes
+(https://kafka.apache.org/protocol#protocol_common). The decoder is fed raw
+bytes and hands out whole frames; it never touches a socket, so it can be
+tested with plain byte strings (the h11 pattern: ``feed`` then ``next_frame``).
+"""
+
+from __future__ import annotations
+
+import struct
+
+FRAME_SIZE = struct.Struct(">i")
+FRAME_SIZE_LENGTH = FRAME_SIZE.size
+# The smallest well-formed request: api_key(2) + api_version(2) + correlation_id(4)
+# + client_id length(2).
+MIN_REQUEST_SIZE = 10
+
+
+class FrameError(Exception):
+    """The peer broke the framing rules; the only safe answer is to close the connection."""
+
+
+class FrameDecoder:
+    """Splits a byte stream into Kafka frames.
+
+    ``max_frame_size`` mirrors Kafka's ``socket.request.max.bytes``: a size
+    prefix above it (or below the minimum request size) is a broken frame.
+    """
+
+    def __init__(self, max_frame_size: int) -> None:
+        self._max_frame_size = max_frame_size
+        self._buffer = bytearray()
+        self._position = 0
+
+    def feed(self, data: bytes) -> None:
+        """Appends bytes received from the peer."""
+        self._buffer += data
+
+    def buffered_bytes(self) -> int:
+        """Returns how many received bytes are not yet handed out as frames."""
+        return len(self._buffer) - self._position
+
+    def next_frame(self) -> bytes | None:
+        """Returns the next complete frame body, or None when more bytes are needed.
+
+        Raises FrameError for a size prefix that no valid request can have.
+        """
+        available = len(self._buffer) - self._position
+        if available < FRAME_SIZE_LENGTH:
+            self._compact()
+            return None
+        (size,) = FRAME_SIZE.unpack_from(self._buffer, self._position)
+        if size < MIN_REQUEST_SIZE or size > self._max_frame_size:
+            raise FrameError(
+                f"frame size {size} outside [{MIN_REQUEST_SIZE}, {self._max_frame_size}]"
+            )
+        if available < FRAME_SIZE_LENGTH + size:
+            self._compact()
+            return None
+        start = self._position + FRAME_SIZE_LENGTH
+        frame = bytes(self._buffer[start : start + size])
+        self._position = start + size
+        return frame
+
+    def _compact(self) -> None:
+        # Drop consumed bytes only when waiting for more, so a burst of
+        # pipelined requests is sliced without repeated buffer moves.
+        if self._position:
+            del self._buffer[: self._position]
+            self._position = 0
+
+
+def frame(payload_parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
+    """Returns the parts prefixed with their total size, ready for ``writelines``."""
+    size = sum(len(part) for part in payload_parts)
+    return [FRAME_SIZE.pack(size), *payload_parts]

@@ -1,0 +1,92 @@
+"""Turns one request frame into response bytes: decode, route, handle, encode.
+
+Two kinds of failure, as in h11: the peer broke the protocol (a frame that
+does not parse, an API or version kshim does not serve) raises
+ProtocolViolation and the connection is closed, as Kafka does; anything a
+client can get wrong inside a valid request is a Kafka error code in the
+response, produced by the handler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kshim.broker.context import RequestContext
+from kshim.broker.registry import HANDLERS
+from kshim.broker.state import Broker
+from kshim.broker.versions import ADVERTISED, API_VERSIONS_KEY, serves
+from kshim.protocol import codec
+from kshim.protocol.errors import ErrorCode
+from kshim.protocol.framing import frame
+from kshim.protocol.headers import (
+    RequestHeader,
+    encode_response_header,
+    parse_request_header,
+    peek_api,
+)
+from kshim.protocol.primitives import DecodeError
+
+# ApiVersions v3+ uses flexible request headers even at versions this broker does not know.
+API_VERSIONS_FIRST_FLEXIBLE = 3
+
+
+class ProtocolViolation(Exception):
+    """The peer sent something that is not a request kshim can parse; close the connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    header: RequestHeader
+    request: Any  # kio request dataclass, or None for the ApiVersions fallback
+
+
+def decode(frame_bytes: bytes) -> Call:
+    """Parses a request frame; raises ProtocolViolation."""
+    try:
+        api_key, version, _ = peek_api(frame_bytes)
+    except Exception as error:
+        raise ProtocolViolation(f"unreadable request header: {error}") from error
+    try:
+        if api_key == API_VERSIONS_KEY and not serves(api_key, version):
+            flexible = version >= API_VERSIONS_FIRST_FLEXIBLE
+            header, _ = parse_request_header(frame_bytes, flexible)
+            return Call(header, None)  # KIP-511: answered without parsing the body
+        if not serves(api_key, version):
+            raise ProtocolViolation(f"api {api_key} version {version} is not supported")
+        header, body_offset = parse_request_header(frame_bytes, codec.is_flexible(api_key, version))
+        request = codec.decode_request(api_key, version, frame_bytes, body_offset)
+    except DecodeError as error:
+        raise ProtocolViolation(str(error)) from error
+    return Call(header, request)
+
+
+async def respond(call: Call, broker: Broker) -> list[bytes | memoryview] | None:
+    """Runs the handler and returns the framed response, or None when none is due (acks=0)."""
+    header = call.header
+    if call.request is None:
+        return _api_versions_fallback(header)
+    body = await HANDLERS[header.api_key](call.request, RequestContext(header, broker))
+    if body is None:
+        return None
+    flexible = codec.is_flexible(header.api_key, header.api_version)
+    # ApiVersions always answers with response header v0 (KIP-511).
+    response_header = encode_response_header(
+        header.correlation_id, flexible and header.api_key != API_VERSIONS_KEY
+    )
+    encoded = codec.encode_response(header.api_key, header.api_version, body)
+    return frame([response_header, encoded])
+
+
+def _api_versions_fallback(header: RequestHeader) -> list[bytes | memoryview]:
+    """A v0-format UNSUPPORTED_VERSION answer listing ApiVersions' own range (KIP-511)."""
+    low, high = ADVERTISED[API_VERSIONS_KEY]
+    body = codec.encode_response(
+        API_VERSIONS_KEY,
+        0,
+        {
+            "error_code": ErrorCode.unsupported_version,
+            "api_keys": [{"api_key": API_VERSIONS_KEY, "min_version": low, "max_version": high}],
+        },
+    )
+    return frame([encode_response_header(header.correlation_id, False), body])

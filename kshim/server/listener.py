@@ -1,0 +1,58 @@
+"""The TCP listener: accepts connections (up to ``max.connections``) and serves them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from kshim.broker.state import Broker
+from kshim.server.connection import serve_connection
+
+log = logging.getLogger(__name__)
+
+
+class KafkaServer:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._max_connections = broker.config.get_int("max.connections")
+        self._max_frame_size = broker.config.get_int("socket.request.max.bytes")
+
+    async def start(self) -> tuple[str, int]:
+        """Starts the broker and listening; returns the bound (host, port)."""
+        await self.broker.start()
+        host, port = self.broker.config.listen_address()
+        self._server = await asyncio.start_server(
+            self._accept, host, port, reuse_address=True, limit=1 << 20
+        )
+        bound = self._server.sockets[0].getsockname()
+        log.info("kshim listening on %s:%s", bound[0], bound[1])
+        return bound[0], bound[1]
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._connections) >= self._max_connections:
+            writer.close()
+            return
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)  # type: ignore[arg-type]
+        try:
+            await serve_connection(reader, writer, self.broker, self._max_frame_size)
+        finally:
+            self._connections.discard(task)  # type: ignore[arg-type]
+
+    async def stop(self) -> None:
+        """Stops accepting, drops open connections, then flushes and closes the stores."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        await self.broker.close()

@@ -1,0 +1,79 @@
+"""The one seam through which the store touches files.
+
+Every open, write, fsync, read, truncate and delete of log data goes through
+a ``FileSystem``, so tests can substitute one that forgets unsynced writes
+(LevelDB's fault-injection approach). All methods block: call them off the
+event loop.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol
+
+
+class FileSystem(Protocol):
+    def open_append(self, path: str) -> int: ...
+    def open_read(self, path: str) -> int: ...
+    def write(self, descriptor: int, data: list[bytes | memoryview]) -> None: ...
+    def fsync(self, descriptor: int) -> None: ...
+    def fsync_directory(self, path: str) -> None: ...
+    def pread(self, descriptor: int, length: int, position: int) -> bytes: ...
+    def size(self, path: str) -> int: ...
+    def truncate(self, path: str, length: int) -> None: ...
+    def remove(self, path: str) -> None: ...
+    def list_directory(self, path: str) -> list[str]: ...
+    def make_directory(self, path: str) -> None: ...
+    def close(self, descriptor: int) -> None: ...
+
+
+class OsFileSystem:
+    """The real filesystem through ``os`` calls."""
+
+    def open_append(self, path: str) -> int:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def open_read(self, path: str) -> int:
+        return os.open(path, os.O_RDONLY)
+
+    def write(self, descriptor: int, data: list[bytes | memoryview]) -> None:
+        pending = [memoryview(part) for part in data if len(part)]
+        while pending:
+            written = os.writev(descriptor, pending[:1024])
+            while written and pending:
+                if written >= len(pending[0]):
+                    written -= len(pending.pop(0))
+                else:
+                    pending[0] = pending[0][written:]
+                    written = 0
+
+    def fsync(self, descriptor: int) -> None:
+        os.fsync(descriptor)
+
+    def fsync_directory(self, path: str) -> None:
+        descriptor = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+    def pread(self, descriptor: int, length: int, position: int) -> bytes:
+        return os.pread(descriptor, length, position)
+
+    def size(self, path: str) -> int:
+        return os.path.getsize(path)
+
+    def truncate(self, path: str, length: int) -> None:
+        os.truncate(path, length)
+
+    def remove(self, path: str) -> None:
+        os.remove(path)
+
+    def list_directory(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def make_directory(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def close(self, descriptor: int) -> None:
+        os.close(descriptor)

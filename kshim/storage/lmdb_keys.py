@@ -1,0 +1,42 @@
+"""Every LMDB key layout kshim uses, in one place.
+
+Keys are big-endian and fixed-width after a variable-length name, so LMDB's
+byte order is numeric order and a name's keys form one contiguous range.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from kshim.storage.interface import TopicPartition
+
+TOPICS_DB = b"topics"  # topic name -> TopicRecord JSON
+LOG_STARTS_DB = b"log_starts"  # partition key -> int64 log start offset
+COUNTERS_DB = b"counters"  # counter name -> int64
+PRODUCER_IDS_COUNTER = b"next_producer_id"
+
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+NAME_TERMINATOR = b"\x00"  # topic names never contain NUL, so it ends the name
+
+
+def topic_key(topic: str) -> bytes:
+    return topic.encode("utf-8")
+
+
+def partition_key(topic_partition: TopicPartition) -> bytes:
+    """``topic NUL int32 partition``: all partitions of a topic sort together."""
+    return topic_key(topic_partition.topic) + NAME_TERMINATOR + _INT32.pack(topic_partition.partition)
+
+
+def topic_prefix(topic: str) -> bytes:
+    return topic_key(topic) + NAME_TERMINATOR
+
+
+def encode_int64(value: int) -> bytes:
+    return _INT64.pack(value)
+
+
+def decode_int64(data: bytes) -> int:
+    value: int = _INT64.unpack(data)[0]
+    return value

@@ -1,0 +1,59 @@
+"""All partition logs of a broker, under ``{data_dir}/logs/{topic}-{partition}``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Callable
+
+from kshim.protocol.record_batch import BatchHeader
+from kshim.storage.filesystem import FileSystem, OsFileSystem
+from kshim.storage.interface import LogConfig, TopicPartition
+from kshim.storage.partition_log import Clock, PartitionLog
+
+
+class LogStore:
+    def __init__(self, data_dir: str, clock: Clock, filesystem: FileSystem | None = None) -> None:
+        self.logs_dir = os.path.join(data_dir, "logs")
+        self._clock = clock
+        self._fs = filesystem or OsFileSystem()
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+
+    def directory_of(self, topic_partition: TopicPartition) -> str:
+        return os.path.join(self.logs_dir, str(topic_partition))
+
+    async def open(
+        self,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        log_start_offset: int,
+        on_batch: Callable[[BatchHeader], None] | None = None,
+    ) -> PartitionLog:
+        """Opens (recovering) or creates the partition's log and registers it."""
+        log = await PartitionLog.open(
+            topic_partition,
+            self.directory_of(topic_partition),
+            config,
+            self._fs,
+            self._clock,
+            log_start_offset,
+            on_batch,
+        )
+        self._logs[topic_partition] = log
+        return log
+
+    def get(self, topic_partition: TopicPartition) -> PartitionLog | None:
+        return self._logs.get(topic_partition)
+
+    async def delete(self, topic_partition: TopicPartition) -> None:
+        """Closes the log and removes its files."""
+        log = self._logs.pop(topic_partition, None)
+        if log is not None:
+            await log.close()
+        await asyncio.to_thread(shutil.rmtree, self.directory_of(topic_partition), True)
+
+    async def close(self) -> None:
+        for log in list(self._logs.values()):
+            await log.close()
+        self._logs.clear()

@@ -1,0 +1,266 @@
+"""A partition's ordered log on disk: segments, memtable, group commit.
+
+Appends run on the event loop and only touch memory: the batch gets its
+offsets, joins the memtable and a pending list. One flusher task per
+partition writes everything pending and fsyncs it in a worker thread (group
+commit: every append that arrived while the previous fsync ran shares the
+next one). The high watermark, the end of what consumers may see and what
+producers get acknowledged, advances only past bytes that are on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import os
+import threading
+from collections.abc import Callable
+
+from kshim.protocol.record_batch import (
+    BatchHeader,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
+from kshim.storage.filesystem import FileSystem
+from kshim.storage.interface import LogConfig, OffsetOutOfRange, ReadResult, TopicPartition
+from kshim.storage.memtable import Memtable
+from kshim.storage.recovery import recover_segments
+from kshim.storage.segment import Segment, segment_file_name
+
+Clock = Callable[[], int]
+LEADER_EPOCH = 0  # a single broker stays leader of every partition in epoch 0
+
+
+class LogFailed(Exception):
+    """A write to this partition failed; it refuses appends until restarted."""
+
+
+class PartitionLog:
+    """See module docstring. Not thread-safe: use from the event loop only."""
+
+    def __init__(
+        self,
+        topic_partition: TopicPartition,
+        directory: str,
+        config: LogConfig,
+        filesystem: FileSystem,
+        clock: Clock,
+        segments: list[Segment],
+        log_start_offset: int,
+    ) -> None:
+        self.topic_partition = topic_partition
+        self.directory = directory
+        self.config = config
+        self._fs = filesystem
+        self._clock = clock
+        self.segments = segments
+        self.log_end_offset = segments[-1].next_offset
+        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self.high_watermark = self.log_end_offset
+        self._memtable = Memtable(config.memtable_bytes)
+        self._memtable.next_offset = self.log_end_offset
+        self._pending: list[tuple[Segment, bytes]] = []
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._append_descriptors: dict[str, int] = {}
+        self._read_descriptors: dict[str, int] = {}
+        self._read_lock = threading.Lock()
+        self._unsynced_messages = 0
+        self._last_sync_ms = clock()
+        self._failure: BaseException | None = None
+        self.listeners: list[Callable[[], None]] = []
+
+    @classmethod
+    async def open(
+        cls,
+        topic_partition: TopicPartition,
+        directory: str,
+        config: LogConfig,
+        filesystem: FileSystem,
+        clock: Clock,
+        log_start_offset: int,
+        on_batch: Callable[[BatchHeader], None] | None = None,
+    ) -> PartitionLog:
+        """Opens (creating if needed) and recovers the log in ``directory``.
+
+        Recovery validates the last segment and truncates a torn tail; it
+        runs in a worker thread. ``on_batch`` sees every recovered header.
+        """
+        segments = await asyncio.to_thread(
+            recover_segments, filesystem, directory, log_start_offset, clock(), on_batch
+        )
+        return cls(topic_partition, directory, config, filesystem, clock, segments, log_start_offset)
+
+    def append(self, batch: bytearray, header: BatchHeader) -> int:
+        """Assigns offsets to a validated batch, stores it and returns its base offset.
+
+        The batch becomes visible (and durable) only when the high watermark
+        passes it: await ``wait_durable`` before acknowledging.
+        """
+        if self._failure is not None:
+            raise LogFailed(str(self._failure))
+        base_offset = self.log_end_offset
+        next_offset = base_offset + header.last_offset_delta + 1
+        set_base_offset(batch, base_offset)
+        set_partition_leader_epoch(batch, LEADER_EPOCH)
+        data = bytes(batch)
+        segment = self._segment_for(len(data))
+        segment.add_batch(base_offset, len(data), next_offset, header.max_timestamp)
+        self._memtable.append(base_offset, next_offset, data)
+        self._pending.append((segment, data))
+        self._unsynced_messages += header.records_count
+        self.log_end_offset = next_offset
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        return base_offset
+
+    async def wait_durable(self, offset: int) -> None:
+        """Returns once ``offset`` is below the high watermark; raises LogFailed on a write error."""
+        if offset < self.high_watermark:
+            return
+        if self._failure is not None:
+            raise LogFailed(str(self._failure))
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((offset, future))
+        await future
+
+    def _segment_for(self, size: int) -> Segment:
+        active = self.segments[-1]
+        now = self._clock()
+        too_big = active.size + size > self.config.segment_bytes
+        too_old = now - active.created_ms >= self.config.segment_ms
+        if active.is_empty or not (too_big or too_old):
+            return active
+        path = os.path.join(self.directory, segment_file_name(self.log_end_offset))
+        segment = Segment(self.log_end_offset, path, now)
+        self.segments.append(segment)
+        return segment
+
+    async def _flush_loop(self) -> None:
+        try:
+            while self._pending:
+                pending, self._pending = self._pending, []
+                target = self.log_end_offset
+                sync = self._sync_due()
+                await asyncio.to_thread(self._write, pending, sync)
+                if sync:
+                    self._unsynced_messages = 0
+                    self._last_sync_ms = self._clock()
+                self._advance_high_watermark(target)
+        except Exception as error:  # a disk error: fail waiters, refuse further appends
+            self._failure = error
+            for _, future in self._waiters:
+                if not future.done():
+                    future.set_exception(LogFailed(str(error)))
+            self._waiters.clear()
+        finally:
+            self._flusher = None
+
+    def _sync_due(self) -> bool:
+        # flush.messages=1 (the default) syncs every round; larger values trade
+        # safety for speed, bounded by flush.ms.
+        if self.config.flush_messages <= 1:
+            return True
+        elapsed = self._clock() - self._last_sync_ms
+        return self._unsynced_messages >= self.config.flush_messages or (
+            self.config.flush_ms > 0 and elapsed >= self.config.flush_ms
+        )
+
+    def _write(self, pending: list[tuple[Segment, bytes]], sync: bool) -> None:
+        """Worker thread: appends pending batches to their segment files, then fsyncs."""
+        groups: dict[str, list[bytes | memoryview]] = {}
+        for segment, data in pending:
+            groups.setdefault(segment.path, []).append(data)
+        for path, chunks in groups.items():
+            descriptor, created = self._append_descriptor(path)
+            self._fs.write(descriptor, chunks)
+            if sync:
+                self._fs.fsync(descriptor)
+            if created:
+                self._fs.fsync_directory(self.directory)
+        self._close_sealed_appenders()
+
+    def _append_descriptor(self, path: str) -> tuple[int, bool]:
+        descriptor = self._append_descriptors.get(path)
+        if descriptor is not None:
+            return descriptor, False
+        descriptor = self._fs.open_append(path)
+        self._append_descriptors[path] = descriptor
+        return descriptor, True
+
+    def _close_sealed_appenders(self) -> None:
+        active = self.segments[-1].path
+        for path in [path for path in self._append_descriptors if path != active]:
+            self._fs.close(self._append_descriptors.pop(path))
+
+    def _advance_high_watermark(self, offset: int) -> None:
+        self.high_watermark = offset
+        self._memtable.evict(offset)
+        still_waiting = []
+        for waited, future in self._waiters:
+            if waited < offset:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                still_waiting.append((waited, future))
+        self._waiters = still_waiting
+        for listener in self.listeners:
+            listener()
+
+    async def read(self, offset: int, max_bytes: int, upper_offset: int | None = None) -> ReadResult:
+        """Returns whole batches from the one holding ``offset`` up to ``upper_offset``.
+
+        ``upper_offset`` defaults to the high watermark (and is capped by it).
+        Raises OffsetOutOfRange outside [log start offset, high watermark].
+        """
+        if offset < self.log_start_offset or offset > self.high_watermark:
+            raise OffsetOutOfRange(f"{offset} outside [{self.log_start_offset}, {self.high_watermark}]")
+        upper = self.high_watermark if upper_offset is None else min(upper_offset, self.high_watermark)
+        if offset >= upper:
+            return ReadResult((), 0, offset)
+        if self._memtable.covers(offset):
+            chunks, size, end = self._memtable.read(offset, max_bytes, upper)
+            return ReadResult(tuple(chunks), size, end)
+        segment = self._segment_holding(offset)
+        position, length, end = segment.byte_range(offset, max_bytes, upper)
+        data = await asyncio.to_thread(self._pread, segment.path, length, position)
+        return ReadResult((data,), len(data), end)
+
+    def _segment_holding(self, offset: int) -> Segment:
+        bases = [segment.base_offset for segment in self.segments]
+        return self.segments[max(bisect.bisect_right(bases, offset) - 1, 0)]
+
+    def _pread(self, path: str, length: int, position: int) -> bytes:
+        """Worker thread: reads a byte range, opening the segment for reading once."""
+        with self._read_lock:
+            descriptor = self._read_descriptors.get(path)
+            if descriptor is None:
+                descriptor = self._fs.open_read(path)
+                self._read_descriptors[path] = descriptor
+        return self._fs.pread(descriptor, length, position)
+
+    async def read_batch_at(self, segment: Segment, index: int) -> bytes:
+        """Returns the bytes of batch ``index`` of ``segment`` (for record-level lookups)."""
+        base = segment.batch_offsets[index]
+        if self._memtable.covers(base):
+            chunks, _, _ = self._memtable.read(base, 0, base + 1)
+            return chunks[0]
+        position = segment.batch_positions[index]
+        length = segment.batch_end(index) - position
+        return await asyncio.to_thread(self._pread, segment.path, length, position)
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """Moves the log start offset forward (DeleteRecords, retention); never backwards."""
+        if offset > self.high_watermark:
+            raise OffsetOutOfRange(f"{offset} beyond high watermark {self.high_watermark}")
+        self.log_start_offset = max(self.log_start_offset, offset)
+
+    async def close(self) -> None:
+        """Waits for pending writes, then closes every file descriptor."""
+        if self._flusher is not None:
+            await asyncio.shield(self._flusher)
+        descriptors = [*self._append_descriptors.values(), *self._read_descriptors.values()]
+        self._append_descriptors.clear()
+        self._read_descriptors.clear()
+        for descriptor in descriptors:
+            self._fs.close(descriptor)

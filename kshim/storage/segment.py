@@ -1,0 +1,92 @@
+"""One segment of a partition log: a file of raw batches plus its offset index.
+
+The file is ``{base_offset:020d}.log`` (Kafka's naming) and is its own
+write-ahead log: batches are stored exactly as they are sent to consumers.
+The index keeps, per batch, its base offset, file position and max timestamp
+in compact arrays, so a read finds its batch by binary search and its byte
+range without touching the file.
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from dataclasses import dataclass, field
+
+SEGMENT_SUFFIX = ".log"
+
+
+def segment_file_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+@dataclass(slots=True)
+class Segment:
+    """A segment's index and sizes; file descriptors are owned by the partition log."""
+
+    base_offset: int
+    path: str
+    created_ms: int
+    size: int = 0  # bytes assigned to this segment, written or still pending
+    next_offset: int = -1
+    batch_offsets: array[int] = field(default_factory=lambda: array("q"))
+    batch_positions: array[int] = field(default_factory=lambda: array("q"))
+    batch_max_timestamps: array[int] = field(default_factory=lambda: array("q"))
+    max_timestamp: int = -1
+
+    def __post_init__(self) -> None:
+        if self.next_offset < 0:
+            self.next_offset = self.base_offset
+
+    def add_batch(self, base_offset: int, size: int, next_offset: int, max_timestamp: int) -> int:
+        """Indexes a batch appended at the end; returns its file position."""
+        position = self.size
+        self.batch_offsets.append(base_offset)
+        self.batch_positions.append(position)
+        self.batch_max_timestamps.append(max_timestamp)
+        self.size += size
+        self.next_offset = next_offset
+        self.max_timestamp = max(self.max_timestamp, max_timestamp)
+        return position
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.batch_offsets
+
+    def batch_index_for(self, offset: int) -> int:
+        """Returns the index of the batch containing ``offset`` (assumes it is in range)."""
+        return max(bisect.bisect_right(self.batch_offsets, offset) - 1, 0)
+
+    def batch_end(self, index: int) -> int:
+        """Returns the file position just after batch ``index``."""
+        if index + 1 < len(self.batch_positions):
+            return self.batch_positions[index + 1]
+        return self.size
+
+    def byte_range(self, offset: int, max_bytes: int, upper_offset: int) -> tuple[int, int, int]:
+        """Plans a read of whole batches from the one containing ``offset``.
+
+        Returns (position, length, offset after the last batch). At least one
+        batch is included even if it exceeds ``max_bytes`` (KIP-74); no batch
+        at or beyond ``upper_offset`` is included.
+        """
+        first = self.batch_index_for(offset)
+        start = self.batch_positions[first]
+        last = first
+        count = len(self.batch_offsets)
+        while last + 1 < count:
+            following = last + 1
+            if self.batch_offsets[following] >= upper_offset:
+                break
+            if self.batch_end(following) - start > max_bytes:
+                break
+            last = following
+        end_offset = self.batch_offsets[last + 1] if last + 1 < count else self.next_offset
+        return start, self.batch_end(last) - start, end_offset
+
+    def first_batch_with_timestamp(self, timestamp: int) -> int | None:
+        """Returns the index of the first batch whose max timestamp is >= ``timestamp``."""
+        for index, max_timestamp in enumerate(self.batch_max_timestamps):
+            if max_timestamp >= timestamp:
+                return index
+        return None
