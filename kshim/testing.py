@@ -1,0 +1,110 @@
+"""Reusable test helpers: run a real ``kshim serve`` process on a free loopback port.
+
+Used by kshim's own suites and usable by anyone testing against kshim. Every
+wait is bounded; only the process started here is ever signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+START_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 20.0
+
+
+def free_port() -> int:
+    """Returns a loopback TCP port that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_port(host: str, port: int, timeout_s: float) -> None:
+    """Returns once ``host:port`` accepts connections; raises TimeoutError."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout_s} s")
+
+
+class BrokerProcess:
+    """A ``kshim serve`` child process with its own data directory and port."""
+
+    def __init__(self, data_dir: str | Path, settings: Sequence[str] = (), port: int | None = None) -> None:
+        self.data_dir = str(data_dir)
+        self.settings = list(settings)
+        self.port = port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = os.path.join(self.data_dir + ".log")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> BrokerProcess:
+        """Starts the process and waits until it accepts connections."""
+        command = [sys.executable, "-m", "kshim", "serve", "--listen", self.bootstrap, "--data-dir", self.data_dir]
+        for setting in self.settings:
+            command += ["--set", setting]
+        log_file = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process
+        self.process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
+        log_file.close()
+        try:
+            wait_for_port("127.0.0.1", self.port, START_TIMEOUT_S)
+        except TimeoutError:
+            self.kill()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it has not exited within the timeout."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(STOP_TIMEOUT_S)
+        self.process = None
+
+    def kill(self) -> None:
+        """kill -9: no shutdown, no flush; what is on disk is what survives."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(STOP_TIMEOUT_S)
+        self.process = None
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_text(self) -> str:
+        with contextlib.suppress(OSError), open(self.log_path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+        return ""
+
+
+@contextlib.contextmanager
+def running_broker(settings: Sequence[str] = (), data_dir: str | None = None) -> Iterator[BrokerProcess]:
+    """Runs a broker for the duration of the block, in a temporary data dir unless given."""
+    with contextlib.ExitStack() as stack:
+        if data_dir is None:
+            data_dir = os.path.join(stack.enter_context(tempfile.TemporaryDirectory()), "data")
+        broker = BrokerProcess(data_dir, settings).start()
+        try:
+            yield broker
+        finally:
+            broker.stop()

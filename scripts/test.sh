@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a fresh machine, then runs all of it:
+# static checks (ruff, mypy, import-linter) and pytest (unit, end-to-end, compatibility).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "warning: cannot install ${need_apt[*]}; tests needing them will skip" >&2
+  fi
+fi
+
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+# The Spark connector jars cannot come from Maven here; use the machine's cache when present
+# (see spark_examples/README.md). Tests needing them skip with a reason otherwise.
+export KSHIM_SPARK_JARS="${KSHIM_SPARK_JARS:-$HOME/.cache/kshim/spark-jars}"
+
+python3 -m ruff check kshim tests compat_tests benchmarks spark_examples
+python3 -m ruff format --check kshim tests compat_tests benchmarks spark_examples
+python3 -m mypy
+lint-imports
+python3 -m pytest "$@"
