@@ -42,7 +42,9 @@ def wait_for_port(host: str, port: int, timeout_s: float) -> None:
 class BrokerProcess:
     """A ``kshim serve`` child process with its own data directory and port."""
 
-    def __init__(self, data_dir: str | Path, settings: Sequence[str] = (), port: int | None = None) -> None:
+    def __init__(
+        self, data_dir: str | Path, settings: Sequence[str] = (), port: int | None = None
+    ) -> None:
         self.data_dir = str(data_dir)
         self.settings = list(settings)
         self.port = port or free_port()
@@ -55,7 +57,16 @@ class BrokerProcess:
 
     def start(self) -> BrokerProcess:
         """Starts the process and waits until it accepts connections."""
-        command = [sys.executable, "-m", "kshim", "serve", "--listen", self.bootstrap, "--data-dir", self.data_dir]
+        command = [
+            sys.executable,
+            "-m",
+            "kshim",
+            "serve",
+            "--listen",
+            self.bootstrap,
+            "--data-dir",
+            self.data_dir,
+        ]
         for setting in self.settings:
             command += ["--set", setting]
         log_file = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process
@@ -92,13 +103,18 @@ class BrokerProcess:
         return self.process is not None and self.process.poll() is None
 
     def log_text(self) -> str:
-        with contextlib.suppress(OSError), open(self.log_path, encoding="utf-8", errors="replace") as handle:
+        with (
+            contextlib.suppress(OSError),
+            open(self.log_path, encoding="utf-8", errors="replace") as handle,
+        ):
             return handle.read()
         return ""
 
 
 @contextlib.contextmanager
-def running_broker(settings: Sequence[str] = (), data_dir: str | None = None) -> Iterator[BrokerProcess]:
+def running_broker(
+    settings: Sequence[str] = (), data_dir: str | None = None
+) -> Iterator[BrokerProcess]:
     """Runs a broker for the duration of the block, in a temporary data dir unless given."""
     with contextlib.ExitStack() as stack:
         if data_dir is None:

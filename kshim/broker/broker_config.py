@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 def parse_listener(listener: str) -> tuple[str, int]:
     """Parses ``PLAINTEXT://host:port`` or ``host:port`` (the first of a comma list)."""
-    first = listener.split(",")[0].strip()
+    first = listener.split(",", maxsplit=1)[0].strip()
     if "://" in first:
         scheme, first = first.split("://", 1)
         if scheme.upper() != "PLAINTEXT":

@@ -141,7 +141,7 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Parses Java properties text: ``key=value`` (or ``key: value``) lines, ``#``/``!`` comments."""
+    """Parses Java properties text: ``key=value`` or ``key: value`` lines, ``#`` comments."""
     result = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()

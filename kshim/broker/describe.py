@@ -39,7 +39,9 @@ def describe_topic_configs(
     return described
 
 
-def describe_broker_configs(values: Mapping[str, str], only: Collection[str] | None) -> list[dict[str, Any]]:
+def describe_broker_configs(
+    values: Mapping[str, str], only: Collection[str] | None
+) -> list[dict[str, Any]]:
     """Describes the broker's static configuration (read-only at run time)."""
     return [
         {

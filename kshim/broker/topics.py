@@ -97,10 +97,15 @@ class TopicManager:
 
     async def _open(self, record: TopicRecord) -> Topic:
         configs = self.effective_configs(record.configs)
-        logs = [await self._open_partition(record.name, index, configs) for index in range(record.partitions)]
+        logs = [
+            await self._open_partition(record.name, index, configs)
+            for index in range(record.partitions)
+        ]
         return Topic(record, configs, logs)
 
-    async def _open_partition(self, topic: str, index: int, configs: Mapping[str, str]) -> PartitionLog:
+    async def _open_partition(
+        self, topic: str, index: int, configs: Mapping[str, str]
+    ) -> PartitionLog:
         topic_partition = TopicPartition(topic, index)
         log_start = await asyncio.to_thread(self._metadata.log_start_offset, topic_partition)
         log = await self._logs.open(
@@ -113,7 +118,11 @@ class TopicManager:
         return log
 
     async def create(
-        self, name: str, partitions: int, overrides: Mapping[str, str | None], validate_only: bool = False
+        self,
+        name: str,
+        partitions: int,
+        overrides: Mapping[str, str | None],
+        validate_only: bool = False,
     ) -> Topic | None:
         """Creates a topic; raises TopicError. Returns None when ``validate_only``."""
         validate_topic_name(name)
@@ -160,7 +169,9 @@ class TopicManager:
                 topic.logs.append(await self._open_partition(name, index, topic.configs))
             topic.record = record
 
-    async def set_configs(self, name: str, overrides: Mapping[str, str], validate_only: bool = False) -> None:
+    async def set_configs(
+        self, name: str, overrides: Mapping[str, str], validate_only: bool = False
+    ) -> None:
         """Replaces the topic's overrides with ``overrides``; raises TopicError."""
         checked = validate_topic_configs(overrides)
         async with self._lock:

@@ -23,10 +23,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run a single-node broker")
     serve.add_argument("--listen", help=f"host:port to listen on (default {DEFAULT_LISTEN})")
-    serve.add_argument("--data-dir", help=f"where logs and metadata live (default {DEFAULT_DATA_DIR})")
+    serve.add_argument(
+        "--data-dir", help=f"where logs and metadata live (default {DEFAULT_DATA_DIR})"
+    )
     serve.add_argument("--advertised", help="host:port clients are told to use (default: --listen)")
     serve.add_argument("--config", help="a Kafka-style properties file")
-    serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config entry")
+    serve.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a config entry"
+    )
     serve.add_argument("--log-level", default="INFO")
     return parser
 

@@ -53,14 +53,21 @@ def is_flexible(api_key: int, version: int) -> bool:
     return bool(request_class(api_key, version).__flexible__)
 
 
-@cache
+_READERS: dict[type[Any], Any] = {}
+_WRITERS: dict[type[Any], Any] = {}
+_PLANS: dict[type[Any], tuple[tuple[str, Converter, Callable[[], Any] | None], ...]] = {}
+
+
 def _reader(cls: type[Any]) -> Any:
-    return entity_reader(cls)
+    if cls not in _READERS:
+        _READERS[cls] = entity_reader(cls)
+    return _READERS[cls]
 
 
-@cache
 def _writer(cls: type[Any]) -> Any:
-    return entity_writer(cls)
+    if cls not in _WRITERS:
+        _WRITERS[cls] = entity_writer(cls)
+    return _WRITERS[cls]
 
 
 def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any:
@@ -103,8 +110,13 @@ def build(cls: type[Any], body: Mapping[str, Any]) -> Any:
     return cls(**values)
 
 
-@cache
 def _plan(cls: type[Any]) -> tuple[tuple[str, Converter, Callable[[], Any] | None], ...]:
+    if cls not in _PLANS:
+        _PLANS[cls] = _make_plan(cls)
+    return _PLANS[cls]
+
+
+def _make_plan(cls: type[Any]) -> tuple[tuple[str, Converter, Callable[[], Any] | None], ...]:
     hints = typing.get_type_hints(cls)
     plan = []
     for field in dataclasses.fields(cls):
@@ -157,7 +169,9 @@ def _identity(value: Any) -> Any:
 
 
 def _timedelta(value: Any) -> Any:
-    return value if isinstance(value, datetime.timedelta) else datetime.timedelta(milliseconds=value)
+    return (
+        value if isinstance(value, datetime.timedelta) else datetime.timedelta(milliseconds=value)
+    )
 
 
 def _datetime(value: Any) -> Any:

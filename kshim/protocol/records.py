@@ -19,8 +19,8 @@ from kshim.protocol.primitives import (
     write_signed_varint,
 )
 from kshim.protocol.record_batch import (
-    HEADER_STRUCT,
     CRC_OFFSET,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,

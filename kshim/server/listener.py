@@ -40,11 +40,11 @@ class KafkaServer:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)  # type: ignore[arg-type]
+        self._connections.add(task)
         try:
             await serve_connection(reader, writer, self.broker, self._max_frame_size)
         finally:
-            self._connections.discard(task)  # type: ignore[arg-type]
+            self._connections.discard(task)
 
     async def stop(self) -> None:
         """Stops accepting, drops open connections, then flushes and closes the stores."""

@@ -26,7 +26,9 @@ def topic_key(topic: str) -> bytes:
 
 def partition_key(topic_partition: TopicPartition) -> bytes:
     """``topic NUL int32 partition``: all partitions of a topic sort together."""
-    return topic_key(topic_partition.topic) + NAME_TERMINATOR + _INT32.pack(topic_partition.partition)
+    return (
+        topic_key(topic_partition.topic) + NAME_TERMINATOR + _INT32.pack(topic_partition.partition)
+    )
 
 
 def topic_prefix(topic: str) -> bytes:

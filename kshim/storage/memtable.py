@@ -67,7 +67,11 @@ class Memtable:
 
     def _next_base(self, index: int) -> int:
         following = index + 1
-        return self._base_offsets[following] if following < len(self._base_offsets) else self.next_offset
+        return (
+            self._base_offsets[following]
+            if following < len(self._base_offsets)
+            else self.next_offset
+        )
 
     def clear(self) -> None:
         self._base_offsets.clear()

@@ -27,7 +27,11 @@ class TopicRecord:
     configs: dict[str, str] = field(default_factory=dict)  # topic-level overrides only
 
     def to_json(self) -> bytes:
-        body = {"topic_id": self.topic_id.hex(), "partitions": self.partitions, "configs": self.configs}
+        body = {
+            "topic_id": self.topic_id.hex(),
+            "partitions": self.partitions,
+            "configs": self.configs,
+        }
         return json.dumps(body, sort_keys=True).encode()
 
     @classmethod

@@ -89,7 +89,9 @@ class PartitionLog:
         segments = await asyncio.to_thread(
             recover_segments, filesystem, directory, log_start_offset, clock(), on_batch
         )
-        return cls(topic_partition, directory, config, filesystem, clock, segments, log_start_offset)
+        return cls(
+            topic_partition, directory, config, filesystem, clock, segments, log_start_offset
+        )
 
     def append(self, batch: bytearray, header: BatchHeader) -> int:
         """Assigns offsets to a validated batch, stores it and returns its base offset.
@@ -115,7 +117,7 @@ class PartitionLog:
         return base_offset
 
     async def wait_durable(self, offset: int) -> None:
-        """Returns once ``offset`` is below the high watermark; raises LogFailed on a write error."""
+        """Returns once ``offset`` is below the high watermark; raises LogFailed on write errors."""
         if offset < self.high_watermark:
             return
         if self._failure is not None:
@@ -207,15 +209,21 @@ class PartitionLog:
         for listener in self.listeners:
             listener()
 
-    async def read(self, offset: int, max_bytes: int, upper_offset: int | None = None) -> ReadResult:
+    async def read(
+        self, offset: int, max_bytes: int, upper_offset: int | None = None
+    ) -> ReadResult:
         """Returns whole batches from the one holding ``offset`` up to ``upper_offset``.
 
         ``upper_offset`` defaults to the high watermark (and is capped by it).
         Raises OffsetOutOfRange outside [log start offset, high watermark].
         """
         if offset < self.log_start_offset or offset > self.high_watermark:
-            raise OffsetOutOfRange(f"{offset} outside [{self.log_start_offset}, {self.high_watermark}]")
-        upper = self.high_watermark if upper_offset is None else min(upper_offset, self.high_watermark)
+            raise OffsetOutOfRange(
+                f"{offset} outside [{self.log_start_offset}, {self.high_watermark}]"
+            )
+        upper = (
+            self.high_watermark if upper_offset is None else min(upper_offset, self.high_watermark)
+        )
         if offset >= upper:
             return ReadResult((), 0, offset)
         if self._memtable.covers(offset):

@@ -48,7 +48,9 @@ def recover_segments(
         is_last = position == len(names) - 1
         _scan(filesystem, segment, verify=is_last, on_batch=on_batch)
         if segments and segment.base_offset != segments[-1].next_offset:
-            raise CorruptLog(f"{segment.path} starts at {base_offset}, expected {segments[-1].next_offset}")
+            raise CorruptLog(
+                f"{segment.path} starts at {base_offset}, expected {segments[-1].next_offset}"
+            )
         segments.append(segment)
     if not segments:
         path = os.path.join(directory, segment_file_name(log_start_offset))
@@ -106,7 +108,9 @@ def _plausible(header: BatchHeader, segment: Segment, remaining: int) -> bool:
     )
 
 
-def _crc_matches(filesystem: FileSystem, descriptor: int, header: BatchHeader, position: int) -> bool:
+def _crc_matches(
+    filesystem: FileSystem, descriptor: int, header: BatchHeader, position: int
+) -> bool:
     if header.size > READ_CHUNK_BYTES * 16:
         return False
     batch = filesystem.pread(descriptor, header.size, position)

@@ -21,11 +21,15 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
             "error_message": None,
         }
         if resource.resource_type != TOPIC_RESOURCE:
-            answer.update(error_code=ErrorCode.invalid_request, error_message="broker configs are static")
+            answer.update(
+                error_code=ErrorCode.invalid_request, error_message="broker configs are static"
+            )
         else:
             overrides = {config.name: config.value for config in resource.configs}
             try:
-                await context.broker.topics.set_configs(resource.resource_name, overrides, request.validate_only)
+                await context.broker.topics.set_configs(
+                    resource.resource_name, overrides, request.validate_only
+                )
             except TopicError as error:
                 answer.update(error_code=ErrorCode(error.code), error_message=str(error))
         responses.append(answer)

@@ -12,9 +12,15 @@ from kshim.protocol.errors import ErrorCode
 async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
     results = []
     for topic in request.topics:
-        answer: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None}
+        answer: dict[str, Any] = {
+            "name": topic.name,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+        }
         try:
-            await context.broker.topics.add_partitions(topic.name, topic.count, request.validate_only)
+            await context.broker.topics.add_partitions(
+                topic.name, topic.count, request.validate_only
+            )
         except TopicError as error:
             answer.update(error_code=ErrorCode(error.code), error_message=str(error))
         results.append(answer)

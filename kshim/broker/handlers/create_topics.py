@@ -16,7 +16,9 @@ DEFAULT = -1
 async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
     return {
         "throttle_time": 0,
-        "topics": [await _create(topic, request.validate_only, context) for topic in request.topics],
+        "topics": [
+            await _create(topic, request.validate_only, context) for topic in request.topics
+        ],
     }
 
 

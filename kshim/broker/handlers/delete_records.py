@@ -17,7 +17,11 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
     topics = []
     for topic in request.topics:
         partitions = [
-            await _delete(context.broker, TopicPartition(topic.name, partition.partition_index), partition.offset)
+            await _delete(
+                context.broker,
+                TopicPartition(topic.name, partition.partition_index),
+                partition.offset,
+            )
             for partition in topic.partitions
         ]
         topics.append({"name": topic.name, "partitions": partitions})

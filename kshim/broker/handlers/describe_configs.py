@@ -13,7 +13,10 @@ BROKER_RESOURCE = 4
 
 
 async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
-    return {"throttle_time": 0, "results": [_describe(resource, context) for resource in request.resources]}
+    return {
+        "throttle_time": 0,
+        "results": [_describe(resource, context) for resource in request.resources],
+    }
 
 
 def _describe(resource: Any, context: RequestContext) -> dict[str, Any]:
@@ -31,10 +34,17 @@ def _describe(resource: Any, context: RequestContext) -> dict[str, Any]:
     if resource.resource_type == TOPIC_RESOURCE:
         topic = broker.topic(resource.resource_name)
         if topic is None:
-            answer.update(error_code=ErrorCode.unknown_topic_or_partition, error_message="unknown topic")
+            answer.update(
+                error_code=ErrorCode.unknown_topic_or_partition, error_message="unknown topic"
+            )
         else:
-            answer["configs"] = describe_topic_configs(topic.configs, topic.record.configs.keys(), only)
-    elif resource.resource_type == BROKER_RESOURCE and resource.resource_name in ("", str(broker.config.node_id)):
+            answer["configs"] = describe_topic_configs(
+                topic.configs, topic.record.configs.keys(), only
+            )
+    elif resource.resource_type == BROKER_RESOURCE and resource.resource_name in (
+        "",
+        str(broker.config.node_id),
+    ):
         answer["configs"] = describe_broker_configs(broker.config.values, only)
     else:
         answer.update(error_code=ErrorCode.invalid_request, error_message="unsupported resource")

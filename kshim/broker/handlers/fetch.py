@@ -61,7 +61,11 @@ async def _read_all(
 
 
 async def _read_partition(
-    broker: Broker, topic_partition: TopicPartition, partition: Any, budget: int, read_committed: bool
+    broker: Broker,
+    topic_partition: TopicPartition,
+    partition: Any,
+    budget: int,
+    read_committed: bool,
 ) -> dict[str, Any]:
     log = broker.partition_log(topic_partition)
     response: dict[str, Any] = {

@@ -29,7 +29,9 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
             if topic is None:
                 raise TopicError(UNKNOWN_TOPIC, f"unknown topic {resource.resource_name!r}")
             overrides = _apply(dict(topic.record.configs), topic.configs, resource.configs)
-            await context.broker.topics.set_configs(resource.resource_name, overrides, request.validate_only)
+            await context.broker.topics.set_configs(
+                resource.resource_name, overrides, request.validate_only
+            )
         except TopicError as error:
             answer.update(error_code=ErrorCode(error.code), error_message=str(error))
         responses.append(answer)
@@ -54,5 +56,7 @@ def _apply(overrides: dict[str, str], effective: dict[str, str], changes: Any) -
                 items = [item for item in items if item not in given]
             overrides[change.name] = ",".join(items)
         else:
-            raise TopicError(INVALID_CONFIG, f"operation {change.config_operation} invalid for {change.name}")
+            raise TopicError(
+                INVALID_CONFIG, f"operation {change.config_operation} invalid for {change.name}"
+            )
     return overrides

@@ -30,4 +30,9 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
 
 
 def _answer(error: ErrorCode, producer_id: int, epoch: int) -> dict[str, Any]:
-    return {"throttle_time": 0, "error_code": error, "producer_id": producer_id, "producer_epoch": epoch}
+    return {
+        "throttle_time": 0,
+        "error_code": error,
+        "producer_id": producer_id,
+        "producer_epoch": epoch,
+    }

@@ -28,7 +28,10 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
         partitions = []
         for partition in topic.partitions:
             log = broker.partition_log(TopicPartition(topic.name, partition.partition_index))
-            answer: dict[str, Any] = {"partition_index": partition.partition_index, "leader_epoch": 0}
+            answer: dict[str, Any] = {
+                "partition_index": partition.partition_index,
+                "leader_epoch": 0,
+            }
             if log is None:
                 answer.update(error_code=ErrorCode.unknown_topic_or_partition, **NOT_FOUND)
             else:

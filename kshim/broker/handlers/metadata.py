@@ -42,7 +42,9 @@ def _requested_names(request: Any, version: int) -> list[str] | None:
     return [topic.name for topic in request.topics]
 
 
-async def _lookup(broker: Broker, name: str | None, allow_create: bool, node_id: int) -> dict[str, Any]:
+async def _lookup(
+    broker: Broker, name: str | None, allow_create: bool, node_id: int
+) -> dict[str, Any]:
     if name is None:
         return _error(None, ErrorCode.unknown_topic_id)
     topic = broker.topic(name)

@@ -60,7 +60,9 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any] | None
     ]
     if request.acks == 0:
         return None
-    await asyncio.gather(*(_wait_durable(result) for _, partitions in results for result in partitions))
+    await asyncio.gather(
+        *(_wait_durable(result) for _, partitions in results for result in partitions)
+    )
     return {
         "responses": [
             {"name": name, "partition_responses": [result.as_dict() for result in partitions]}
