@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 
+from kshim.broker.retention import run_retention
 from kshim.broker.state import Broker
 from kshim.server.connection import serve_connection
 
@@ -16,6 +17,7 @@ class KafkaServer:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._server: asyncio.Server | None = None
+        self._background: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._max_connections = broker.config.get_int("max.connections")
         self._max_frame_size = broker.config.get_int("socket.request.max.bytes")
@@ -23,6 +25,8 @@ class KafkaServer:
     async def start(self) -> tuple[str, int]:
         """Starts the broker and listening; returns the bound (host, port)."""
         await self.broker.start()
+        interval_s = self.broker.config.get_int("log.retention.check.interval.ms") / 1000
+        self._background.append(asyncio.create_task(run_retention(self.broker, interval_s)))
         host, port = self.broker.config.listen_address()
         self._server = await asyncio.start_server(
             self._accept, host, port, reuse_address=True, limit=1 << 20
@@ -50,9 +54,9 @@ class KafkaServer:
         """Stops accepting, drops open connections, then flushes and closes the stores."""
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
+        for task in [*self._connections, *self._background]:
             task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        await asyncio.gather(*self._connections, *self._background, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
         await self.broker.close()

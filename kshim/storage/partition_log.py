@@ -25,6 +25,7 @@ from kshim.storage.filesystem import FileSystem
 from kshim.storage.interface import LogConfig, OffsetOutOfRange, ReadResult, TopicPartition
 from kshim.storage.memtable import Memtable
 from kshim.storage.recovery import recover_segments
+from kshim.storage.retention import SegmentSummary
 from kshim.storage.segment import Segment, segment_file_name
 
 Clock = Callable[[], int]
@@ -262,6 +263,37 @@ class PartitionLog:
         if offset > self.high_watermark:
             raise OffsetOutOfRange(f"{offset} beyond high watermark {self.high_watermark}")
         self.log_start_offset = max(self.log_start_offset, offset)
+
+    def segment_summaries(self) -> list[SegmentSummary]:
+        """A snapshot of the segments for retention planning."""
+        return [
+            SegmentSummary(
+                segment.base_offset, segment.next_offset, segment.size, segment.max_timestamp
+            )
+            for segment in self.segments
+        ]
+
+    async def drop_oldest_segments(self, count: int, log_start_offset: int) -> None:
+        """Deletes the ``count`` oldest segments (never the active one) and their files."""
+        count = min(count, len(self.segments) - 1)
+        if count <= 0:
+            return
+        dropped, self.segments = self.segments[:count], self.segments[count:]
+        self.log_start_offset = max(
+            self.log_start_offset, log_start_offset, self.segments[0].base_offset
+        )
+        await asyncio.to_thread(self._remove_files, [segment.path for segment in dropped])
+
+    def _remove_files(self, paths: list[str]) -> None:
+        """Worker thread: closes readers of dropped segments and deletes their files."""
+        with self._read_lock:
+            descriptors = [self._read_descriptors.pop(path, None) for path in paths]
+        for descriptor in descriptors:
+            if descriptor is not None:
+                self._fs.close(descriptor)
+        for path in paths:
+            self._fs.remove(path)
+        self._fs.fsync_directory(self.directory)
 
     async def close(self) -> None:
         """Waits for pending writes, then closes every file descriptor."""
