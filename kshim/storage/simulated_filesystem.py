@@ -1,0 +1,113 @@
+"""An in-memory FileSystem that can lose power.
+
+It tracks, per file, what is durable (covered by an fsync) apart from what
+was merely written, and, per directory, which names are durable (covered by
+a directory fsync). ``after_power_loss`` returns the filesystem a machine
+would find on reboot: only durable names, each file holding its durable
+bytes plus, optionally, a random prefix of the unsynced tail (a torn write).
+This is LevelDB's fault-injection approach, used to test that every
+acknowledged batch survives. Thread-safe: the store calls it from workers.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class _File:
+    current: bytearray = field(default_factory=bytearray)
+    durable: bytearray = field(default_factory=bytearray)
+
+
+class SimulatedFileSystem:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._files: dict[str, _File] = {}
+        self._durable_names: set[str] = set()
+        self._directories: set[str] = set()
+        self._descriptors: dict[int, str] = {}
+        self._next_descriptor = 3
+        self.fsync_count = 0
+
+    def _open(self, path: str, create: bool) -> int:
+        with self._lock:
+            if path not in self._files:
+                if not create:
+                    raise FileNotFoundError(path)
+                self._files[path] = _File()
+            descriptor = self._next_descriptor
+            self._next_descriptor += 1
+            self._descriptors[descriptor] = path
+            return descriptor
+
+    def open_append(self, path: str) -> int:
+        return self._open(path, create=True)
+
+    def open_read(self, path: str) -> int:
+        return self._open(path, create=False)
+
+    def write(self, descriptor: int, data: list[bytes | memoryview]) -> None:
+        with self._lock:
+            self._files[self._descriptors[descriptor]].current += b"".join(data)
+
+    def fsync(self, descriptor: int) -> None:
+        with self._lock:
+            handle = self._files[self._descriptors[descriptor]]
+            handle.durable = bytearray(handle.current)
+            self.fsync_count += 1
+
+    def fsync_directory(self, path: str) -> None:
+        with self._lock:
+            in_directory = {name for name in self._durable_names if os.path.dirname(name) == path}
+            self._durable_names -= in_directory
+            self._durable_names |= {name for name in self._files if os.path.dirname(name) == path}
+
+    def pread(self, descriptor: int, length: int, position: int) -> bytes:
+        with self._lock:
+            content = self._files[self._descriptors[descriptor]].current
+            return bytes(content[position : position + length])
+
+    def size(self, path: str) -> int:
+        with self._lock:
+            return len(self._files[path].current)
+
+    def truncate(self, path: str, length: int) -> None:
+        with self._lock:
+            del self._files[path].current[length:]
+
+    def remove(self, path: str) -> None:
+        with self._lock:
+            del self._files[path]
+
+    def list_directory(self, path: str) -> list[str]:
+        with self._lock:
+            names = [name for name in self._files if os.path.dirname(name) == path]
+        return sorted(os.path.basename(name) for name in names)
+
+    def make_directory(self, path: str) -> None:
+        with self._lock:
+            self._directories.add(path)
+
+    def close(self, descriptor: int) -> None:
+        with self._lock:
+            self._descriptors.pop(descriptor, None)
+
+    def after_power_loss(self, rng: random.Random | None = None) -> SimulatedFileSystem:
+        """Returns what survives a power cut now: durable names and bytes (plus a
+        random prefix of each unsynced tail when ``rng`` is given)."""
+        survivor = SimulatedFileSystem()
+        with self._lock:
+            survivor._directories = set(self._directories)
+            for name in self._durable_names & self._files.keys():
+                handle = self._files[name]
+                content = bytearray(handle.durable)
+                unsynced = handle.current[len(handle.durable) :]
+                if rng is not None and handle.current.startswith(handle.durable) and unsynced:
+                    content += unsynced[: rng.randrange(len(unsynced) + 1)]
+                survivor._files[name] = _File(bytearray(content), bytearray(content))
+            survivor._durable_names = set(survivor._files)
+        return survivor
