@@ -22,6 +22,7 @@ from kshim.protocol.record_batch import (
     set_partition_leader_epoch,
 )
 from kshim.storage.filesystem import FileSystem
+from kshim.storage.index_file import IndexEntry, encode_block, index_path_for
 from kshim.storage.interface import LogConfig, OffsetOutOfRange, ReadResult, TopicPartition
 from kshim.storage.memtable import Memtable
 from kshim.storage.recovery import recover_segments
@@ -60,7 +61,9 @@ class PartitionLog:
         self.high_watermark = self.log_end_offset
         self._memtable = Memtable(config.memtable_bytes)
         self._memtable.next_offset = self.log_end_offset
-        self._pending: list[tuple[Segment, bytes]] = []
+        self._pending: list[tuple[Segment, bytes, IndexEntry]] = []
+        # Written batches whose index entries wait for an fsync (flusher thread only).
+        self._unindexed: list[tuple[Segment, IndexEntry, int]] = []
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._append_descriptors: dict[str, int] = {}
@@ -84,15 +87,24 @@ class PartitionLog:
     ) -> PartitionLog:
         """Opens (creating if needed) and recovers the log in ``directory``.
 
-        Recovery validates the last segment and truncates a torn tail; it
-        runs in a worker thread. ``on_batch`` sees every recovered header.
+        Recovery reads the index files, CRC-checks the unindexed tail and
+        truncates a torn one; it runs in a worker thread. ``on_batch`` sees
+        every recovered header (rebuilt from the index where indexed).
         """
-        segments = await asyncio.to_thread(
+        recovered = await asyncio.to_thread(
             recover_segments, filesystem, directory, log_start_offset, clock(), on_batch
         )
-        return cls(
-            topic_partition, directory, config, filesystem, clock, segments, log_start_offset
+        log = cls(
+            topic_partition,
+            directory,
+            config,
+            filesystem,
+            clock,
+            recovered.segments,
+            log_start_offset,
         )
+        log._unindexed = recovered.unindexed
+        return log
 
     def append(self, batch: bytearray, header: BatchHeader) -> int:
         """Assigns offsets to a validated batch, stores it and returns its base offset.
@@ -108,9 +120,9 @@ class PartitionLog:
         set_partition_leader_epoch(batch, LEADER_EPOCH)
         data = bytes(batch)
         segment = self._segment_for(len(data))
-        segment.add_batch(base_offset, len(data), next_offset, header.max_timestamp)
+        position = segment.add_batch(base_offset, len(data), next_offset, header.max_timestamp)
         self._memtable.append(base_offset, next_offset, data)
-        self._pending.append((segment, data))
+        self._pending.append((segment, data, IndexEntry.of(header, base_offset, position)))
         self._unsynced_messages += header.records_count
         self.log_end_offset = next_offset
         if self._flusher is None:
@@ -169,11 +181,13 @@ class PartitionLog:
             self.config.flush_ms > 0 and elapsed >= self.config.flush_ms
         )
 
-    def _write(self, pending: list[tuple[Segment, bytes]], sync: bool) -> None:
-        """Worker thread: appends pending batches to their segment files, then fsyncs."""
+    def _write(self, pending: list[tuple[Segment, bytes, IndexEntry]], sync: bool) -> None:
+        """Worker thread: appends pending batches to their segment files, fsyncs them,
+        then indexes what is now durable."""
         groups: dict[str, list[bytes | memoryview]] = {}
-        for segment, data in pending:
+        for segment, data, entry in pending:
             groups.setdefault(segment.path, []).append(data)
+            self._unindexed.append((segment, entry, entry.position + len(data)))
         for path, chunks in groups.items():
             descriptor, created = self._append_descriptor(path)
             self._fs.write(descriptor, chunks)
@@ -181,7 +195,22 @@ class PartitionLog:
                 self._fs.fsync(descriptor)
             if created:
                 self._fs.fsync_directory(self.directory)
+        if sync:
+            self._write_index()
         self._close_sealed_appenders()
+
+    def _write_index(self) -> None:
+        """Worker thread: appends one index block per segment for the durable batches."""
+        blocks: dict[str, tuple[Segment, list[IndexEntry], int]] = {}
+        for segment, entry, end_position in self._unindexed:
+            _, entries, _ = blocks.setdefault(segment.path, (segment, [], 0))
+            entries.append(entry)
+            blocks[segment.path] = (segment, entries, end_position)
+        self._unindexed = []
+        for segment, entries, end_position in blocks.values():
+            descriptor, _ = self._append_descriptor(index_path_for(segment.path))
+            self._fs.write(descriptor, [encode_block(entries, end_position)])
+            segment.indexed_count += len(entries)
 
     def _append_descriptor(self, path: str) -> tuple[int, bool]:
         descriptor = self._append_descriptors.get(path)
@@ -193,7 +222,8 @@ class PartitionLog:
 
     def _close_sealed_appenders(self) -> None:
         active = self.segments[-1].path
-        for path in [path for path in self._append_descriptors if path != active]:
+        keep = (active, index_path_for(active))
+        for path in [path for path in self._append_descriptors if path not in keep]:
             self._fs.close(self._append_descriptors.pop(path))
 
     def _advance_high_watermark(self, offset: int) -> None:
@@ -291,8 +321,12 @@ class PartitionLog:
         for descriptor in descriptors:
             if descriptor is not None:
                 self._fs.close(descriptor)
+        listed = set(self._fs.list_directory(self.directory))
         for path in paths:
             self._fs.remove(path)
+            index_path = index_path_for(path)
+            if os.path.basename(index_path) in listed:
+                self._fs.remove(index_path)
         self._fs.fsync_directory(self.directory)
 
     async def close(self) -> None:

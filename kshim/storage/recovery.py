@@ -1,30 +1,40 @@
 """Rebuilding a partition's segments from its files after a restart or a crash.
 
-Every segment is scanned header by header to rebuild its offset index. The
-last segment is also checked batch by batch (length, CRC-32C, offsets that
-follow on): the first batch that fails marks a torn tail, written but never
-acknowledged, and the file is truncated there. Runs in a worker thread.
+Each segment's batches come from its index file as far as the index goes
+(every indexed batch was fsynced before its entry was written); the bytes
+after that are scanned batch by batch (length, magic, dense offsets,
+CRC-32C). The first batch that fails marks a torn tail, written but never
+acknowledged: the segment is truncated there and any later segment, which
+can only exist when flush.messages relaxed durability, is removed. The
+recovered tail is fsynced once so it can be indexed. Runs in a worker thread.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from kshim.protocol.record_batch import (
-    BATCH_OVERHEAD,
-    BatchHeader,
-    crc_of,
-    read_header,
-)
+from kshim.protocol.record_batch import BATCH_OVERHEAD, BatchHeader, crc_of, read_header
 from kshim.storage.filesystem import FileSystem
+from kshim.storage.index_file import IndexEntry, decode_blocks, index_path_for
 from kshim.storage.segment import SEGMENT_SUFFIX, Segment, segment_file_name
 
+log = logging.getLogger(__name__)
 READ_CHUNK_BYTES = 8 << 20
+BatchCallback = Callable[[BatchHeader], None]
 
 
 class CorruptLog(Exception):
-    """A sealed segment is damaged; kshim refuses to guess which data is lost."""
+    """Segments do not follow on from each other; kshim refuses to guess what is lost."""
+
+
+@dataclass(slots=True)
+class RecoveredLog:
+    segments: list[Segment]
+    # batches scanned rather than read from an index: (segment, entry, end position)
+    unindexed: list[tuple[Segment, IndexEntry, int]] = field(default_factory=list)
 
 
 def recover_segments(
@@ -32,67 +42,125 @@ def recover_segments(
     directory: str,
     log_start_offset: int,
     now_ms: int,
-    on_batch: Callable[[BatchHeader], None] | None = None,
-) -> list[Segment]:
-    """Returns the partition's segments, oldest first, with the active one last.
-
-    A missing directory is created; an empty one yields one empty segment at
-    ``log_start_offset``. Raises CorruptLog for damage before the last segment.
-    """
+    on_batch: BatchCallback | None = None,
+) -> RecoveredLog:
+    """Returns the partition's segments, oldest first (the active one last), and the
+    recovered batches not yet in an index file. Raises CorruptLog on a gap."""
     filesystem.make_directory(directory)
     names = [name for name in filesystem.list_directory(directory) if name.endswith(SEGMENT_SUFFIX)]
-    segments: list[Segment] = []
+    recovered = RecoveredLog([])
     for position, name in enumerate(names):
-        base_offset = int(name[: -len(SEGMENT_SUFFIX)])
-        segment = Segment(base_offset, os.path.join(directory, name), now_ms)
-        is_last = position == len(names) - 1
-        _scan(filesystem, segment, verify=is_last, on_batch=on_batch)
-        if segments and segment.base_offset != segments[-1].next_offset:
-            raise CorruptLog(
-                f"{segment.path} starts at {base_offset}, expected {segments[-1].next_offset}"
-            )
-        segments.append(segment)
-    if not segments:
+        segment = Segment(int(name[: -len(SEGMENT_SUFFIX)]), os.path.join(directory, name), now_ms)
+        if recovered.segments and segment.base_offset != recovered.segments[-1].next_offset:
+            raise CorruptLog(f"{segment.path} starts at {segment.base_offset}, expected "
+                             f"{recovered.segments[-1].next_offset}")  # fmt: skip
+        torn = _recover_segment(filesystem, segment, recovered, on_batch)
+        recovered.segments.append(segment)
+        if torn:
+            _remove_later_segments(filesystem, directory, names[position + 1 :])
+            break
+    if recovered.unindexed:
+        _fsync_file(filesystem, recovered.segments[-1].path)
+    if not recovered.segments:
         path = os.path.join(directory, segment_file_name(log_start_offset))
-        segments.append(Segment(log_start_offset, path, now_ms))
-    return segments
+        recovered.segments.append(Segment(log_start_offset, path, now_ms))
+    return recovered
+
+
+def _recover_segment(
+    filesystem: FileSystem,
+    segment: Segment,
+    recovered: RecoveredLog,
+    on_batch: BatchCallback | None,
+) -> bool:
+    """Indexes one segment; returns True when its tail was torn and truncated."""
+    size = filesystem.size(segment.path)
+    indexed_end = _load_index(filesystem, segment, size, on_batch)
+    valid_end = _scan(filesystem, segment, indexed_end, size, recovered, on_batch)
+    if valid_end == size:
+        return False
+    log.warning("%s: truncating torn tail at byte %d of %d", segment.path, valid_end, size)
+    filesystem.truncate(segment.path, valid_end)
+    _fsync_file(filesystem, segment.path)
+    return True
+
+
+def _load_index(
+    filesystem: FileSystem, segment: Segment, size: int, on_batch: BatchCallback | None
+) -> int:
+    """Adopts the segment's intact index entries; returns the position they end at."""
+    path = index_path_for(segment.path)
+    if path.rsplit("/", 1)[-1] not in filesystem.list_directory(os.path.dirname(path)):
+        return 0
+    descriptor = filesystem.open_read(path)
+    try:
+        data = filesystem.pread(descriptor, filesystem.size(path), 0)
+    finally:
+        filesystem.close(descriptor)
+    entries, end_position, used = decode_blocks(data, size)
+    if entries and entries[0].base_offset != segment.base_offset:
+        entries, end_position, used = [], 0, 0
+    if used < len(data):
+        filesystem.truncate(path, used)  # drop a torn block so later blocks chain on
+    for index, entry in enumerate(entries):
+        following = entries[index + 1].position if index + 1 < len(entries) else end_position
+        batch_size = following - entry.position
+        next_offset = entry.base_offset + entry.last_offset_delta + 1
+        segment.add_batch(entry.base_offset, batch_size, next_offset, entry.max_timestamp)
+        if on_batch is not None and entry.producer_id >= 0:
+            on_batch(entry.header(batch_size))
+    segment.indexed_count = len(entries)
+    return end_position
 
 
 def _scan(
     filesystem: FileSystem,
     segment: Segment,
-    verify: bool,
-    on_batch: Callable[[BatchHeader], None] | None,
-) -> None:
-    size = filesystem.size(segment.path)
+    start: int,
+    size: int,
+    recovered: RecoveredLog,
+    on_batch: BatchCallback | None,
+) -> int:
+    """CRC-checks the batches in [start, size); returns where intact data ends."""
     descriptor = filesystem.open_read(segment.path)
     try:
-        valid_end = _index_batches(filesystem, descriptor, segment, size, verify, on_batch)
+        position = start
+        while size - position >= BATCH_OVERHEAD:
+            chunk = filesystem.pread(descriptor, min(READ_CHUNK_BYTES, size - position), position)
+            consumed = _scan_chunk(chunk, position, segment, recovered, on_batch)
+            if consumed == 0:
+                header = read_header(chunk)
+                if not _plausible(header, segment, size - position):
+                    break
+                chunk = filesystem.pread(descriptor, header.size, position)  # one batch > chunk
+                consumed = _scan_chunk(chunk, position, segment, recovered, on_batch)
+                if consumed == 0:
+                    break
+            position += consumed
+        return position
     finally:
         filesystem.close(descriptor)
-    if valid_end < size:
-        if not verify:
-            raise CorruptLog(f"{segment.path} is damaged at byte {valid_end} of {size}")
-        filesystem.truncate(segment.path, valid_end)
 
 
-def _index_batches(
-    filesystem: FileSystem,
-    descriptor: int,
+def _scan_chunk(
+    chunk: bytes,
+    base: int,
     segment: Segment,
-    size: int,
-    verify: bool,
-    on_batch: Callable[[BatchHeader], None] | None,
+    recovered: RecoveredLog,
+    on_batch: BatchCallback | None,
 ) -> int:
-    """Indexes every intact batch; returns the byte position where intact data ends."""
+    """Indexes the intact whole batches at the start of ``chunk``; returns bytes consumed."""
+    view = memoryview(chunk)
     position = 0
-    while size - position >= BATCH_OVERHEAD:
-        header = read_header(filesystem.pread(descriptor, BATCH_OVERHEAD, position))
-        if not _plausible(header, segment, size - position):
+    while len(chunk) - position >= BATCH_OVERHEAD:
+        header = read_header(view, position)
+        if not _plausible(header, segment, len(chunk) - position):
             break
-        if verify and not _crc_matches(filesystem, descriptor, header, position):
+        if crc_of(view[position : position + header.size]) != header.crc:
             break
         segment.add_batch(header.base_offset, header.size, header.next_offset, header.max_timestamp)
+        entry = IndexEntry.of(header, header.base_offset, base + position)
+        recovered.unindexed.append((segment, entry, base + position + header.size))
         if on_batch is not None:
             on_batch(header)
         position += header.size
@@ -108,10 +176,20 @@ def _plausible(header: BatchHeader, segment: Segment, remaining: int) -> bool:
     )
 
 
-def _crc_matches(
-    filesystem: FileSystem, descriptor: int, header: BatchHeader, position: int
-) -> bool:
-    if header.size > READ_CHUNK_BYTES * 16:
-        return False
-    batch = filesystem.pread(descriptor, header.size, position)
-    return len(batch) == header.size and crc_of(batch) == header.crc
+def _remove_later_segments(filesystem: FileSystem, directory: str, names: list[str]) -> None:
+    for name in names:
+        log.warning("%s: removing segment after a torn one", name)
+        path = os.path.join(directory, name)
+        filesystem.remove(path)
+        index_name = index_path_for(name)
+        if index_name in filesystem.list_directory(directory):
+            filesystem.remove(os.path.join(directory, index_name))
+    filesystem.fsync_directory(directory)
+
+
+def _fsync_file(filesystem: FileSystem, path: str) -> None:
+    descriptor = filesystem.open_append(path)
+    try:
+        filesystem.fsync(descriptor)
+    finally:
+        filesystem.close(descriptor)

@@ -33,6 +33,7 @@ class Segment:
     batch_positions: array[int] = field(default_factory=lambda: array("q"))
     batch_max_timestamps: array[int] = field(default_factory=lambda: array("q"))
     max_timestamp: int = -1
+    indexed_count: int = 0  # batches whose entries are in the index file (flusher thread only)
 
     def __post_init__(self) -> None:
         if self.next_offset < 0:

@@ -15,8 +15,8 @@ import random
 
 import pytest
 
-from kshim.protocol.records import Record, build_batch, decode_records, iter_records
 from kshim.protocol.record_batch import iter_batches, validate_produced
+from kshim.protocol.records import Record, build_batch, decode_records, iter_records
 from kshim.storage.interface import LogConfig, TopicPartition
 from kshim.storage.partition_log import PartitionLog
 from kshim.storage.simulated_filesystem import SimulatedFileSystem
@@ -24,12 +24,14 @@ from kshim.storage.simulated_filesystem import SimulatedFileSystem
 DIRECTORY = "/data/logs/t-0"
 TOPIC_PARTITION = TopicPartition("t", 0)
 TRIALS = 40
+CRASHES = 3  # each trial cuts the power this many times, recovering in between
 WRITERS = 4
 
 
-def _batch(writer: int, sequence: int, count: int) -> bytearray:
+def _batch(writer: int, sequence: int, count: int, run: int = 0) -> bytearray:
+    value = f"{run}:{writer}:{sequence}"
     records = [
-        Record(index, 1_000 + sequence, f"k{writer}".encode(), f"{writer}:{sequence}:{index}".encode())
+        Record(index, 1_000 + sequence, f"k{writer}".encode(), f"{value}:{index}".encode())
         for index in range(count)
     ]
     return bytearray(build_batch(records))
@@ -39,9 +41,11 @@ async def _open(filesystem: SimulatedFileSystem, config: LogConfig) -> Partition
     return await PartitionLog.open(TOPIC_PARTITION, DIRECTORY, config, filesystem, lambda: 0, 0)
 
 
-async def _writer(log: PartitionLog, writer: int, acknowledged: dict[int, bytes], rng: random.Random) -> None:
+async def _writer(
+    log: PartitionLog, writer: int, acknowledged: dict[int, bytes], rng: random.Random, run: int
+) -> None:
     for sequence in range(10_000):
-        batch = _batch(writer, sequence, rng.randint(1, 5))
+        batch = _batch(writer, sequence, rng.randint(1, 5), run)
         base_offset = log.append(batch, validate_produced(batch))
         await log.wait_durable(base_offset)
         acknowledged[base_offset] = bytes(batch[61:])  # the records part, offsets excluded
@@ -49,13 +53,15 @@ async def _writer(log: PartitionLog, writer: int, acknowledged: dict[int, bytes]
             await asyncio.sleep(0)
 
 
-async def _run_until_power_cut(seed: int) -> tuple[SimulatedFileSystem, dict[int, bytes], LogConfig]:
-    rng = random.Random(seed)
-    config = LogConfig(segment_bytes=rng.choice([300, 2_000, 1 << 20]), memtable_bytes=rng.choice([0, 4096]))
-    filesystem = SimulatedFileSystem()
+async def _run_until_power_cut(
+    rng: random.Random, filesystem: SimulatedFileSystem, config: LogConfig, run: int
+) -> tuple[SimulatedFileSystem, dict[int, bytes]]:
     log = await _open(filesystem, config)
     acknowledged: dict[int, bytes] = {}
-    writers = [asyncio.create_task(_writer(log, writer, acknowledged, rng)) for writer in range(WRITERS)]
+    writers = [
+        asyncio.create_task(_writer(log, writer, acknowledged, rng, run))
+        for writer in range(WRITERS)
+    ]
     for _ in range(rng.randint(1, 400)):
         await asyncio.sleep(0)
     snapshot = dict(acknowledged)  # acknowledged before the cut
@@ -63,7 +69,7 @@ async def _run_until_power_cut(seed: int) -> tuple[SimulatedFileSystem, dict[int
     for task in writers:
         task.cancel()
     await asyncio.gather(*writers, return_exceptions=True)
-    return survivor, snapshot, config
+    return survivor, snapshot
 
 
 async def _read_all(log: PartitionLog) -> bytes:
@@ -78,8 +84,22 @@ async def _read_all(log: PartitionLog) -> bytes:
 
 @pytest.mark.parametrize("seed", range(TRIALS))
 async def test_acknowledged_batches_survive_power_loss(seed: int) -> None:
-    survivor, acknowledged, config = await _run_until_power_cut(seed)
-    log = await _open(survivor, config)
+    rng = random.Random(seed)
+    config = LogConfig(
+        segment_bytes=rng.choice([300, 2_000, 1 << 20]), memtable_bytes=rng.choice([0, 4096])
+    )
+    filesystem = SimulatedFileSystem()
+    acknowledged: dict[int, bytes] = {}
+    for run in range(CRASHES):
+        filesystem, acknowledged_now = await _run_until_power_cut(rng, filesystem, config, run)
+        acknowledged.update(acknowledged_now)
+        await _check_recovered(filesystem, config, acknowledged)
+
+
+async def _check_recovered(
+    filesystem: SimulatedFileSystem, config: LogConfig, acknowledged: dict[int, bytes]
+) -> None:
+    log = await _open(filesystem, config)
     stored = await _read_all(log)
 
     by_offset = {}
@@ -94,10 +114,11 @@ async def test_acknowledged_batches_survive_power_loss(seed: int) -> None:
     values = [record.value for record in iter_records(stored)]
     assert len(values) == len(set(values)), "a batch was stored twice"
 
-    batch = _batch(99, 0, 3)
+    batch = _batch(99, len(acknowledged), 3, run=-1)
     new_offset = log.append(batch, validate_produced(batch))
     await log.wait_durable(new_offset)
     assert new_offset == expected_next
     _, records = decode_records((await log.read(new_offset, 1 << 20)).chunks[0])
     assert [record.offset for record in records] == [new_offset, new_offset + 1, new_offset + 2]
+    acknowledged[new_offset] = bytes(batch[61:])
     await log.close()
