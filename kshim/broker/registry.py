@@ -23,8 +23,11 @@ from kshim.broker.handlers import (
     produce,
 )
 from kshim.broker.versions import ADVERTISED
+from kshim.protocol.fetch_response import Part
 
-Handler = Callable[[Any, RequestContext], Awaitable[dict[str, Any] | None]]
+# A handler returns the response as a dict for the kio encoder, as already encoded
+# body parts (Fetch), or None when no response is due (Produce with acks=0).
+Handler = Callable[[Any, RequestContext], Awaitable[dict[str, Any] | list[Part] | None]]
 
 HANDLERS: dict[int, Handler] = {
     0: produce.handle,

@@ -9,6 +9,10 @@ tested with plain byte strings (the h11 pattern: ``feed`` then ``next_frame``).
 from __future__ import annotations
 
 import struct
+from collections.abc import Sized
+from typing import TypeVar
+
+PartT = TypeVar("PartT", bound=Sized)
 
 FRAME_SIZE = struct.Struct(">i")
 FRAME_SIZE_LENGTH = FRAME_SIZE.size
@@ -71,7 +75,7 @@ class FrameDecoder:
             self._position = 0
 
 
-def frame(payload_parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
-    """Returns the parts prefixed with their total size, ready for ``writelines``."""
+def frame(payload_parts: list[PartT]) -> list[PartT | bytes]:
+    """Returns the parts (anything with a length) prefixed with their total size."""
     size = sum(len(part) for part in payload_parts)
     return [FRAME_SIZE.pack(size), *payload_parts]

@@ -14,14 +14,16 @@ import contextlib
 import logging
 
 from kshim.broker.state import Broker
+from kshim.protocol.fetch_response import Part
 from kshim.protocol.framing import FrameDecoder, FrameError
 from kshim.server.dispatch import ProtocolViolation, decode, respond
+from kshim.storage.interface import FileRegion
 
 log = logging.getLogger(__name__)
 READ_CHUNK_BYTES = 256 * 1024
 MAX_IN_FLIGHT = 64
 
-ResponseTask = asyncio.Task[list[bytes | memoryview] | None]
+ResponseTask = asyncio.Task[list[Part] | None]
 
 
 async def serve_connection(
@@ -78,10 +80,46 @@ async def _write_responses(
             broken = True
             writer.close()
             continue
-        if parts is None or broken or writer.is_closing():
+        if parts is None:
             continue
-        writer.writelines(parts)
+        if broken or writer.is_closing():
+            _close_regions(parts)
+            continue
         try:
-            await writer.drain()
-        except ConnectionError:
+            await _send(writer, parts)
+        except (ConnectionError, OSError):
             broken = True
+
+
+async def _send(writer: asyncio.StreamWriter, parts: list[Part]) -> None:
+    """Writes one response: bytes through the transport, file regions with sendfile."""
+    pending: list[bytes | memoryview] = []
+    try:
+        for index, part in enumerate(parts):
+            if isinstance(part, FileRegion):
+                writer.writelines(pending)
+                pending = []
+                await writer.drain()
+                await _send_region(writer, part)
+                parts[index] = b""  # sent and closed
+            else:
+                pending.append(part)  # type: ignore[arg-type]
+        writer.writelines(pending)
+        await writer.drain()
+    finally:
+        _close_regions(parts)
+
+
+async def _send_region(writer: asyncio.StreamWriter, region: FileRegion) -> None:
+    try:
+        await asyncio.get_running_loop().sendfile(
+            writer.transport, region.as_file(), region.position, region.length
+        )
+    finally:
+        region.close()
+
+
+def _close_regions(parts: list[Part]) -> None:
+    for part in parts:
+        if isinstance(part, FileRegion):
+            part.close()

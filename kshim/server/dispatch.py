@@ -18,6 +18,7 @@ from kshim.broker.state import Broker
 from kshim.broker.versions import ADVERTISED, API_VERSIONS_KEY, serves
 from kshim.protocol import codec
 from kshim.protocol.errors import ErrorCode
+from kshim.protocol.fetch_response import Part
 from kshim.protocol.framing import frame
 from kshim.protocol.headers import (
     RequestHeader,
@@ -61,7 +62,7 @@ def decode(frame_bytes: bytes) -> Call:
     return Call(header, request)
 
 
-async def respond(call: Call, broker: Broker) -> list[bytes | memoryview] | None:
+async def respond(call: Call, broker: Broker) -> list[Part] | None:
     """Runs the handler and returns the framed response, or None when none is due (acks=0)."""
     header = call.header
     if call.request is None:
@@ -74,11 +75,12 @@ async def respond(call: Call, broker: Broker) -> list[bytes | memoryview] | None
     response_header = encode_response_header(
         header.correlation_id, flexible and header.api_key != API_VERSIONS_KEY
     )
-    encoded = codec.encode_response(header.api_key, header.api_version, body)
-    return frame([response_header, encoded])
+    if isinstance(body, list):
+        return frame([response_header, *body])
+    return frame([response_header, codec.encode_response(header.api_key, header.api_version, body)])
 
 
-def _api_versions_fallback(header: RequestHeader) -> list[bytes | memoryview]:
+def _api_versions_fallback(header: RequestHeader) -> list[Part]:
     """A v0-format UNSUPPORTED_VERSION answer listing ApiVersions' own range (KIP-511)."""
     low, high = ADVERTISED[API_VERSIONS_KEY]
     body = codec.encode_response(

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
+from kshim.storage.interface import FileRegion
+
 
 class FileSystem(Protocol):
     def open_append(self, path: str) -> int: ...
@@ -19,6 +21,7 @@ class FileSystem(Protocol):
     def fsync(self, descriptor: int) -> None: ...
     def fsync_directory(self, path: str) -> None: ...
     def pread(self, descriptor: int, length: int, position: int) -> bytes: ...
+    def region(self, descriptor: int, length: int, position: int) -> bytes | FileRegion: ...
     def size(self, path: str) -> int: ...
     def truncate(self, path: str, length: int) -> None: ...
     def remove(self, path: str) -> None: ...
@@ -59,6 +62,10 @@ class OsFileSystem:
 
     def pread(self, descriptor: int, length: int, position: int) -> bytes:
         return os.pread(descriptor, length, position)
+
+    def region(self, descriptor: int, length: int, position: int) -> bytes | FileRegion:
+        """A zero-copy handle on the range (a duplicate descriptor, cheap and non-blocking)."""
+        return FileRegion(os.dup(descriptor), position, length)
 
     def size(self, path: str) -> int:
         return os.path.getsize(path)

@@ -8,6 +8,8 @@ never decoded records.
 
 from __future__ import annotations
 
+import io
+import os
 from dataclasses import dataclass
 
 
@@ -20,11 +22,46 @@ class TopicPartition:
         return f"{self.topic}-{self.partition}"
 
 
+class FileRegion:
+    """A byte range of a segment file, sent with sendfile (zero-copy) by the server.
+
+    Holds its own duplicate descriptor, so the segment may be deleted by
+    retention meanwhile; the receiver must ``close()`` it once sent or dropped.
+    """
+
+    __slots__ = ("_file", "descriptor", "length", "position")
+
+    def __init__(self, descriptor: int, position: int, length: int) -> None:
+        self.descriptor = descriptor
+        self.position = position
+        self.length = length
+        self._file: io.FileIO | None = None
+
+    def __len__(self) -> int:
+        return self.length
+
+    def as_file(self) -> io.FileIO:
+        """A file object over the descriptor, as ``loop.sendfile`` wants."""
+        if self._file is None:
+            self._file = io.FileIO(self.descriptor, "rb", closefd=True)
+        return self._file
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        elif self.descriptor >= 0:
+            os.close(self.descriptor)
+        self.descriptor = -1
+
+
+Chunk = bytes | memoryview | FileRegion
+
+
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     """Whole batches read from a log; ``chunks`` are ready to be sent as they are."""
 
-    chunks: tuple[bytes | memoryview, ...]
+    chunks: tuple[Chunk, ...]
     size: int
     end_offset: int  # the offset after the last batch returned (or the fetch offset)
 

@@ -262,21 +262,28 @@ class PartitionLog:
             return ReadResult(tuple(chunks), size, end)
         segment = self._segment_holding(offset)
         position, length, end = segment.byte_range(offset, max_bytes, upper)
-        data = await asyncio.to_thread(self._pread, segment.path, length, position)
-        return ReadResult((data,), len(data), end)
+        descriptor = self._read_descriptors.get(segment.path)
+        if descriptor is None:
+            descriptor = await asyncio.to_thread(self._read_descriptor, segment.path)
+        chunk = self._fs.region(descriptor, length, position)
+        return ReadResult((chunk,), length, end)
 
     def _segment_holding(self, offset: int) -> Segment:
         bases = [segment.base_offset for segment in self.segments]
         return self.segments[max(bisect.bisect_right(bases, offset) - 1, 0)]
 
-    def _pread(self, path: str, length: int, position: int) -> bytes:
-        """Worker thread: reads a byte range, opening the segment for reading once."""
+    def _read_descriptor(self, path: str) -> int:
+        """Worker thread: opens the segment for reading once and caches the descriptor."""
         with self._read_lock:
             descriptor = self._read_descriptors.get(path)
             if descriptor is None:
                 descriptor = self._fs.open_read(path)
                 self._read_descriptors[path] = descriptor
-        return self._fs.pread(descriptor, length, position)
+            return descriptor
+
+    def _pread(self, path: str, length: int, position: int) -> bytes:
+        """Worker thread: reads a byte range of a segment."""
+        return self._fs.pread(self._read_descriptor(path), length, position)
 
     async def read_batch_at(self, segment: Segment, index: int) -> bytes:
         """Returns the bytes of batch ``index`` of ``segment`` (for record-level lookups)."""

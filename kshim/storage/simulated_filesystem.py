@@ -71,6 +71,10 @@ class SimulatedFileSystem:
             content = self._files[self._descriptors[descriptor]].current
             return bytes(content[position : position + length])
 
+    def region(self, descriptor: int, length: int, position: int) -> bytes:
+        """No real descriptors here: the bytes themselves."""
+        return self.pread(descriptor, length, position)
+
     def size(self, path: str) -> int:
         with self._lock:
             return len(self._files[path].current)
