@@ -1,0 +1,1 @@
+"""Reproducible benchmark scripts (run as modules: ``python -m benchmarks.log_store``)."""

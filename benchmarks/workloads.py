@@ -1,0 +1,136 @@
+"""Benchmark workloads driven by confluent-kafka (librdkafka), shared by the scripts.
+
+Each function runs one workload against a running broker and returns plain
+numbers; the scripts decide what to compare and how to report it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from benchmarks.brokers import RunningBroker
+
+TIMEOUT_S = 120
+
+
+@dataclass
+class Throughput:
+    records: int
+    seconds: float
+    record_bytes: int
+    broker_cpu_seconds: float
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def megabytes_per_second(self) -> float:
+        return self.records * self.record_bytes / self.seconds / 1e6
+
+    @property
+    def broker_cpu_microseconds_per_record(self) -> float:
+        return self.broker_cpu_seconds / self.records * 1e6
+
+
+def create_topic(broker: RunningBroker, topic: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(TIMEOUT_S)
+
+
+def produce(
+    broker: RunningBroker, topic: str, count: int, record_bytes: int, **config: object
+) -> Throughput:
+    """Produces ``count`` records (acks=all, idempotent) as fast as the client can."""
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "acks": "all", "enable.idempotence": True, **config}
+    )
+    payload = b"x" * record_bytes
+    cpu_before = broker.cpu_seconds()
+    started = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value=payload)
+                break
+            except BufferError:
+                producer.poll(0.001)
+        producer.poll(0)
+    remaining = producer.flush(TIMEOUT_S)
+    elapsed = time.perf_counter() - started
+    if remaining:
+        raise RuntimeError(f"{remaining} records not acknowledged")
+    return Throughput(count, elapsed, record_bytes, broker.cpu_seconds() - cpu_before)
+
+
+def consume(broker: RunningBroker, topic: str, count: int, record_bytes: int) -> Throughput:
+    """Reads ``count`` records from offset 0 of partition 0."""
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "bench", "enable.auto.commit": False,
+         "isolation.level": "read_uncommitted"}
+    )  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    received = 0
+    cpu_before = broker.cpu_seconds()
+    started = time.perf_counter()
+    deadline = started + TIMEOUT_S
+    while received < count and time.perf_counter() < deadline:
+        received += len(consumer.consume(10_000, 1.0))
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    if received < count:
+        raise RuntimeError(f"read {received} of {count} records")
+    return Throughput(count, elapsed, record_bytes, broker.cpu_seconds() - cpu_before)
+
+
+def end_to_end_latency(
+    broker: RunningBroker, topic: str, rate: int, seconds: float
+) -> dict[str, float]:
+    """Sends ``rate`` records/s with default client settings; returns latency percentiles (ms)."""
+    latencies: list[float] = []
+    total = int(rate * seconds)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "latency",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    consumer.consume(1, 1.0)  # connected and positioned before the clock starts
+    reader = threading.Thread(target=_collect_latencies, args=(consumer, total, latencies))
+    reader.start()
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    started = time.perf_counter()
+    for index in range(total):
+        target = started + index / rate
+        while (now := time.perf_counter()) < target:
+            time.sleep(min(target - now, 0.0005))
+        producer.produce(topic, value=str(time.time_ns()).encode())
+        producer.poll(0)
+    producer.flush(TIMEOUT_S)
+    reader.join(TIMEOUT_S)
+    consumer.close()
+    ordered = sorted(latencies)
+    return {
+        "records": len(ordered),
+        "p50_ms": _percentile(ordered, 0.50),
+        "p99_ms": _percentile(ordered, 0.99),
+        "p999_ms": _percentile(ordered, 0.999),
+        "mean_ms": statistics.fmean(ordered) if ordered else float("nan"),
+    }
+
+
+def _collect_latencies(consumer: Consumer, total: int, latencies: list[float]) -> None:
+    deadline = time.perf_counter() + TIMEOUT_S
+    while len(latencies) < total and time.perf_counter() < deadline:
+        message = consumer.poll(0.1)  # one at a time: consume(n) would wait for n records
+        if message is not None and message.error() is None:
+            latencies.append((time.time_ns() - int(message.value())) / 1e6)
+
+
+def _percentile(ordered: list[float], fraction: float) -> float:
+    if not ordered:
+        return float("nan")
+    return ordered[min(int(len(ordered) * fraction), len(ordered) - 1)]
