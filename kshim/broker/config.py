@@ -126,6 +126,14 @@ BROKER_DEFAULTS: dict[str, str] = {
     "socket.request.max.bytes": "104857600",
     "max.connections": "10000",
     "cluster.id": "kshim-cluster",
+    # Consumer groups (Kafka's GroupCoordinatorConfig names). Kafka waits 3000 ms before the
+    # first rebalance of an empty group; a short wait keeps a lone consumer's start fast.
+    "group.initial.rebalance.delay.ms": "200",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
+    "offset.metadata.max.bytes": "4096",
 }
 
 _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
@@ -137,6 +145,12 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "max.connections": _integer(1, INT_MAX),
     "log.retention.check.interval.ms": _integer(1),
     "kshim.memtable.bytes": _integer(0),
+    "group.initial.rebalance.delay.ms": _integer(0, INT_MAX),
+    "group.min.session.timeout.ms": _integer(1, INT_MAX),
+    "group.max.session.timeout.ms": _integer(1, INT_MAX),
+    "offsets.retention.minutes": _integer(1, INT_MAX),
+    "offsets.retention.check.interval.ms": _integer(1),
+    "offset.metadata.max.bytes": _integer(0, INT_MAX),
 }
 
 

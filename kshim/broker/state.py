@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 
 from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.groups.coordinator import GroupCoordinator
+from kshim.broker.groups.settings import GroupSettings
 from kshim.broker.producer_state import PartitionProducerState
 from kshim.broker.topics import Topic, TopicManager
 from kshim.protocol.record_batch import BatchHeader
@@ -72,10 +74,14 @@ class Broker:
         self.topics = TopicManager(
             config, self.metadata, self.logs, self._prepare_partition, self._watch_partition
         )
+        self.groups = GroupCoordinator(
+            GroupSettings.from_config(config), clock, self.metadata.committed_offsets
+        )
 
     async def start(self) -> None:
-        """Loads every topic and recovers its logs."""
+        """Loads every topic and recovers its logs, then the committed offsets."""
         await self.topics.load()
+        await self.groups.load()
 
     def _prepare_partition(self, topic_partition: TopicPartition) -> Callable[[BatchHeader], None]:
         state = PartitionProducerState()

@@ -14,7 +14,15 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     1: (4, 12),  # Fetch
     2: (1, 9),  # ListOffsets
     3: (0, 12),  # Metadata
+    8: (2, 9),  # OffsetCommit (v10 uses topic ids)
+    9: (1, 9),  # OffsetFetch (v10 uses topic ids)
     10: (0, 6),  # FindCoordinator
+    11: (0, 9),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups (v6 answers GROUP_ID_NOT_FOUND; not needed)
+    16: (0, 5),  # ListGroups
     18: (0, 4),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
@@ -23,7 +31,9 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
+    47: (0, 0),  # OffsetDelete
 }
 
 MIN_SERVED: dict[int, int] = {0: 3}

@@ -11,7 +11,9 @@ import sys
 
 from kshim.broker.broker_config import BrokerConfig
 from kshim.broker.config import ConfigError, from_environment, parse_properties
+from kshim.broker.groups.status import format_table
 from kshim.broker.state import Broker
+from kshim.cli.group_query import QueryError, query_status
 from kshim.server.listener import KafkaServer
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
@@ -32,7 +34,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a config entry"
     )
     serve.add_argument("--log-level", default="INFO")
+    groups = commands.add_parser("groups", help="consumer groups: committed offsets and lag")
+    groups.add_argument("--bootstrap", default=DEFAULT_LISTEN, help="a running broker, host:port")
+    groups.add_argument("--group", help="only this group (default: every group)")
     return parser
+
+
+def show_groups(arguments: argparse.Namespace) -> int:
+    """Prints the consumption status table of a running broker's groups."""
+    try:
+        rows = query_status(arguments.bootstrap, arguments.group)
+    except (OSError, ValueError, QueryError) as error:
+        print(f"kshim groups: {error}", file=sys.stderr)
+        return 1
+    print(format_table(rows))
+    return 0
 
 
 def load_config(arguments: argparse.Namespace, environment: dict[str, str]) -> BrokerConfig:
@@ -73,6 +89,8 @@ async def serve(config: BrokerConfig) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
+    if arguments.command == "groups":
+        return show_groups(arguments)
     logging.basicConfig(
         level=arguments.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

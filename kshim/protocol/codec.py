@@ -73,16 +73,16 @@ def _writer(cls: type[Any]) -> Any:
 def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any:
     """Decodes a request body starting at ``offset``.
 
-    Raises DecodeError when the bytes do not match the schema (truncated,
-    trailing garbage or invalid values): a broken frame.
+    Raises DecodeError when the bytes do not match the schema (truncated or
+    invalid values): a broken frame.
     """
     cls = request_class(api_key, version)
     try:
-        entity, size = _reader(cls)(memoryview(frame)[offset:], 0)
+        entity, _ = _reader(cls)(memoryview(frame)[offset:], 0)
     except Exception as error:
         raise DecodeError(f"cannot decode api {api_key} v{version}: {error}") from error
-    if offset + size != len(frame):
-        raise DecodeError(f"{len(frame) - offset - size} trailing bytes after api {api_key}")
+    # Trailing bytes are ignored, as Kafka does: librdkafka's Metadata request for all
+    # topics carries three stray bytes (confluentinc/librdkafka#5049).
     return entity
 
 

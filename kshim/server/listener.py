@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 
+from kshim.broker.groups.maintenance import run_group_coordinator
 from kshim.broker.retention import run_retention
 from kshim.broker.state import Broker
 from kshim.server.connection import serve_connection
@@ -27,6 +28,7 @@ class KafkaServer:
         await self.broker.start()
         interval_s = self.broker.config.get_int("log.retention.check.interval.ms") / 1000
         self._background.append(asyncio.create_task(run_retention(self.broker, interval_s)))
+        self._background.append(asyncio.create_task(run_group_coordinator(self.broker)))
         host, port = self.broker.config.listen_address()
         self._server = await asyncio.start_server(
             self._accept, host, port, reuse_address=True, limit=1 << 20

@@ -14,6 +14,7 @@ TOPICS_DB = b"topics"  # topic name -> TopicRecord JSON
 LOG_STARTS_DB = b"log_starts"  # partition key -> int64 log start offset
 COUNTERS_DB = b"counters"  # counter name -> int64
 PRODUCER_IDS_COUNTER = b"next_producer_id"
+COMMITTED_OFFSETS_DB = b"committed_offsets"  # committed_offset_key -> CommittedOffset bytes
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -42,3 +43,20 @@ def encode_int64(value: int) -> bytes:
 def decode_int64(data: bytes) -> int:
     value: int = _INT64.unpack(data)[0]
     return value
+
+
+def group_prefix(group_id: str) -> bytes:
+    """``group NUL``: every committed offset of a group sorts together (no NUL in group ids)."""
+    return group_id.encode("utf-8") + NAME_TERMINATOR
+
+
+def committed_offset_key(group_id: str, topic_partition: TopicPartition) -> bytes:
+    """``group NUL topic NUL int32 partition``."""
+    return group_prefix(group_id) + partition_key(topic_partition)
+
+
+def split_committed_offset_key(key: bytes) -> tuple[str, TopicPartition]:
+    """Inverse of ``committed_offset_key``."""
+    group, _, rest = key.partition(NAME_TERMINATOR)
+    topic, _, partition = rest.partition(NAME_TERMINATOR)
+    return group.decode("utf-8"), TopicPartition(topic.decode("utf-8"), _INT32.unpack(partition)[0])

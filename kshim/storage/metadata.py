@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import lmdb
 
 from kshim.storage import lmdb_keys as keys
+from kshim.storage.committed_offsets import CommittedOffsetStore
 from kshim.storage.interface import TopicPartition
 
 MAP_SIZE_BYTES = 1 << 32
@@ -47,6 +48,7 @@ class MetadataStore:
         self._topics = self._env.open_db(keys.TOPICS_DB)
         self._log_starts = self._env.open_db(keys.LOG_STARTS_DB)
         self._counters = self._env.open_db(keys.COUNTERS_DB)
+        self.committed_offsets = CommittedOffsetStore(self._env)
 
     def topics(self) -> dict[str, TopicRecord]:
         """Returns every stored topic by name."""

@@ -1,0 +1,115 @@
+"""Consumption status: per group and partition, committed offset, log end offset and lag.
+
+``group_status`` builds the rows from plain facts (what is committed, where
+each log ends, who owns which partition), so the same code serves the
+broker's own view (``broker_status``) and a client that gathered the facts
+over the wire (``kshim groups``). Lag is the log end offset (the high
+watermark: what consumers can read) minus the committed offset, as in
+Kafka's kafka-consumer-groups tool; unknown values print as ``-``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kshim.broker.groups.admin import list_groups
+from kshim.broker.state import Broker
+from kshim.storage.interface import TopicPartition
+
+COLUMNS = ("GROUP", "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBERS")
+UNKNOWN = "-"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatus:
+    group_id: str
+    topic: str
+    partition: int
+    committed: int | None  # None: the group committed nothing for this partition
+    log_end: int | None  # None: the partition does not exist (any more)
+    members: int  # members of the group right now
+
+    @property
+    def lag(self) -> int | None:
+        """Records not yet consumed, or None when either end is unknown."""
+        if self.committed is None or self.log_end is None or self.committed < 0:
+            return None
+        return max(self.log_end - self.committed, 0)
+
+
+def group_status(
+    group_id: str,
+    committed: Mapping[TopicPartition, int],
+    log_ends: Mapping[TopicPartition, int],
+    assigned: Iterable[TopicPartition],
+    members: int,
+) -> list[PartitionStatus]:
+    """One row per partition the group committed for or is assigned, sorted."""
+    partitions = sorted(set(committed) | set(assigned))
+    return [
+        PartitionStatus(
+            group_id,
+            topic_partition.topic,
+            topic_partition.partition,
+            committed.get(topic_partition),
+            log_ends.get(topic_partition),
+            members,
+        )
+        for topic_partition in partitions
+    ]
+
+
+def broker_status(broker: Broker, group_id: str | None = None) -> list[PartitionStatus]:
+    """The status of one group, or of every group, from the broker's own state."""
+    coordinator = broker.groups
+    group_ids = [group_id] if group_id else [o.group_id for o in list_groups(coordinator)]
+    rows: list[PartitionStatus] = []
+    for name in group_ids:
+        committed = {tp: c.offset for tp, c in coordinator.offsets.committed(name).items()}
+        group = coordinator.groups.get(name)
+        owners = group.partition_owners() if group is not None else {}
+        assigned = [TopicPartition(topic, partition) for topic, partition in owners]
+        members = len(group.members) if group is not None else 0
+        log_ends = _log_ends(broker, set(committed) | set(assigned))
+        rows += group_status(name, committed, log_ends, assigned, members)
+    return rows
+
+
+def _log_ends(broker: Broker, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    ends = {}
+    for topic_partition in partitions:
+        log = broker.partition_log(topic_partition)
+        if log is not None:
+            ends[topic_partition] = log.high_watermark
+    return ends
+
+
+def format_table(rows: Sequence[PartitionStatus]) -> str:
+    """A fixed-width text table with a header line, numbers right-aligned."""
+    cells = [COLUMNS, *(_cells(row) for row in rows)]
+    widths = [max(len(line[column]) for line in cells) for column in range(len(COLUMNS))]
+    lines = []
+    for line in cells:
+        text = [
+            value.ljust(width) if column < 2 else value.rjust(width)
+            for column, (value, width) in enumerate(zip(line, widths, strict=True))
+        ]
+        lines.append("  ".join(text).rstrip())
+    return "\n".join(lines)
+
+
+def _cells(row: PartitionStatus) -> tuple[str, ...]:
+    return (
+        row.group_id,
+        row.topic,
+        str(row.partition),
+        _number(row.committed),
+        _number(row.log_end),
+        _number(row.lag),
+        str(row.members),
+    )
+
+
+def _number(value: int | None) -> str:
+    return UNKNOWN if value is None or value < 0 else str(value)

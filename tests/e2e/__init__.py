@@ -1,0 +1,1 @@
+"""End-to-end tests: real Kafka clients against a real ``kshim serve`` process."""
