@@ -169,12 +169,17 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def from_environment(environment: Mapping[str, str]) -> dict[str, str]:
-    """Maps ``KSHIM_LOG_RETENTION_MS=5`` to ``{"log.retention.ms": "5"}``."""
-    return {
+    """Maps ``KSHIM_LOG_RETENTION_MS=5`` to ``{"log.retention.ms": "5"}``.
+
+    Only variables naming a known key count, so unrelated ``KSHIM_*`` variables
+    (``KSHIM_SPARK_JARS``) are not mistaken for configuration.
+    """
+    candidates = {
         name[len(ENVIRONMENT_PREFIX) :].lower().replace("_", "."): value
         for name, value in environment.items()
-        if name.startswith(ENVIRONMENT_PREFIX) and len(name) > len(ENVIRONMENT_PREFIX)
+        if name.startswith(ENVIRONMENT_PREFIX)
     }
+    return {key: value for key, value in candidates.items() if broker_validator(key) is not None}
 
 
 def broker_validator(key: str) -> Callable[[str], str] | None:

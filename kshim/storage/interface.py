@@ -46,6 +46,13 @@ class FileRegion:
             self._file = io.FileIO(self.descriptor, "rb", closefd=True)
         return self._file
 
+    def read_bytes(self) -> bytes:
+        """Reads the range into memory and closes the region (blocking: tools and tests)."""
+        try:
+            return os.pread(self.descriptor, self.length, self.position)
+        finally:
+            self.close()
+
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
@@ -55,6 +62,11 @@ class FileRegion:
 
 
 Chunk = bytes | memoryview | FileRegion
+
+
+def chunk_bytes(chunk: Chunk) -> bytes:
+    """The bytes of a read chunk, reading (and closing) a file region: blocking."""
+    return chunk.read_bytes() if isinstance(chunk, FileRegion) else bytes(chunk)
 
 
 @dataclass(frozen=True, slots=True)

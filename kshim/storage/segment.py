@@ -32,6 +32,9 @@ class Segment:
     batch_offsets: array[int] = field(default_factory=lambda: array("q"))
     batch_positions: array[int] = field(default_factory=lambda: array("q"))
     batch_max_timestamps: array[int] = field(default_factory=lambda: array("q"))
+    # The time index: the largest timestamp up to and including each batch. It never
+    # decreases, so the first batch stamped at or after T is found by binary search.
+    running_max_timestamps: array[int] = field(default_factory=lambda: array("q"))
     max_timestamp: int = -1
     indexed_count: int = 0  # batches whose entries are in the index file (flusher thread only)
 
@@ -48,6 +51,7 @@ class Segment:
         self.size += size
         self.next_offset = next_offset
         self.max_timestamp = max(self.max_timestamp, max_timestamp)
+        self.running_max_timestamps.append(self.max_timestamp)
         return position
 
     @property
@@ -87,7 +91,5 @@ class Segment:
 
     def first_batch_with_timestamp(self, timestamp: int) -> int | None:
         """Returns the index of the first batch whose max timestamp is >= ``timestamp``."""
-        for index, max_timestamp in enumerate(self.batch_max_timestamps):
-            if max_timestamp >= timestamp:
-                return index
-        return None
+        index = bisect.bisect_left(self.running_max_timestamps, timestamp)
+        return index if index < len(self.running_max_timestamps) else None

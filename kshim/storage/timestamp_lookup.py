@@ -16,8 +16,13 @@ async def offset_for_timestamp(log: PartitionLog, timestamp: int) -> tuple[int, 
     for segment in list(log.segments):
         if segment.max_timestamp < timestamp:
             continue
-        for index, max_timestamp in enumerate(segment.batch_max_timestamps):
-            if max_timestamp < timestamp or segment.batch_offsets[index] >= log.high_watermark:
+        first = segment.first_batch_with_timestamp(timestamp)
+        for index in range(
+            first if first is not None else len(segment.batch_offsets), len(segment.batch_offsets)
+        ):
+            if segment.batch_offsets[index] >= log.high_watermark:
+                return None
+            if segment.batch_max_timestamps[index] < timestamp:
                 continue
             found = await _first_record_at_or_after(log, segment, index, timestamp)
             if found is not None:

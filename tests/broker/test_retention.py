@@ -1,0 +1,116 @@
+"""Retention and DeleteRecords applied to real segment files through the broker."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.retention import enforce_retention_once
+from kshim.broker.state import Broker
+from kshim.protocol.record_batch import validate_produced
+from kshim.protocol.records import Record, build_batch
+from kshim.storage.interface import TopicPartition, chunk_bytes
+
+TOPIC_PARTITION = TopicPartition("t", 0)
+
+
+class FakeClock:
+    def __init__(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+async def _broker(data_dir: Path, clock: FakeClock) -> Broker:
+    broker = Broker(BrokerConfig.load([{"log.dirs": str(data_dir)}]), clock=clock)
+    await broker.start()
+    return broker
+
+
+async def _append(broker: Broker, timestamp: int, count: int = 1) -> int:
+    log = broker.partition_log(TOPIC_PARTITION)
+    assert log is not None
+    batch = bytearray(build_batch([Record(i, timestamp, b"k", b"v" * 50) for i in range(count)]))
+    offset = log.append(batch, validate_produced(batch))
+    await log.wait_durable(offset)
+    return offset
+
+
+def _segment_files(broker: Broker) -> list[str]:
+    directory = broker.logs.directory_of(TOPIC_PARTITION)
+    return sorted(name for name in os.listdir(directory) if name.endswith(".log"))
+
+
+async def test_time_retention_drops_old_segments_and_survives_restart(tmp_path: Path) -> None:
+    clock = FakeClock(1_000_000)
+    broker = await _broker(tmp_path, clock)
+    await broker.topics.create("t", 1, {"segment.bytes": "200", "retention.ms": "10000"})
+    for index in range(6):  # each ~130-byte batch fills a 200-byte segment: one per segment
+        await _append(broker, timestamp=1_000_000 + index * 1000)
+    assert len(_segment_files(broker)) == 6
+
+    clock.now_ms = 1_000_000 + 12_500  # batches stamped before 1_002_500 have expired
+    assert await enforce_retention_once(broker) == 3
+    log = broker.partition_log(TOPIC_PARTITION)
+    assert log is not None
+    assert log.log_start_offset == 3
+    assert _segment_files(broker)[0] == f"{3:020d}.log"
+    await broker.close()
+
+    broker = await _broker(tmp_path, clock)
+    log = broker.partition_log(TOPIC_PARTITION)
+    assert log is not None
+    assert (log.log_start_offset, log.high_watermark) == (3, 6)
+    offset = 3
+    while offset < log.high_watermark:  # a read stays within one segment
+        result = await log.read(offset, 1 << 20)
+        for chunk in result.chunks:
+            chunk_bytes(chunk)
+        offset = result.end_offset
+    assert offset == 6
+    await broker.close()
+
+
+async def test_size_retention_keeps_the_newest_bytes(tmp_path: Path) -> None:
+    clock = FakeClock(5_000)
+    broker = await _broker(tmp_path, clock)
+    await broker.topics.create("t", 1, {"segment.bytes": "200", "retention.bytes": "300"})
+    for _ in range(5):
+        await _append(broker, timestamp=5_000)
+    dropped = await enforce_retention_once(broker)
+    log = broker.partition_log(TOPIC_PARTITION)
+    assert log is not None
+    remaining = sum(summary.size for summary in log.segment_summaries())
+    assert dropped == 2  # five ~121-byte segments: dropping a third would leave < 300 bytes
+    assert 300 <= remaining < 300 + 200
+    assert log.log_start_offset == 2
+    await broker.close()
+
+
+async def test_delete_records_lets_retention_drop_whole_segments(tmp_path: Path) -> None:
+    clock = FakeClock(5_000)
+    broker = await _broker(tmp_path, clock)
+    await broker.topics.create("t", 1, {"segment.bytes": "200"})
+    for _ in range(4):
+        await _append(broker, timestamp=5_000)
+    log = broker.partition_log(TOPIC_PARTITION)
+    assert log is not None
+    broker.metadata.set_log_start_offset(TOPIC_PARTITION, 2)
+    log.advance_log_start_offset(2)
+    assert await enforce_retention_once(broker) == 2
+    assert _segment_files(broker) == [f"{2:020d}.log", f"{3:020d}.log"]
+    assert log.log_start_offset == 2
+
+
+async def test_compacted_topics_are_not_deleted_by_time(tmp_path: Path) -> None:
+    clock = FakeClock(10**9)
+    broker = await _broker(tmp_path, clock)
+    await broker.topics.create("t", 1, {"segment.bytes": "200", "retention.ms": "1",
+                                        "cleanup.policy": "compact"})  # fmt: skip
+    for _ in range(3):
+        await _append(broker, timestamp=1)
+    assert await enforce_retention_once(broker) == 0
+    assert len(_segment_files(broker)) == 3
+    await broker.close()
