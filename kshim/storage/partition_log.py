@@ -64,6 +64,7 @@ class PartitionLog:
         self._pending: list[tuple[Segment, bytes, IndexEntry]] = []
         # Written batches whose index entries wait for an fsync (flusher thread only).
         self._unindexed: list[tuple[Segment, IndexEntry, int]] = []
+        self._unsynced_paths: set[str] = set()  # written but not fsynced (flusher thread only)
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._append_descriptors: dict[str, int] = {}
@@ -157,9 +158,11 @@ class PartitionLog:
                 pending, self._pending = self._pending, []
                 target = self.log_end_offset
                 sync = self._sync_due()
+                # Appends arriving during this round count towards the next fsync.
+                covered_messages = self._unsynced_messages
                 await asyncio.to_thread(self._write, pending, sync)
                 if sync:
-                    self._unsynced_messages = 0
+                    self._unsynced_messages -= covered_messages
                     self._last_sync_ms = self._clock()
                 self._advance_high_watermark(target)
         except Exception as error:  # a disk error: fail waiters, refuse further appends
@@ -191,11 +194,14 @@ class PartitionLog:
         for path, chunks in groups.items():
             descriptor, created = self._append_descriptor(path)
             self._fs.write(descriptor, chunks)
-            if sync:
-                self._fs.fsync(descriptor)
+            self._unsynced_paths.add(path)
             if created:
                 self._fs.fsync_directory(self.directory)
         if sync:
+            # Every file written since the last fsync, sealed segments included.
+            for path in sorted(self._unsynced_paths):
+                self._fs.fsync(self._append_descriptors[path])
+            self._unsynced_paths.clear()
             self._write_index()
         self._close_sealed_appenders()
 
@@ -212,6 +218,13 @@ class PartitionLog:
             self._fs.write(descriptor, [encode_block(entries, end_position)])
             segment.indexed_count += len(entries)
 
+    def _sync_on_close(self) -> None:
+        """Worker thread: a clean shutdown leaves nothing unsynced, even with flush.messages > 1."""
+        for path in sorted(self._unsynced_paths):
+            self._fs.fsync(self._append_descriptors[path])
+        self._unsynced_paths.clear()
+        self._write_index()
+
     def _append_descriptor(self, path: str) -> tuple[int, bool]:
         descriptor = self._append_descriptors.get(path)
         if descriptor is not None:
@@ -222,7 +235,7 @@ class PartitionLog:
 
     def _close_sealed_appenders(self) -> None:
         active = self.segments[-1].path
-        keep = (active, index_path_for(active))
+        keep = {active, index_path_for(active), *self._unsynced_paths}
         for path in [path for path in self._append_descriptors if path not in keep]:
             self._fs.close(self._append_descriptors.pop(path))
 
@@ -340,6 +353,8 @@ class PartitionLog:
         """Waits for pending writes, then closes every file descriptor."""
         if self._flusher is not None:
             await asyncio.shield(self._flusher)
+        if self._unsynced_paths and self._failure is None:
+            await asyncio.to_thread(self._sync_on_close)
         descriptors = [*self._append_descriptors.values(), *self._read_descriptors.values()]
         self._append_descriptors.clear()
         self._read_descriptors.clear()
