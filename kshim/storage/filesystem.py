@@ -8,6 +8,7 @@ event loop.
 
 from __future__ import annotations
 
+import mmap
 import os
 from typing import Protocol
 
@@ -23,6 +24,8 @@ class FileSystem(Protocol):
     def pread(self, descriptor: int, length: int, position: int) -> bytes: ...
     def region(self, descriptor: int, length: int, position: int) -> bytes | FileRegion: ...
     def size(self, path: str) -> int: ...
+    def exists(self, path: str) -> bool: ...
+    def map_file(self, path: str) -> bytes | mmap.mmap: ...
     def truncate(self, path: str, length: int) -> None: ...
     def remove(self, path: str) -> None: ...
     def list_directory(self, path: str) -> list[str]: ...
@@ -69,6 +72,16 @@ class OsFileSystem:
 
     def size(self, path: str) -> int:
         return os.path.getsize(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def map_file(self, path: str) -> bytes | mmap.mmap:
+        """A read-only memory map of the whole file (page cache, not heap)."""
+        with open(path, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size == 0:
+                return b""  # mmap refuses empty files
+            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
 
     def truncate(self, path: str, length: int) -> None:
         os.truncate(path, length)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -22,14 +23,16 @@ from kshim.protocol.record_batch import (
     set_partition_leader_epoch,
 )
 from kshim.storage.filesystem import FileSystem
-from kshim.storage.index_file import IndexEntry, encode_block, index_path_for
+from kshim.storage.index_file import IndexEntry, decode_blocks, encode_block, index_path_for
 from kshim.storage.interface import LogConfig, OffsetOutOfRange, ReadResult, TopicPartition
 from kshim.storage.memtable import Memtable
 from kshim.storage.recovery import recover_segments
 from kshim.storage.retention import SegmentSummary
+from kshim.storage.sealed_index import decode_sealed_index, encode_sealed_index, sealed_path_for
 from kshim.storage.segment import Segment, segment_file_name
 
 Clock = Callable[[], int]
+log = logging.getLogger(__name__)
 LEADER_EPOCH = 0  # a single broker stays leader of every partition in epoch 0
 
 
@@ -65,6 +68,8 @@ class PartitionLog:
         # Written batches whose index entries wait for an fsync (flusher thread only).
         self._unindexed: list[tuple[Segment, IndexEntry, int]] = []
         self._unsynced_paths: set[str] = set()  # written but not fsynced (flusher thread only)
+        self._to_seal: list[Segment] = [s for s in segments[:-1] if not s.sealed]
+        self._seal_lock = threading.Lock()
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._append_descriptors: dict[str, int] = {}
@@ -150,6 +155,8 @@ class PartitionLog:
         path = os.path.join(self.directory, segment_file_name(self.log_end_offset))
         segment = Segment(self.log_end_offset, path, now)
         self.segments.append(segment)
+        with self._seal_lock:
+            self._to_seal.append(active)
         return segment
 
     async def _flush_loop(self) -> None:
@@ -204,6 +211,8 @@ class PartitionLog:
             self._unsynced_paths.clear()
             self._write_index()
         self._close_sealed_appenders()
+        if sync:
+            self._seal_ready_segments()
 
     def _write_index(self) -> None:
         """Worker thread: appends one index block per segment for the durable batches."""
@@ -217,6 +226,53 @@ class PartitionLog:
             descriptor, _ = self._append_descriptor(index_path_for(segment.path))
             self._fs.write(descriptor, [encode_block(entries, end_position)])
             segment.indexed_count += len(entries)
+
+    def _seal_ready_segments(self) -> None:
+        """Worker thread: maps a sealed index for each rolled segment that is fully
+        written, fsynced and indexed."""
+        with self._seal_lock:
+            candidates, self._to_seal = self._to_seal, []
+        waiting = []
+        for segment in candidates:
+            ready = segment.path not in self._unsynced_paths and segment.indexed_count == len(
+                segment.batch_offsets
+            )
+            if not ready:
+                waiting.append(segment)
+            elif not self._seal(segment):
+                log.warning("%s: index incomplete; keeping it in memory", segment.path)
+        with self._seal_lock:
+            self._to_seal[:0] = waiting
+
+    def _seal(self, segment: Segment) -> bool:
+        """Worker thread: writes, fsyncs and maps the segment's sealed index."""
+        index_path = index_path_for(segment.path)
+        descriptor = self._fs.open_read(index_path)
+        try:
+            data = self._fs.pread(descriptor, self._fs.size(index_path), 0)
+        finally:
+            self._fs.close(descriptor)
+        entries, end_position, _ = decode_blocks(data, segment.size)
+        if len(entries) != len(segment.batch_offsets) or end_position != segment.size:
+            return False
+        sealed_path = sealed_path_for(segment.path)
+        if self._fs.exists(sealed_path):
+            self._fs.remove(sealed_path)
+        descriptor = self._fs.open_append(sealed_path)
+        try:
+            self._fs.write(descriptor, [encode_sealed_index(segment, entries)])
+            self._fs.fsync(descriptor)
+        finally:
+            self._fs.close(descriptor)
+        self._fs.fsync_directory(self.directory)
+        index = decode_sealed_index(
+            self._fs.map_file(sealed_path), segment.base_offset, verify=False
+        )
+        if index is None:
+            return False
+        index.adopt_into(segment)
+        self._fs.remove(index_path)  # superseded; if the removal is lost it is merely ignored
+        return True
 
     def _sync_on_close(self) -> None:
         """Worker thread: a clean shutdown leaves nothing unsynced, even with flush.messages > 1."""
@@ -344,9 +400,9 @@ class PartitionLog:
         listed = set(self._fs.list_directory(self.directory))
         for path in paths:
             self._fs.remove(path)
-            index_path = index_path_for(path)
-            if os.path.basename(index_path) in listed:
-                self._fs.remove(index_path)
+            for index_path in (index_path_for(path), sealed_path_for(path)):
+                if os.path.basename(index_path) in listed:
+                    self._fs.remove(index_path)
         self._fs.fsync_directory(self.directory)
 
     async def close(self) -> None:

@@ -19,6 +19,12 @@ from dataclasses import dataclass, field
 from kshim.protocol.record_batch import BATCH_OVERHEAD, BatchHeader, crc_of, read_header
 from kshim.storage.filesystem import FileSystem
 from kshim.storage.index_file import IndexEntry, decode_blocks, index_path_for
+from kshim.storage.sealed_index import (
+    SealedIndex,
+    decode_sealed_index,
+    sealed_path_for,
+    unpack_producer,
+)
 from kshim.storage.segment import SEGMENT_SUFFIX, Segment, segment_file_name
 
 log = logging.getLogger(__name__)
@@ -61,10 +67,44 @@ def recover_segments(
             break
     if recovered.unindexed:
         _fsync_file(filesystem, recovered.segments[-1].path)
-    if not recovered.segments:
-        path = os.path.join(directory, segment_file_name(log_start_offset))
-        recovered.segments.append(Segment(log_start_offset, path, now_ms))
+    if not recovered.segments or recovered.segments[-1].sealed:
+        # Appends need an active segment; a sealed last one gets a fresh successor.
+        base = recovered.segments[-1].next_offset if recovered.segments else log_start_offset
+        path = os.path.join(directory, segment_file_name(base))
+        recovered.segments.append(Segment(base, path, now_ms))
     return recovered
+
+
+def _adopt_sealed_index(
+    filesystem: FileSystem, segment: Segment, size: int, on_batch: BatchCallback | None
+) -> bool:
+    """Maps the segment's sealed index if it is intact and matches the file; True if adopted."""
+    path = sealed_path_for(segment.path)
+    if not filesystem.exists(path):
+        return False
+    index = decode_sealed_index(filesystem.map_file(path), segment.base_offset, verify=True)
+    if index is None or index.segment_size != size:
+        log.warning("%s: ignoring an unusable sealed index", path)
+        return False
+    index.adopt_into(segment)
+    if on_batch is not None:
+        _replay_producers(index, on_batch)
+    return True
+
+
+def _replay_producers(index: SealedIndex, on_batch: BatchCallback) -> None:
+    offsets, positions, _, running_max = index.columns[:4]
+    for position, producer_id in enumerate(index.producer_ids):
+        if producer_id < 0:
+            continue
+        last = position + 1 == index.count
+        next_offset = index.next_offset if last else offsets[position + 1]
+        end = index.segment_size if last else positions[position + 1]
+        epoch, attributes, sequence = unpack_producer(index.producer_fields[position])
+        entry = IndexEntry(offsets[position], positions[position], running_max[position],
+                           producer_id, epoch, sequence, next_offset - offsets[position] - 1,
+                           attributes)  # fmt: skip
+        on_batch(entry.header(end - positions[position]))
 
 
 def _recover_segment(
@@ -75,6 +115,8 @@ def _recover_segment(
 ) -> bool:
     """Indexes one segment; returns True when its tail was torn and truncated."""
     size = filesystem.size(segment.path)
+    if _adopt_sealed_index(filesystem, segment, size, on_batch):
+        return False
     indexed_end = _load_index(filesystem, segment, size, on_batch)
     valid_end = _scan(filesystem, segment, indexed_end, size, recovered, on_batch)
     if valid_end == size:
@@ -90,7 +132,7 @@ def _load_index(
 ) -> int:
     """Adopts the segment's intact index entries; returns the position they end at."""
     path = index_path_for(segment.path)
-    if path.rsplit("/", 1)[-1] not in filesystem.list_directory(os.path.dirname(path)):
+    if not filesystem.exists(path):
         return 0
     descriptor = filesystem.open_read(path)
     try:
@@ -181,9 +223,9 @@ def _remove_later_segments(filesystem: FileSystem, directory: str, names: list[s
         log.warning("%s: removing segment after a torn one", name)
         path = os.path.join(directory, name)
         filesystem.remove(path)
-        index_name = index_path_for(name)
-        if index_name in filesystem.list_directory(directory):
-            filesystem.remove(os.path.join(directory, index_name))
+        for index_name in (index_path_for(name), sealed_path_for(name)):
+            if filesystem.exists(os.path.join(directory, index_name)):
+                filesystem.remove(os.path.join(directory, index_name))
     filesystem.fsync_directory(directory)
 
 

@@ -37,6 +37,7 @@ class Segment:
     running_max_timestamps: array[int] = field(default_factory=lambda: array("q"))
     max_timestamp: int = -1
     indexed_count: int = 0  # batches whose entries are in the index file (flusher thread only)
+    sealed: bool = False  # the index is the memory-mapped sealed index; no more appends
 
     def __post_init__(self) -> None:
         if self.next_offset < 0:

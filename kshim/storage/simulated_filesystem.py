@@ -75,6 +75,14 @@ class SimulatedFileSystem:
         """No real descriptors here: the bytes themselves."""
         return self.pread(descriptor, length, position)
 
+    def exists(self, path: str) -> bool:
+        with self._lock:
+            return path in self._files
+
+    def map_file(self, path: str) -> bytes:
+        with self._lock:
+            return bytes(self._files[path].current)
+
     def size(self, path: str) -> int:
         with self._lock:
             return len(self._files[path].current)
