@@ -126,6 +126,13 @@ BROKER_DEFAULTS: dict[str, str] = {
     "socket.request.max.bytes": "104857600",
     "max.connections": "10000",
     "cluster.id": "kshim-cluster",
+    "transaction.max.timeout.ms": "900000",
+    "transactional.id.expiration.ms": "604800000",
+    # Half-message review (see broker/transactions/reviewer.py): module:function or http(s) URL.
+    "kshim.review.hook": "",
+    "kshim.review.retry.ms": "30000",
+    "kshim.review.max.checks": "15",
+    "kshim.review.check.interval.ms": "1000",
     # Consumer groups (Kafka's GroupCoordinatorConfig names). Kafka waits 3000 ms before the
     # first rebalance of an empty group; a short wait keeps a lone consumer's start fast.
     "group.initial.rebalance.delay.ms": "200",
@@ -145,6 +152,11 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "max.connections": _integer(1, INT_MAX),
     "log.retention.check.interval.ms": _integer(1),
     "kshim.memtable.bytes": _integer(0),
+    "transaction.max.timeout.ms": _integer(1, INT_MAX),
+    "transactional.id.expiration.ms": _integer(1, INT_MAX),
+    "kshim.review.retry.ms": _integer(1),
+    "kshim.review.max.checks": _integer(1, INT_MAX),
+    "kshim.review.check.interval.ms": _integer(1),
     "group.initial.rebalance.delay.ms": _integer(0, INT_MAX),
     "group.min.session.timeout.ms": _integer(1, INT_MAX),
     "group.max.session.timeout.ms": _integer(1, INT_MAX),

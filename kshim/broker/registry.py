@@ -7,6 +7,8 @@ from typing import Any
 
 from kshim.broker.context import RequestContext
 from kshim.broker.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     api_versions,
     create_partitions,
@@ -16,6 +18,9 @@ from kshim.broker.handlers import (
     delete_topics,
     describe_configs,
     describe_groups,
+    describe_producers,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -25,12 +30,14 @@ from kshim.broker.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
     offset_fetch,
     produce,
     sync_group,
+    txn_offset_commit,
 )
 from kshim.broker.versions import ADVERTISED
 from kshim.protocol.fetch_response import Part
@@ -63,6 +70,13 @@ HANDLERS: dict[int, Handler] = {
     37: create_partitions.handle,
     42: delete_groups.handle,
     44: incremental_alter_configs.handle,
+    24: add_partitions_to_txn.handle,
+    25: add_offsets_to_txn.handle,
+    26: end_txn.handle,
+    28: txn_offset_commit.handle,
+    61: describe_producers.handle,
+    65: describe_transactions.handle,
+    66: list_transactions.handle,
     47: offset_delete.handle,
 }
 

@@ -15,12 +15,18 @@ from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.settings import GroupSettings
 from kshim.broker.producer_state import PartitionProducerState
 from kshim.broker.topics import Topic, TopicManager
+from kshim.broker.transactions.coordinator import TransactionCoordinator
+from kshim.broker.transactions.review import load_review_hook
+from kshim.broker.transactions.reviewer import TransactionReviewer
+from kshim.broker.transactions.settings import review_settings, transaction_settings
 from kshim.protocol.record_batch import BatchHeader
+from kshim.storage.committed_offsets import CommittedOffset
 from kshim.storage.filesystem import FileSystem
 from kshim.storage.interface import TopicPartition
 from kshim.storage.log_store import LogStore
 from kshim.storage.metadata import MetadataStore
 from kshim.storage.partition_log import PartitionLog
+from kshim.storage.transaction_store import TransactionRecord
 
 
 def wall_clock_ms() -> int:
@@ -77,16 +83,46 @@ class Broker:
         self.groups = GroupCoordinator(
             GroupSettings.from_config(config), clock, self.metadata.committed_offsets
         )
+        self.transactions = TransactionCoordinator(
+            self.metadata, self.partition_log, clock, transaction_settings(config)
+        )
+        self.transactions.on_complete.append(self._apply_transaction_offsets)
+        self.reviewer = TransactionReviewer(
+            self.transactions,
+            load_review_hook(config.values["kshim.review.hook"]),
+            review_settings(config),
+            clock,
+        )
 
     async def start(self) -> None:
         """Loads every topic and recovers its logs, then the committed offsets."""
         await self.topics.load()
         await self.groups.load()
+        await self.transactions.load()
 
     def _prepare_partition(self, topic_partition: TopicPartition) -> Callable[[BatchHeader], None]:
-        state = PartitionProducerState()
-        self.producer_states[topic_partition] = state
-        return state.recover
+        producers = PartitionProducerState()
+        self.producer_states[topic_partition] = producers
+        transactions = self.transactions.recovery_callback(topic_partition)
+
+        def replay(header: BatchHeader) -> None:
+            producers.recover(header)
+            transactions(header)
+
+        return replay
+
+    async def _apply_transaction_offsets(self, record: TransactionRecord, committed: bool) -> None:
+        """TxnOffsetCommit offsets become the group's committed offsets on commit."""
+        if not committed:
+            return
+        by_group: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        for group, topic, partition, offset, leader_epoch, metadata in record.pending_offsets:
+            by_group.setdefault(group, {})[TopicPartition(topic, partition)] = CommittedOffset(
+                offset, leader_epoch, metadata, self.clock()
+            )
+        for group, offsets in by_group.items():
+            await self.groups.offsets.commit(group, offsets)
+        record.pending_offsets = []
 
     def _watch_partition(self, log: PartitionLog) -> None:
         topic_partition = log.topic_partition

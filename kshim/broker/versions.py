@@ -33,6 +33,13 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
+    24: (0, 3),  # AddPartitionsToTxn (v4+ are broker-to-broker, KIP-890)
+    25: (0, 4),  # AddOffsetsToTxn
+    26: (0, 4),  # EndTxn (v5 is transaction protocol V2, not offered)
+    28: (0, 4),  # TxnOffsetCommit
+    61: (0, 0),  # DescribeProducers
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 0),  # ListTransactions
     47: (0, 0),  # OffsetDelete
 }
 

@@ -29,6 +29,7 @@ class KafkaServer:
         interval_s = self.broker.config.get_int("log.retention.check.interval.ms") / 1000
         self._background.append(asyncio.create_task(run_retention(self.broker, interval_s)))
         self._background.append(asyncio.create_task(run_group_coordinator(self.broker)))
+        self._background.append(asyncio.create_task(self.broker.reviewer.run()))
         host, port = self.broker.config.listen_address()
         self._server = await asyncio.start_server(
             self._accept, host, port, reuse_address=True, limit=1 << 20

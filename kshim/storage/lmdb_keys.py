@@ -14,6 +14,8 @@ TOPICS_DB = b"topics"  # topic name -> TopicRecord JSON
 LOG_STARTS_DB = b"log_starts"  # partition key -> int64 log start offset
 COUNTERS_DB = b"counters"  # counter name -> int64
 PRODUCER_IDS_COUNTER = b"next_producer_id"
+TRANSACTIONS_DB = b"transactions"  # transactional id (UTF-8) -> TransactionRecord JSON
+ABORTED_DB = b"aborted_transactions"  # aborted_key -> int64 producer id, int64 first offset
 COMMITTED_OFFSETS_DB = b"committed_offsets"  # committed_offset_key -> CommittedOffset bytes
 
 _INT32 = struct.Struct(">i")
@@ -60,3 +62,13 @@ def split_committed_offset_key(key: bytes) -> tuple[str, TopicPartition]:
     group, _, rest = key.partition(NAME_TERMINATOR)
     topic, _, partition = rest.partition(NAME_TERMINATOR)
     return group.decode("utf-8"), TopicPartition(topic.decode("utf-8"), _INT32.unpack(partition)[0])
+
+
+def aborted_key(topic_partition: TopicPartition, last_offset: int) -> bytes:
+    """``topic NUL int32 partition int64 marker offset``: a partition's aborted
+    transactions sort by the offset of their ABORT marker."""
+    return partition_key(topic_partition) + _INT64.pack(last_offset)
+
+
+def aborted_prefix(topic_partition: TopicPartition) -> bytes:
+    return partition_key(topic_partition)

@@ -16,6 +16,7 @@ import lmdb
 from kshim.storage import lmdb_keys as keys
 from kshim.storage.committed_offsets import CommittedOffsetStore
 from kshim.storage.interface import TopicPartition
+from kshim.storage.transaction_store import TransactionStore
 
 MAP_SIZE_BYTES = 1 << 32
 
@@ -49,6 +50,7 @@ class MetadataStore:
         self._log_starts = self._env.open_db(keys.LOG_STARTS_DB)
         self._counters = self._env.open_db(keys.COUNTERS_DB)
         self.committed_offsets = CommittedOffsetStore(self._env)
+        self.transactions = TransactionStore(self._env)
 
     def topics(self) -> dict[str, TopicRecord]:
         """Returns every stored topic by name."""

@@ -84,19 +84,28 @@ async def _read_partition(
         response.error_code = ErrorCode.unknown_topic_or_partition
         return response
     high_watermark = log.high_watermark
-    response.high_watermark = response.last_stable_offset = high_watermark
+    transactions = broker.transactions.partition(topic_partition)
+    last_stable_offset = transactions.last_stable_offset(high_watermark)
+    response.high_watermark = high_watermark
+    response.last_stable_offset = last_stable_offset
     response.log_start_offset = log.log_start_offset
+    # read_committed stops at the last stable offset (research notes §5.2).
+    upper_offset = last_stable_offset if read_committed else high_watermark
     # KIP-74: a partition gets at least one batch even past partition_max_bytes,
     # but nothing once the response as a whole is full.
     if budget <= 0:
         return response
     max_bytes = min(partition.partition_max_bytes, budget)
     try:
-        result = await log.read(partition.fetch_offset, max_bytes, high_watermark)
+        result = await log.read(partition.fetch_offset, max_bytes, upper_offset)
     except OffsetOutOfRange:
         response.error_code = ErrorCode.offset_out_of_range
         return response
     response.records = result.chunks
+    if read_committed:
+        response.aborted_transactions = transactions.aborted_in_range(
+            partition.fetch_offset, result.end_offset
+        )
     return response
 
 

@@ -18,6 +18,7 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
+READ_COMMITTED = 1
 NOT_FOUND = {"timestamp": -1, "offset": -1}
 
 
@@ -35,15 +36,22 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
             if log is None:
                 answer.update(error_code=ErrorCode.unknown_topic_or_partition, **NOT_FOUND)
             else:
-                answer.update(error_code=ErrorCode.none, **await _lookup(log, partition.timestamp))
+                latest = log.high_watermark
+                if getattr(request, "isolation_level", 0) == READ_COMMITTED:
+                    transactions = broker.transactions.partition(log.topic_partition)
+                    latest = transactions.last_stable_offset(latest)
+                answer.update(
+                    error_code=ErrorCode.none, **await _lookup(log, partition.timestamp, latest)
+                )
             partitions.append(answer)
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
 
 
-async def _lookup(log: PartitionLog, timestamp: int) -> dict[str, int]:
+async def _lookup(log: PartitionLog, timestamp: int, latest: int) -> dict[str, int]:
+    """``latest`` is the high watermark, or the last stable offset under read_committed."""
     if timestamp == LATEST:
-        return {"timestamp": -1, "offset": log.high_watermark}
+        return {"timestamp": -1, "offset": latest}
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return {"timestamp": -1, "offset": log.log_start_offset}
     if timestamp == MAX_TIMESTAMP:

@@ -88,6 +88,11 @@ def _append(broker: Broker, topic_name: str, data: Any, request: Any) -> Partiti
     except _Refused as refused:
         result.error_code, result.error_message = refused.code, refused.message
         return result
+    if header.is_transactional:
+        error = broker.transactions.check_produce(request.transactional_id, header, topic_partition)
+        if error != ErrorCode.none:
+            result.error_code = error
+            return result
     verdict = broker.producer_state(topic_partition).check(header)
     if isinstance(verdict, Duplicate):
         result.base_offset = verdict.base_offset
@@ -107,6 +112,7 @@ def _append(broker: Broker, topic_name: str, data: Any, request: Any) -> Partiti
         result.error_code, result.error_message = ErrorCode.kafka_storage_error, str(error)
         return result
     broker.producer_state(topic_partition).record(header, result.base_offset)
+    broker.transactions.partition(topic_partition).on_append(header, result.base_offset)
     result.durable_offset = result.base_offset + header.last_offset_delta
     result.log = log
     return result
@@ -136,8 +142,6 @@ def _validate(records: bytes | None, max_message_bytes: int, request: Any) -> Ba
             ) from None
         code = ErrorCode.corrupt_message if error.corrupt else ErrorCode.invalid_record
         raise _Refused(code, str(error)) from None
-    if header.is_transactional or request.transactional_id is not None:
-        raise _Refused(ErrorCode.invalid_record, "transactions are not supported yet")
     return header
 
 

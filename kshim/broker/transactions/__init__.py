@@ -1,0 +1,1 @@
+"""Transactions as half messages: the coordinator, per-partition state and review."""
