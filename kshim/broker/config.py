@@ -128,6 +128,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "cluster.id": "kshim-cluster",
     "transaction.max.timeout.ms": "900000",
     "transactional.id.expiration.ms": "604800000",
+    "producer.id.expiration.ms": "86400000",
     # Half-message review (see broker/transactions/reviewer.py): module:function or http(s) URL.
     "kshim.review.hook": "",
     "kshim.review.retry.ms": "30000",
@@ -154,6 +155,7 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "kshim.memtable.bytes": _integer(0),
     "transaction.max.timeout.ms": _integer(1, INT_MAX),
     "transactional.id.expiration.ms": _integer(1, INT_MAX),
+    "producer.id.expiration.ms": _integer(1),
     "kshim.review.retry.ms": _integer(1),
     "kshim.review.max.checks": _integer(1, INT_MAX),
     "kshim.review.check.interval.ms": _integer(1),

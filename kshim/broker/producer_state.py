@@ -33,6 +33,8 @@ class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
 
+    last_timestamp: int = -1  # max timestamp of its last batch (Kafka expires on this)
+
     @property
     def last_sequence(self) -> int:
         return self.batches[-1].last_sequence if self.batches else -1
@@ -79,6 +81,7 @@ class PartitionProducerState:
         if entry is None or header.producer_epoch != entry.epoch:
             entry = ProducerEntry(header.producer_epoch)
             self.producers[header.producer_id] = entry
+        entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         entry.batches.append(
             BatchMetadata(
                 header.base_sequence,
@@ -87,6 +90,18 @@ class PartitionProducerState:
                 base_offset + header.last_offset_delta,
             )
         )
+
+    def expire(self, cutoff_ms: int, keep: set[int]) -> int:
+        """Forgets producers silent since before ``cutoff_ms`` (producer.id.expiration.ms),
+        except those in ``keep`` (open transactions); returns how many went."""
+        expired = [
+            producer_id
+            for producer_id, entry in self.producers.items()
+            if entry.last_timestamp < cutoff_ms and producer_id not in keep
+        ]
+        for producer_id in expired:
+            del self.producers[producer_id]
+        return len(expired)
 
     def recover(self, header: BatchHeader) -> None:
         """Replays a batch read back from the log during recovery."""

@@ -60,5 +60,6 @@ async def run_retention(broker: Broker, interval_s: float) -> None:
         await asyncio.sleep(interval_s)
         try:
             await enforce_retention_once(broker)
+            broker.expire_idle_producers()
         except Exception:
             log.exception("retention pass failed; retrying next interval")

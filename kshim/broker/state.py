@@ -140,6 +140,14 @@ class Broker:
     def producer_state(self, topic_partition: TopicPartition) -> PartitionProducerState:
         return self.producer_states.setdefault(topic_partition, PartitionProducerState())
 
+    def expire_idle_producers(self) -> int:
+        """Applies producer.id.expiration.ms to every partition's idempotence state."""
+        cutoff = self.clock() - self.config.get_int("producer.id.expiration.ms")
+        return sum(
+            state.expire(cutoff, set(self.transactions.partition(topic_partition).open))
+            for topic_partition, state in self.producer_states.items()
+        )
+
     async def close(self) -> None:
         await self.logs.close()
         self.metadata.close()

@@ -13,6 +13,7 @@ from kshim.broker.broker_config import BrokerConfig
 from kshim.broker.config import ConfigError, from_environment, parse_properties
 from kshim.broker.groups.status import format_table
 from kshim.broker.state import Broker
+from kshim.broker.transactions.review import ReviewHookError, load_review_hook
 from kshim.cli.group_query import QueryError, query_status
 from kshim.server.listener import KafkaServer
 
@@ -27,6 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", help=f"host:port to listen on (default {DEFAULT_LISTEN})")
     serve.add_argument(
         "--data-dir", help=f"where logs and metadata live (default {DEFAULT_DATA_DIR})"
+    )
+    serve.add_argument(
+        "--review-hook",
+        help="decides overdue transactions: module:function or an http(s) URL (kshim.review.hook)",
     )
     serve.add_argument("--advertised", help="host:port clients are told to use (default: --listen)")
     serve.add_argument("--config", help="a Kafka-style properties file")
@@ -66,6 +71,8 @@ def load_config(arguments: argparse.Namespace, environment: dict[str, str]) -> B
         flags["log.dirs"] = arguments.data_dir or DEFAULT_DATA_DIR
     if arguments.advertised:
         flags["advertised.listeners"] = f"PLAINTEXT://{arguments.advertised}"
+    if arguments.review_hook:
+        flags["kshim.review.hook"] = arguments.review_hook
     layers.append(flags)
     return BrokerConfig.load(layers)
 
@@ -96,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         config = load_config(arguments, dict(os.environ))
-    except (ConfigError, OSError) as error:
+        load_review_hook(config.values["kshim.review.hook"])  # fail at start, not at first review
+    except (ConfigError, OSError, ReviewHookError) as error:
         print(f"kshim: configuration error: {error}", file=sys.stderr)
         return 2
     asyncio.run(serve(config))

@@ -24,6 +24,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from kshim.protocol.bounds import check_body
 from kshim.protocol.primitives import DecodeError
 
 Converter = Callable[[Any], Any]
@@ -74,9 +75,17 @@ def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any
     """Decodes a request body starting at ``offset``.
 
     Raises DecodeError when the bytes do not match the schema (truncated or
-    invalid values): a broken frame.
+    invalid values, a count the frame cannot hold, null where the schema
+    forbids it): a broken frame.
     """
     cls = request_class(api_key, version)
+    # kio's native reader reserves memory for a count before checking it against the
+    # bytes left (a crafted count aborts the process) and returns None for a null in a
+    # non-nullable field, so the body is walked first; see bounds.py.
+    try:
+        check_body(cls, frame, offset)
+    except DecodeError as error:
+        raise DecodeError(f"cannot decode api {api_key} v{version}: {error}") from error
     try:
         entity, _ = _reader(cls)(memoryview(frame)[offset:], 0)
     except Exception as error:

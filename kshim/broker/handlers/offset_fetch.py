@@ -2,7 +2,8 @@
 
 v1-7 ask for one group (v2+ may ask for all its partitions with null topics,
 and add a top-level error); v8+ batch several groups (KIP-709). require_stable
-(v7+) is answered normally: there are no pending transactional commits yet.
+(v7+) answers UNSTABLE_OFFSET_COMMIT for partitions whose offsets an open
+transaction is about to commit (TxnOffsetCommit), so the client retries.
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ NOTHING_COMMITTED = CommittedOffset(offset=-1, leader_epoch=-1, metadata="", com
 async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
     coordinator = context.broker.groups
     if context.version >= FIRST_BATCHED_VERSION:
-        groups = [_fetch(coordinator, group.group_id, group.topics) for group in request.groups]
+        groups = [
+            _mark_unstable(context, _fetch(coordinator, group.group_id, group.topics), request)
+            for group in request.groups
+        ]
         return {"throttle_time": 0, "groups": groups}
-    answer = _fetch(coordinator, request.group_id, request.topics)
+    answer = _mark_unstable(context, _fetch(coordinator, request.group_id, request.topics), request)
     return {"throttle_time": 0, "topics": answer["topics"], "error_code": answer["error_code"]}
 
 
@@ -49,6 +53,17 @@ def _fetch(coordinator: GroupCoordinator, group_id: str, topics: Any) -> dict[st
         for topic, indexes in wanted.items()
     ]
     return {"group_id": group_id, "error_code": ErrorCode.none, "topics": answer}
+
+
+def _mark_unstable(context: RequestContext, answer: dict[str, Any], request: Any) -> dict[str, Any]:
+    if not getattr(request, "require_stable", False):
+        return answer
+    pending = context.broker.transactions.pending_offsets(answer["group_id"])
+    for topic in answer["topics"]:
+        for partition in topic["partitions"]:
+            if TopicPartition(topic["name"], partition["partition_index"]) in pending:
+                partition["error_code"] = ErrorCode.unstable_offset_commit
+    return answer
 
 
 def _partition(index: int, committed: CommittedOffset) -> dict[str, Any]:

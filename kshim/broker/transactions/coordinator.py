@@ -227,6 +227,16 @@ class TransactionCoordinator:
                 record.partitions.append((topic_partition.topic, topic_partition.partition))
         await self.persist(record)
 
+    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of the group whose offsets an open transaction holds (TxnOffsetCommit)."""
+        return {
+            TopicPartition(topic, partition)
+            for record in self.records.values()
+            if record.state not in states.COMPLETED
+            for group, topic, partition, *_ in record.pending_offsets
+            if group == group_id
+        }
+
     async def expire_idle(self) -> int:
         """Forgets transactional ids idle (and not open) longer than the expiration."""
         cutoff = self._clock() - self.settings.id_expiration_ms
