@@ -25,7 +25,7 @@ def parse_listener(listener: str) -> tuple[str, int]:
         if scheme.upper() != "PLAINTEXT":
             raise ConfigError(f"listener protocol {scheme} is not supported, only PLAINTEXT")
     host, separator, port = first.rpartition(":")
-    if not separator or not port.isdigit():
+    if not separator or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ConfigError(f"listener {listener!r} is not host:port")
     return host.strip("[]") or "0.0.0.0", int(port)
 

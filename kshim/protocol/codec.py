@@ -154,6 +154,8 @@ def _filler(hint: Any, convert: Converter) -> Callable[[], Any]:
         return lambda: ""
     if hint is bool:
         return lambda: False
+    if isinstance(hint, type) and issubclass(hint, bytes):
+        return lambda: b""
     return lambda: convert(0)
 
 

@@ -95,7 +95,8 @@ class PartitionLog:
 
         Recovery reads the index files, CRC-checks the unindexed tail and
         truncates a torn one; it runs in a worker thread. ``on_batch`` sees
-        every recovered header (rebuilt from the index where indexed).
+        every recovered header of an idempotent or transactional producer (batches
+        scanned rather than read from an index are all reported).
         """
         recovered = await asyncio.to_thread(
             recover_segments, filesystem, directory, log_start_offset, clock(), on_batch
