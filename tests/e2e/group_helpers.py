@@ -1,0 +1,188 @@
+"""Scaffolding for the consumer group end-to-end tests: topics, records, members in threads.
+
+A ``MemberThread`` owns one client consumer and polls it continuously (as an
+application would), recording what it consumed and its current assignment;
+the test thread only reads snapshots and waits, always with a deadline.
+A ``MemberProcess`` runs a member in a child process, so a test can kill -9
+it and watch the group notice through missing heartbeats alone.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.e2e.group_clients import Consumed, GroupMember, make_member
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+POLL_S = 0.1
+PACE_S = 0.05  # a pause between polls, so a rebalance lands in the middle of consuming
+
+
+def unique(label: str) -> str:
+    return f"{label}-{uuid.uuid4().hex[:10]}"
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(timeout=20)
+
+
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
+    """Writes ``per_partition`` records to each partition and waits for every ack."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for index in range(per_partition):
+        for partition in range(partitions):
+            producer.produce(topic, value=f"p{partition}-{index}".encode(), partition=partition)
+    assert producer.flush(20) == 0
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> float:
+    """Waits for ``condition``; returns the seconds it took; raises AssertionError on timeout."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout_s:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+class MemberThread(threading.Thread):
+    """Polls one group member until stopped; closes it (a clean leave) unless told not to."""
+
+    def __init__(
+        self,
+        client: str,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        client_id: str,
+        commit_on_revoke: bool = True,
+    ) -> None:
+        super().__init__(daemon=True, name=client_id)
+        self._factory = lambda: make_member(
+            client, bootstrap, topic, group, client_id, commit_on_revoke
+        )
+        self.committed: dict[int, int] = {}  # partition -> position, as of the last commit()
+        self._lock = threading.Lock()
+        self._consumed: list[Consumed] = []
+        self._assignment: set[int] = set()
+        self._stop_requested = threading.Event()
+        self._commit_requested = threading.Event()
+        self._committed = threading.Event()
+        self.failure: BaseException | None = None
+        # Closing revokes, and a commit on revoke may meet a rebalance started by another
+        # member's exit (REBALANCE_IN_PROGRESS, as Kafka answers): kept, not raised.
+        self.close_failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            member = self._factory()
+        except BaseException as error:
+            self.failure = error
+            return
+        try:
+            self._poll_until_stopped(member)
+        except BaseException as error:
+            self.failure = error
+        try:
+            member.close()
+        except Exception as error:
+            self.close_failure = error
+
+    def _poll_until_stopped(self, member: GroupMember) -> None:
+        while not self._stop_requested.is_set():
+            consumed = member.poll(POLL_S)
+            assignment = member.assignment()
+            with self._lock:
+                self._consumed += consumed
+                self._assignment = assignment
+            if self._commit_requested.is_set():
+                member.commit()
+                self.committed = self._positions()
+                self._commit_requested.clear()
+                self._committed.set()
+            time.sleep(PACE_S)
+
+    def _positions(self) -> dict[int, int]:
+        with self._lock:
+            positions: dict[int, int] = {}
+            for partition, offset in self._consumed:
+                positions[partition] = max(positions.get(partition, 0), offset + 1)
+            return positions
+
+    def consumed(self) -> list[Consumed]:
+        with self._lock:
+            return list(self._consumed)
+
+    def assignment(self) -> set[int]:
+        with self._lock:
+            return set(self._assignment)
+
+    def commit(self, timeout_s: float = 20) -> None:
+        """Has the member commit what it consumed so far; returns once it has."""
+        self._committed.clear()
+        self._commit_requested.set()
+        assert self._committed.wait(timeout_s), "commit did not complete"
+
+    def stop(self, timeout_s: float = 30) -> None:
+        self._stop_requested.set()
+        self.join(timeout_s)
+        assert not self.is_alive(), f"{self.name} did not stop"
+        if self.close_failure is not None:
+            print(f"{self.name}: close failed: {self.close_failure!r}")
+        assert self.failure is None, f"{self.name} failed: {self.failure!r}"
+
+
+class MemberProcess:
+    """A member in a child process (tests/e2e/group_member.py) that reports its assignment."""
+
+    def __init__(self, client: str, bootstrap: str, topic: str, group: str, client_id: str) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "tests.e2e.group_member",
+            client,
+            bootstrap,
+            topic,
+            group,
+            client_id,
+        ]
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            command, cwd=REPO_ROOT, env=environment, stdout=subprocess.PIPE, text=True
+        )
+        self._lines: queue.Queue[str] = queue.Queue()
+        self.assignment: set[int] = set()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line.strip())
+
+    def refresh(self) -> set[int]:
+        """The latest assignment the child reported."""
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return self.assignment
+            if line.startswith("assigned"):
+                self.assignment = {int(p) for p in line.split()[1:]}
+
+    def kill(self) -> None:
+        """SIGKILL: no LeaveGroup, no more heartbeats."""
+        self.process.kill()
+        self.process.wait(10)

@@ -1,0 +1,98 @@
+"""Consumption status rows, lag, the text table, and the broker's own view."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.groups.member import JoinRequest, SyncRequest
+from kshim.broker.groups.status import PartitionStatus, broker_status, format_table, group_status
+from kshim.broker.state import Broker
+from kshim.storage.committed_offsets import CommittedOffset
+from kshim.storage.interface import TopicPartition
+from tests.groups.support import assignment, subscription
+
+T0, T1, T2 = (TopicPartition("orders", index) for index in range(3))
+
+
+def test_rows_cover_committed_and_assigned_partitions() -> None:
+    rows = group_status("billing", {T0: 3, T1: 9}, {T0: 5, T1: 7, T2: 4}, [T2, T0], members=2)
+    assert rows == [
+        PartitionStatus("billing", "orders", 0, 3, 5, 2),
+        PartitionStatus("billing", "orders", 1, 9, 7, 2),
+        PartitionStatus("billing", "orders", 2, None, 4, 2),
+    ]
+    assert [row.lag for row in rows] == [2, 0, None]  # never negative; unknown without a commit
+
+
+def test_lag_is_unknown_when_the_partition_is_gone() -> None:
+    (row,) = group_status("g", {T0: 3}, {}, [], members=0)
+    assert row.lag is None
+
+
+def test_table_layout() -> None:
+    rows = [
+        PartitionStatus("billing", "orders", 0, 3, 5, 1),
+        PartitionStatus("billing", "orders", 12, None, 1000, 1),
+    ]
+    assert format_table(rows) == (
+        "GROUP    TOPIC   PARTITION  COMMITTED  LOG-END  LAG  MEMBERS\n"
+        "billing  orders          0          3        5    2        1\n"
+        "billing  orders         12          -     1000    -        1"
+    )
+    assert format_table([]) == "GROUP  TOPIC  PARTITION  COMMITTED  LOG-END  LAG  MEMBERS"
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    config = BrokerConfig.load(
+        [{"log.dirs": str(tmp_path / "data"), "group.initial.rebalance.delay.ms": "0"}]
+    )
+    broker = Broker(config)
+    await broker.start()
+    await broker.topics.create("orders", 2, {})
+    yield broker
+    await broker.close()
+
+
+async def test_broker_status_reads_offsets_assignments_and_members(broker: Broker) -> None:
+    coordinator = broker.groups
+    joined = await coordinator.join(
+        JoinRequest(
+            "live",
+            "",
+            None,
+            "c",
+            "",
+            10_000,
+            10_000,
+            "consumer",
+            (("range", subscription("orders")),),
+            False,
+        )
+    )
+    await coordinator.sync(
+        SyncRequest(
+            "live",
+            1,
+            joined.member_id,
+            None,
+            None,
+            None,
+            ((joined.member_id, assignment("orders", [0, 1])),),
+        )
+    )
+    await coordinator.offsets.commit("live", {T0: CommittedOffset(0, -1, "", 0)})
+    await coordinator.offsets.commit("idle", {T1: CommittedOffset(0, -1, "", 0)})
+
+    rows = broker_status(broker)
+
+    assert [(r.group_id, r.partition, r.committed, r.log_end, r.members) for r in rows] == [
+        ("idle", 1, 0, 0, 0),
+        ("live", 0, 0, 0, 1),
+        ("live", 1, None, 0, 1),
+    ]
+    assert [r.group_id for r in broker_status(broker, "idle")] == ["idle"]
