@@ -134,3 +134,27 @@ def _percentile(ordered: list[float], fraction: float) -> float:
     if not ordered:
         return float("nan")
     return ordered[min(int(len(ordered) * fraction), len(ordered) - 1)]
+
+
+def produce_transactional(
+    broker: RunningBroker, topic: str, count: int, record_bytes: int, per_transaction: int
+) -> Throughput:
+    """Produces ``count`` records in transactions of ``per_transaction`` records each."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5,
+                         "transactional.id": f"bench-{time.time_ns()}"})  # fmt: skip
+    producer.init_transactions(TIMEOUT_S)
+    payload = b"x" * record_bytes
+    cpu_before = broker.cpu_seconds()
+    started = time.perf_counter()
+    for first in range(0, count, per_transaction):
+        producer.begin_transaction()
+        for _ in range(min(per_transaction, count - first)):
+            while True:
+                try:
+                    producer.produce(topic, value=payload)
+                    break
+                except BufferError:
+                    producer.poll(0.001)
+        producer.commit_transaction(TIMEOUT_S)
+    elapsed = time.perf_counter() - started
+    return Throughput(count, elapsed, record_bytes, broker.cpu_seconds() - cpu_before)
