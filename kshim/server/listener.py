@@ -50,6 +50,8 @@ class KafkaServer:
         self._connections.add(task)
         try:
             await serve_connection(reader, writer, self.broker, self._max_frame_size)
+        except asyncio.CancelledError:
+            pass  # stop() cancels open connections; that is a normal end, not an error
         finally:
             self._connections.discard(task)
 

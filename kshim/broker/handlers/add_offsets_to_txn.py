@@ -13,7 +13,9 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
     coordinator = context.broker.transactions
     async with coordinator.lock(request.transactional_id):
         record = coordinator.records.get(request.transactional_id)
-        error = coordinator.check_fencing(record, request.producer_id, request.producer_epoch)
+        error = coordinator.check_fencing(
+            record, request.producer_id, request.producer_epoch, context.version >= 2
+        )
         if error == ErrorCode.none and record is not None:
             if record.state in states.PREPARING:
                 error = ErrorCode.concurrent_transactions

@@ -9,6 +9,8 @@ from kshim.broker.transactions import states
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.interface import TopicPartition
 
+FIRST_FENCED_VERSION = 2  # KIP-588: older versions get INVALID_PRODUCER_EPOCH
+
 
 async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
     broker = context.broker
@@ -22,7 +24,10 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
     async with coordinator.lock(transactional_id):
         record = coordinator.records.get(transactional_id)
         error = coordinator.check_fencing(
-            record, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch
+            record,
+            request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch,
+            context.version >= FIRST_FENCED_VERSION,
         )
         if error == ErrorCode.none and record is not None and record.state in states.PREPARING:
             error = ErrorCode.concurrent_transactions

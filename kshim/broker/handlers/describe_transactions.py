@@ -16,7 +16,7 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
         if record is None:
             states.append({"error_code": ErrorCode.transactional_id_not_found,
                            "transactional_id": transactional_id, "transaction_state": "",
-                           "transaction_start_time": -1, "producer_id": -1,
+                           "transaction_start_time": 0, "producer_id": -1,
                            "producer_epoch": -1})  # fmt: skip
             continue
         topics: dict[str, list[int]] = {}

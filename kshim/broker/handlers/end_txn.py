@@ -20,7 +20,9 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
     commit = bool(request.committed)
     async with coordinator.lock(request.transactional_id):
         record = coordinator.records.get(request.transactional_id)
-        error = coordinator.check_fencing(record, request.producer_id, request.producer_epoch)
+        error = coordinator.check_fencing(
+            record, request.producer_id, request.producer_epoch, context.version >= 2
+        )
         if error == ErrorCode.none and record is not None:
             done = states.COMPLETE_COMMIT if commit else states.COMPLETE_ABORT
             if record.state == states.ONGOING:

@@ -19,6 +19,7 @@ from kshim.protocol.errors import ErrorCode
 from kshim.storage.transaction_store import TransactionRecord
 
 MAX_EPOCH = 32767
+FIRST_FENCED_VERSION = 4  # KIP-588: older versions get INVALID_PRODUCER_EPOCH
 NO_PRODUCER = -1
 
 
@@ -37,6 +38,7 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
             producer_id,
             epoch,
             resolve,
+            fenced_code=context.version >= FIRST_FENCED_VERSION,
         )
         return _answer(error, producer_id, epoch)
     if producer_id != NO_PRODUCER and 0 <= epoch < MAX_EPOCH - 1:

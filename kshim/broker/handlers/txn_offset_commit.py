@@ -20,7 +20,9 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
     coordinator = broker.transactions
     async with coordinator.lock(request.transactional_id):
         record = coordinator.records.get(request.transactional_id)
-        error = coordinator.check_fencing(record, request.producer_id, request.producer_epoch)
+        error = coordinator.check_fencing(
+            record, request.producer_id, request.producer_epoch, context.version >= 3
+        )
         not_added = record is not None and request.group_id not in record.groups
         if error == ErrorCode.none and (not_added or (record and record.state != states.ONGOING)):
             error = ErrorCode.invalid_txn_state

@@ -91,13 +91,21 @@ class TransactionCoordinator:
         await asyncio.to_thread(self._store.put, record)
 
     def check_fencing(
-        self, record: TransactionRecord | None, producer_id: int, epoch: int
+        self,
+        record: TransactionRecord | None,
+        producer_id: int,
+        epoch: int,
+        fenced_code: bool = True,
     ) -> ErrorCode:
-        """The error for a request from (producer_id, epoch), or none."""
+        """The error for a request from (producer_id, epoch), or none.
+
+        ``fenced_code`` False: the request version predates PRODUCER_FENCED (KIP-588), so
+        an older epoch is answered INVALID_PRODUCER_EPOCH, as Kafka does.
+        """
         if record is None or record.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping
         if epoch < record.producer_epoch:
-            return ErrorCode.producer_fenced
+            return ErrorCode.producer_fenced if fenced_code else ErrorCode.invalid_producer_epoch
         if epoch > record.producer_epoch:
             return ErrorCode.invalid_producer_epoch
         return ErrorCode.none
@@ -145,6 +153,7 @@ class TransactionCoordinator:
         record.state = states.COMPLETE_COMMIT if commit else states.COMPLETE_ABORT
         record.partitions = []
         record.groups = []
+        record.pending_offsets = []  # applied on commit by on_complete, dropped on abort
         record.reviews = 0
         record.next_review_ms = -1
         await self.persist(record)
@@ -188,6 +197,7 @@ class TransactionCoordinator:
         producer_id: int,
         epoch: int,
         resolve_open: Callable[[TransactionRecord], Awaitable[bool]],
+        fenced_code: bool = True,
     ) -> tuple[ErrorCode, int, int]:
         """InitProducerId for a transactional id; ``resolve_open`` decides an open transaction."""
         if not 0 < timeout_ms <= self.settings.max_timeout_ms:
@@ -200,7 +210,7 @@ class TransactionCoordinator:
                 await self.persist(record)
                 return ErrorCode.none, record.producer_id, record.producer_epoch
             if producer_id != NO_PRODUCER:
-                error = self.check_fencing(record, producer_id, epoch)
+                error = self.check_fencing(record, producer_id, epoch, fenced_code)
                 if error != ErrorCode.none:
                     return error, NO_PRODUCER, -1
             # An open transaction is decided by review first; undecided: the client retries.
