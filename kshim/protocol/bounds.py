@@ -61,6 +61,7 @@ LEGACY_LENGTHS: dict[str, struct.Struct] = {"string": INT16, "bytes": INT32, "re
 ARRAY_COUNT = INT32
 NULL_LENGTH = -1
 COMPACT_NULL = 0
+COMPACT_LENGTH_MINIMUM = 1  # a one-byte varint
 # kio and Kafka read an unsigned varint of at most five bytes (ByteUtils.readUnsignedVarint).
 MAX_VARINT_BYTES = 5
 VARINT_CONTINUATION = 0x80
@@ -188,7 +189,7 @@ def _scalar(name: str, kafka_type: str | None, nullable: bool, flexible: bool) -
         return _fixed(name, FIXED_SIZES[kafka_type])
     if kafka_type in LEGACY_LENGTHS:
         if flexible:
-            return Layout(_compact_length(name, nullable), 1, fixed=False)
+            return Layout(_compact_length(name, nullable), COMPACT_LENGTH_MINIMUM, fixed=False)
         width = LEGACY_LENGTHS[kafka_type]
         return Layout(_legacy_length(name, width, nullable), width.size, fixed=False)
     raise NotImplementedError(f"{name}: no bounds check for kafka_type {kafka_type!r}")
@@ -327,7 +328,7 @@ def _array(name: str, item: Layout, nullable: bool, flexible: bool) -> Layout:
                 raise _null_error(name)
             return items(data, position, end, encoded - 1)
 
-        return Layout(check_compact, 1, fixed=False)
+        return Layout(check_compact, COMPACT_LENGTH_MINIMUM, fixed=False)
 
     unpack = ARRAY_COUNT.unpack_from
     size = ARRAY_COUNT.size
@@ -372,7 +373,7 @@ def _nullable_struct(name: str, nested: Layout) -> Layout:
 
     def check(data: Buffer, position: int, end: int) -> int:
         if position >= end:
-            raise _past_end(name, 1, position, end)
+            raise _past_end(name, NULLABLE_STRUCT_MARKER_SIZE, position, end)
         if data[position] & INT8_SIGN:  # a negative marker: null, as Kafka reads it
             return position + 1
         return step(data, position + 1, end)
