@@ -19,7 +19,9 @@ ROUNDS = 3
 TOPIC = "kill9"
 
 
-def _produce_until_killed(broker: BrokerProcess, round_number: int, kill_after: int) -> dict[int, bytes]:
+def _produce_until_killed(
+    broker: BrokerProcess, round_number: int, kill_after: int
+) -> dict[int, bytes]:
     """Produces until ``kill_after`` records are acknowledged, then kills the broker."""
     acknowledged: dict[int, bytes] = {}
 
@@ -81,7 +83,8 @@ def test_acknowledged_records_survive_kill_9(tmp_path: Path) -> None:
     everything: dict[int, bytes] = {}
     try:
         for round_number in range(ROUNDS):
-            acknowledged = _produce_until_killed(broker, round_number, kill_after=2000 + 1000 * round_number)
+            kill_after = 2000 + 1000 * round_number
+            acknowledged = _produce_until_killed(broker, round_number, kill_after)
             assert len(acknowledged) >= 2000
             broker.start()
             records = _read_everything(broker.bootstrap)

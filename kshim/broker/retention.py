@@ -3,7 +3,8 @@
 Every ``log.retention.check.interval.ms`` it plans each partition with the
 pure ``plan_retention`` and drops whole old segments; the new log start
 offset is made durable in LMDB before any file is deleted, so a crash in
-between never resurrects deleted offsets.
+between never resurrects deleted offsets. A topic with a full-data view only
+drops segments its view has applied entirely (issue 6).
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from kshim.broker.full_view.naming import has_view
 from kshim.broker.state import Broker
 from kshim.storage.partition_log import PartitionLog
-from kshim.storage.retention import NO_LIMIT, plan_retention
+from kshim.storage.retention import NO_LIMIT, SegmentSummary, plan_retention
 
 log = logging.getLogger(__name__)
 
@@ -25,16 +27,25 @@ async def enforce_retention_once(broker: Broker) -> int:
         deletes = "delete" in topic.configs["cleanup.policy"].split(",")
         retention_ms = int(topic.configs["retention.ms"]) if deletes else NO_LIMIT
         retention_bytes = int(topic.configs["retention.bytes"]) if deletes else NO_LIMIT
+        viewed = has_view(topic)
         for partition_log in list(topic.logs):
-            dropped += await _enforce(broker, partition_log, retention_ms, retention_bytes)
+            dropped += await _enforce(broker, partition_log, retention_ms, retention_bytes, viewed)
     return dropped
 
 
 async def _enforce(
-    broker: Broker, partition_log: PartitionLog, retention_ms: int, retention_bytes: int
+    broker: Broker,
+    partition_log: PartitionLog,
+    retention_ms: int,
+    retention_bytes: int,
+    viewed: bool,
 ) -> int:
+    segments = partition_log.segment_summaries()
+    if viewed:
+        applied = await broker.full_view.applied_position(partition_log.topic_partition)
+        segments = applied_segments(segments, applied)
     plan = plan_retention(
-        partition_log.segment_summaries(),
+        segments,
         partition_log.log_start_offset,
         broker.clock(),
         retention_ms,
@@ -52,6 +63,13 @@ async def _enforce(
     log.info("%s: dropped %d segments, log start now %d", partition_log.topic_partition,
              plan.drop_count, partition_log.log_start_offset)  # fmt: skip
     return plan.drop_count
+
+
+def applied_segments(segments: list[SegmentSummary], applied: int) -> list[SegmentSummary]:
+    """The segments wholly below ``applied``, then the next one: ``plan_retention`` never
+    drops the last segment it is given, so only applied segments may go."""
+    done = sum(1 for segment in segments if segment.next_offset <= applied)
+    return segments[: done + 1]
 
 
 async def run_retention(broker: Broker, interval_s: float) -> None:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.full_view.view import FullView
 from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.settings import GroupSettings
 from kshim.broker.producer_state import PartitionProducerState
@@ -22,6 +23,7 @@ from kshim.broker.transactions.settings import review_settings, transaction_sett
 from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.committed_offsets import CommittedOffset
 from kshim.storage.filesystem import FileSystem
+from kshim.storage.full_view_store import FullViewStore
 from kshim.storage.interface import TopicPartition
 from kshim.storage.log_store import LogStore
 from kshim.storage.metadata import MetadataStore
@@ -77,6 +79,7 @@ class Broker:
         self.logs = LogStore(data_dir, clock, filesystem)
         self.producer_states: dict[TopicPartition, PartitionProducerState] = {}
         self.append_waiters = AppendWaiters()
+        self.full_view = FullView(FullViewStore(os.path.join(data_dir, "full_view")))
         self.topics = TopicManager(
             config, self.metadata, self.logs, self._prepare_partition, self._watch_partition
         )
@@ -127,6 +130,7 @@ class Broker:
     def _watch_partition(self, log: PartitionLog) -> None:
         topic_partition = log.topic_partition
         log.listeners.append(lambda: self.append_waiters.notify(topic_partition))
+        log.listeners.append(lambda: self.full_view.notify(topic_partition))
 
     def topic(self, name: str) -> Topic | None:
         return self.topics.topics.get(name)
@@ -151,3 +155,4 @@ class Broker:
     async def close(self) -> None:
         await self.logs.close()
         self.metadata.close()
+        self.full_view.store.close()

@@ -186,3 +186,26 @@ def iter_batches(
             return
         yield position, header
         position += header.size
+
+
+def set_last_offset_delta(batch: bytearray, last_offset_delta: int) -> None:
+    """Widens a batch's offset range past its last record, as Kafka's log cleaner leaves
+    batches whose tail records were removed; the field is inside the CRC, so recompute."""
+    _INT32.pack_into(batch, LAST_OFFSET_DELTA_OFFSET, last_offset_delta)
+    _UINT32.pack_into(batch, CRC_OFFSET, crc_of(batch))
+
+
+NO_TIMESTAMP = -1
+NO_LEADER_EPOCH = -1
+
+
+def empty_batch(base_offset: int, last_offset_delta: int) -> bytes:
+    """A v2 batch with no records spanning ``last_offset_delta + 1`` offsets: what Kafka's
+    cleaner keeps when it removes every record of a batch, so readers move past the range."""
+    header = HEADER_STRUCT.pack(
+        base_offset, BATCH_OVERHEAD - LOG_OVERHEAD, NO_LEADER_EPOCH, CURRENT_MAGIC, 0, 0,
+        last_offset_delta, NO_TIMESTAMP, NO_TIMESTAMP, NO_PRODUCER_ID, -1, -1, 0,
+    )  # fmt: skip
+    batch = bytearray(header)
+    _UINT32.pack_into(batch, CRC_OFFSET, crc_of(batch))
+    return bytes(batch)

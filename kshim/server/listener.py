@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 
+from kshim.broker.full_view.applier import run_full_view
 from kshim.broker.groups.maintenance import run_group_coordinator
 from kshim.broker.retention import run_retention
 from kshim.broker.state import Broker
@@ -30,6 +31,7 @@ class KafkaServer:
         self._background.append(asyncio.create_task(run_retention(self.broker, interval_s)))
         self._background.append(asyncio.create_task(run_group_coordinator(self.broker)))
         self._background.append(asyncio.create_task(self.broker.reviewer.run()))
+        self._background.append(asyncio.create_task(run_full_view(self.broker)))
         host, port = self.broker.config.listen_address()
         self._server = await asyncio.start_server(
             self._accept, host, port, reuse_address=True, limit=1 << 20

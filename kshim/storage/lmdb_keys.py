@@ -72,3 +72,26 @@ def aborted_key(topic_partition: TopicPartition, last_offset: int) -> bytes:
 
 def aborted_prefix(topic_partition: TopicPartition) -> bytes:
     return partition_key(topic_partition)
+
+
+# The full-data view (kshim/storage/full_view_store.py) keeps its own LMDB environment.
+FULL_RECORDS_DB = b"full_records"  # full_record_key -> one-record v2 batch bytes
+FULL_KEYS_DB = b"full_keys"  # full_key_key -> int64 offset of the key's live record
+FULL_TOMBSTONES_DB = b"full_tombstones"  # full_record_key -> int64 expiry ms, key digest
+FULL_APPLIED_DB = b"full_applied"  # partition_key -> int64 next offset of T to apply
+
+
+def full_record_key(topic_partition: TopicPartition, offset: int) -> bytes:
+    """``topic NUL int32 partition int64 offset``: a partition's records in offset order."""
+    return partition_key(topic_partition) + _INT64.pack(offset)
+
+
+def split_full_record_key(key: bytes) -> int:
+    """The offset of a ``full_record_key``."""
+    return decode_int64(key[-_INT64.size :])
+
+
+def full_key_key(topic_partition: TopicPartition, key_digest: bytes) -> bytes:
+    """``topic NUL int32 partition digest``: record keys are hashed to a fixed width
+    because LMDB keys are limited to 511 bytes and Kafka keys are not."""
+    return partition_key(topic_partition) + key_digest

@@ -13,6 +13,8 @@ from kshim.protocol.records import Record, build_batch
 from kshim.storage.interface import TopicPartition, chunk_bytes
 
 TOPIC_PARTITION = TopicPartition("t", 0)
+# Plain retention: no full-data view holds segments back (tests/full_view covers that).
+NO_VIEW = {"kshim.full.view": "false"}
 
 
 class FakeClock:
@@ -46,7 +48,7 @@ def _segment_files(broker: Broker) -> list[str]:
 async def test_time_retention_drops_old_segments_and_survives_restart(tmp_path: Path) -> None:
     clock = FakeClock(1_000_000)
     broker = await _broker(tmp_path, clock)
-    await broker.topics.create("t", 1, {"segment.bytes": "200", "retention.ms": "10000"})
+    await broker.topics.create("t", 1, {**NO_VIEW, "segment.bytes": "200", "retention.ms": "10000"})
     for index in range(6):  # each ~130-byte batch fills a 200-byte segment: one per segment
         await _append(broker, timestamp=1_000_000 + index * 1000)
     assert len(_segment_files(broker)) == 6
@@ -76,7 +78,9 @@ async def test_time_retention_drops_old_segments_and_survives_restart(tmp_path: 
 async def test_size_retention_keeps_the_newest_bytes(tmp_path: Path) -> None:
     clock = FakeClock(5_000)
     broker = await _broker(tmp_path, clock)
-    await broker.topics.create("t", 1, {"segment.bytes": "200", "retention.bytes": "300"})
+    await broker.topics.create(
+        "t", 1, {**NO_VIEW, "segment.bytes": "200", "retention.bytes": "300"}
+    )
     for _ in range(5):
         await _append(broker, timestamp=5_000)
     dropped = await enforce_retention_once(broker)
@@ -92,7 +96,7 @@ async def test_size_retention_keeps_the_newest_bytes(tmp_path: Path) -> None:
 async def test_delete_records_lets_retention_drop_whole_segments(tmp_path: Path) -> None:
     clock = FakeClock(5_000)
     broker = await _broker(tmp_path, clock)
-    await broker.topics.create("t", 1, {"segment.bytes": "200"})
+    await broker.topics.create("t", 1, {**NO_VIEW, "segment.bytes": "200"})
     for _ in range(4):
         await _append(broker, timestamp=5_000)
     log = broker.partition_log(TOPIC_PARTITION)
@@ -107,7 +111,7 @@ async def test_delete_records_lets_retention_drop_whole_segments(tmp_path: Path)
 async def test_compacted_topics_are_not_deleted_by_time(tmp_path: Path) -> None:
     clock = FakeClock(10**9)
     broker = await _broker(tmp_path, clock)
-    await broker.topics.create("t", 1, {"segment.bytes": "200", "retention.ms": "1",
+    await broker.topics.create("t", 1, {**NO_VIEW, "segment.bytes": "200", "retention.ms": "1",
                                         "cleanup.policy": "compact"})  # fmt: skip
     for _ in range(3):
         await _append(broker, timestamp=1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kshim.broker.context import RequestContext
+from kshim.broker.full_view.naming import refuse_view_change
 from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
 
@@ -27,6 +28,7 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
         else:
             overrides = {config.name: config.value for config in resource.configs}
             try:
+                refuse_view_change(context.broker.topics.topics, resource.resource_name)
                 await context.broker.topics.set_configs(
                     resource.resource_name, overrides, request.validate_only
                 )

@@ -7,7 +7,8 @@ from typing import Any
 
 from kshim.broker.context import RequestContext
 from kshim.broker.describe import describe_topic_configs
-from kshim.broker.topics import INVALID_REPLICATION_FACTOR, TopicError
+from kshim.broker.full_view.naming import VIEW_SUFFIX, reserved_for_view
+from kshim.broker.topics import INVALID_REPLICATION_FACTOR, INVALID_TOPIC, TopicError
 from kshim.protocol.errors import ErrorCode
 
 DEFAULT = -1
@@ -31,6 +32,11 @@ async def _create(topic: Any, validate_only: bool, context: RequestContext) -> d
         partitions = broker.config.get_int("num.partitions")
     answer: dict[str, Any] = {"name": topic.name, "topic_id": uuid.UUID(int=0), "configs": None}
     try:
+        if reserved_for_view(topic.name):
+            raise TopicError(
+                INVALID_TOPIC,
+                f"names ending in {VIEW_SUFFIX!r} are reserved for full-data views",
+            )
         if topic.replication_factor not in (DEFAULT, 1):
             raise TopicError(INVALID_REPLICATION_FACTOR, "a single broker keeps one replica")
         overrides = {config.name: config.value for config in topic.configs}

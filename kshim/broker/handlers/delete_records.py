@@ -1,4 +1,10 @@
-"""DeleteRecords (key 21): move a partition's log start offset forward, durably."""
+"""DeleteRecords (key 21): move a partition's log start offset forward, durably.
+
+A topic with a full-data view keeps what its view has not applied yet: the view
+first applies up to the target, then the log start stops at the view's applied
+position (below an open transaction; the returned low watermark says where it
+got). Views themselves are read-only.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,8 @@ import asyncio
 from typing import Any
 
 from kshim.broker.context import RequestContext
+from kshim.broker.full_view.applier import catch_up
+from kshim.broker.full_view.naming import has_view, source_of
 from kshim.broker.state import Broker
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.interface import TopicPartition
@@ -33,11 +41,17 @@ async def _delete(broker: Broker, topic_partition: TopicPartition, offset: int) 
     log = broker.partition_log(topic_partition)
     if log is None:
         answer["error_code"] = ErrorCode.unknown_topic_or_partition
+        if source_of(broker.topics.topics, topic_partition.topic) is not None:
+            answer["error_code"] = ErrorCode.policy_violation  # a view is read-only
         return answer
     target = log.high_watermark if offset == TO_HIGH_WATERMARK else offset
     if target < 0 or target > log.high_watermark:
         answer.update(error_code=ErrorCode.offset_out_of_range, low_watermark=log.log_start_offset)
         return answer
+    topic = broker.topic(topic_partition.topic)
+    if topic is not None and has_view(topic):
+        # Apply what is stable first, so only an open transaction holds the log start back.
+        target = min(target, await catch_up(broker, topic_partition, until=target))
     if target > log.log_start_offset:
         await asyncio.to_thread(broker.metadata.set_log_start_offset, topic_partition, target)
         log.advance_log_start_offset(target)

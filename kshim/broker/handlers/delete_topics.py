@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from kshim.broker.context import RequestContext
+from kshim.broker.full_view.naming import source_of
 from kshim.broker.state import Broker
 from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
@@ -39,12 +40,17 @@ async def _delete(broker: Broker, name: str | None, topic_id: uuid.UUID | None) 
             return {"name": None, "topic_id": topic_id, "error_code": ErrorCode.unknown_topic_id}
     answer: dict[str, Any] = {"name": name, "topic_id": topic_id or NO_TOPIC_ID}
     topic = broker.topic(name or "")
+    if topic is None and source_of(broker.topics.topics, name or "") is not None:
+        message = f"{name} is a full-data view; delete its topic instead"
+        answer.update(error_code=ErrorCode.policy_violation, error_message=message)
+        return answer
     if topic is None:
         answer["error_code"] = ErrorCode.unknown_topic_or_partition
         return answer
     answer["topic_id"] = uuid.UUID(bytes=topic.record.topic_id)
     try:
         await broker.topics.delete(topic.record.name)
+        await broker.full_view.forget_topic(topic.record.name)
     except TopicError as error:
         answer.update(error_code=ErrorCode(error.code), error_message=str(error))
         return answer

@@ -13,6 +13,8 @@ import time
 from typing import Any
 
 from kshim.broker.context import RequestContext
+from kshim.broker.full_view.naming import source_of
+from kshim.broker.full_view.reader import read_view
 from kshim.broker.state import Broker
 from kshim.protocol.codec import milliseconds
 from kshim.protocol.errors import ErrorCode
@@ -81,8 +83,7 @@ async def _read_partition(
         aborted_transactions=[] if read_committed else None,
     )
     if log is None:
-        response.error_code = ErrorCode.unknown_topic_or_partition
-        return response
+        return await _read_view_partition(broker, topic_partition, partition, budget, response)
     high_watermark = log.high_watermark
     transactions = broker.transactions.partition(topic_partition)
     last_stable_offset = transactions.last_stable_offset(high_watermark)
@@ -106,6 +107,32 @@ async def _read_partition(
         response.aborted_transactions = transactions.aborted_in_range(
             partition.fetch_offset, result.end_offset
         )
+    return response
+
+
+async def _read_view_partition(
+    broker: Broker,
+    topic_partition: TopicPartition,
+    partition: Any,
+    budget: int,
+    response: FetchedPartition,
+) -> FetchedPartition:
+    """Fetch from ``T.full``: it holds committed data only, so both isolation levels
+    read the same batches, up to its high watermark (its last stable offset too)."""
+    source = source_of(broker.topics.topics, topic_partition.topic)
+    if source is None or not 0 <= topic_partition.partition < len(source.logs):
+        response.error_code = ErrorCode.unknown_topic_or_partition
+        return response
+    source_partition = TopicPartition(source.record.name, topic_partition.partition)
+    max_bytes = min(partition.partition_max_bytes, budget)
+    result = await read_view(broker, source_partition, partition.fetch_offset, max_bytes)
+    response.high_watermark = result.offsets.high_watermark
+    response.last_stable_offset = result.offsets.high_watermark
+    response.log_start_offset = result.offsets.log_start_offset
+    if result.out_of_range:
+        response.error_code = ErrorCode.offset_out_of_range
+    elif budget > 0:
+        response.records = result.batches
     return response
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from kshim.broker.config import LIST, TOPIC_CONFIGS
 from kshim.broker.context import RequestContext
+from kshim.broker.full_view.naming import refuse_view_change
 from kshim.broker.topics import INVALID_CONFIG, UNKNOWN_TOPIC, TopicError
 from kshim.protocol.errors import ErrorCode
 
@@ -25,6 +26,7 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
         try:
             if resource.resource_type != TOPIC_RESOURCE:
                 raise TopicError(ErrorCode.invalid_request, "broker configs are static")
+            refuse_view_change(context.broker.topics.topics, resource.resource_name)
             topic = context.broker.topic(resource.resource_name)
             if topic is None:
                 raise TopicError(UNKNOWN_TOPIC, f"unknown topic {resource.resource_name!r}")

@@ -9,6 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from kshim.broker.context import RequestContext
+from kshim.broker.full_view.naming import source_of
+from kshim.broker.full_view.reader import offset_for_timestamp as view_offset_for_timestamp
+from kshim.broker.full_view.reader import view_offsets
+from kshim.broker.state import Broker
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.interface import TopicPartition
 from kshim.storage.partition_log import PartitionLog
@@ -34,7 +38,7 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
                 "leader_epoch": 0,
             }
             if log is None:
-                answer.update(error_code=ErrorCode.unknown_topic_or_partition, **NOT_FOUND)
+                answer.update(await _lookup_view(broker, topic.name, partition))
             else:
                 latest = log.high_watermark
                 if getattr(request, "isolation_level", 0) == READ_COMMITTED:
@@ -46,6 +50,29 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
             partitions.append(answer)
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
+
+
+async def _lookup_view(broker: Broker, name: str, partition: Any) -> dict[str, Any]:
+    """ListOffsets on ``T.full``: earliest is its first live record, latest its high
+    watermark under both isolation levels (it holds committed data only)."""
+    source = source_of(broker.topics.topics, name)
+    if source is None or not 0 <= partition.partition_index < len(source.logs):
+        return {"error_code": ErrorCode.unknown_topic_or_partition, **NOT_FOUND}
+    source_partition = TopicPartition(source.record.name, partition.partition_index)
+    offsets = await view_offsets(broker, source_partition)
+    timestamp = partition.timestamp
+    if timestamp == LATEST:
+        return {"error_code": ErrorCode.none, "timestamp": -1, "offset": offsets.high_watermark}
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        found = {"timestamp": -1, "offset": offsets.log_start_offset}
+        return {"error_code": ErrorCode.none, **found}
+    if timestamp != MAX_TIMESTAMP and timestamp < 0:
+        return {"error_code": ErrorCode.none, **NOT_FOUND}
+    wanted = None if timestamp == MAX_TIMESTAMP else timestamp
+    hit = await view_offset_for_timestamp(broker, source_partition, wanted)
+    if hit is None:
+        return {"error_code": ErrorCode.none, **NOT_FOUND}
+    return {"error_code": ErrorCode.none, "timestamp": hit[1], "offset": hit[0]}
 
 
 async def _lookup(log: PartitionLog, timestamp: int, latest: int) -> dict[str, int]:

@@ -1,4 +1,8 @@
-"""Metadata (key 3): brokers, topics and partition leaders; auto-creates topics when allowed."""
+"""Metadata (key 3): brokers, topics and partition leaders; auto-creates topics when allowed.
+
+Each topic with a full-data view is followed by its view ``T.full`` (not marked
+internal, so tools and Spark list it); a view's name is never auto-created.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,13 @@ import uuid
 from typing import Any
 
 from kshim.broker.context import RequestContext
+from kshim.broker.full_view.naming import has_view, reserved_for_view, source_of, view_name
 from kshim.broker.state import Broker
 from kshim.broker.topics import Topic, TopicError
 from kshim.protocol.errors import ErrorCode
 
 UNKNOWN_AUTHORIZED_OPERATIONS = -(2**31)
+VIEW_ID_NAME = "kshim.full.view"  # a view's topic id is uuid5(its source's id, this)
 
 
 async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
@@ -22,7 +28,11 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
         "auto.create.topics.enable"
     )
     if names is None:
-        topics = [_describe(topic, node_id) for topic in broker.topics.topics.values()]
+        topics = [
+            description
+            for topic in broker.topics.topics.values()
+            for description in _describe_with_view(topic, node_id)
+        ]
     else:
         topics = [await _lookup(broker, name, allow_create, node_id) for name in names]
     return {
@@ -48,7 +58,10 @@ async def _lookup(
     if name is None:
         return _error(None, ErrorCode.unknown_topic_id)
     topic = broker.topic(name)
-    if topic is None and allow_create:
+    view_source = source_of(broker.topics.topics, name)
+    if topic is None and view_source is not None:
+        return _describe(view_source, node_id, view=True)
+    if topic is None and allow_create and not reserved_for_view(name):
         try:
             partitions = broker.config.get_int("num.partitions")
             topic = await broker.topics.create(name, partitions, {})
@@ -65,11 +78,20 @@ def _error(name: str | None, code: ErrorCode) -> dict[str, Any]:
     return {"error_code": code, "name": name, "topic_id": uuid.UUID(int=0), "partitions": []}
 
 
-def _describe(topic: Topic, node_id: int) -> dict[str, Any]:
+def _describe_with_view(topic: Topic, node_id: int) -> list[dict[str, Any]]:
+    described = [_describe(topic, node_id)]
+    if has_view(topic):
+        described.append(_describe(topic, node_id, view=True))
+    return described
+
+
+def _describe(topic: Topic, node_id: int, view: bool = False) -> dict[str, Any]:
+    """Describes ``topic``, or its view ``T.full`` (same partitions, a derived id)."""
+    topic_id = uuid.UUID(bytes=topic.record.topic_id)
     return {
         "error_code": ErrorCode.none,
-        "name": topic.record.name,
-        "topic_id": uuid.UUID(bytes=topic.record.topic_id),
+        "name": view_name(topic.record.name) if view else topic.record.name,
+        "topic_id": uuid.uuid5(topic_id, VIEW_ID_NAME) if view else topic_id,
         "is_internal": False,
         "partitions": [
             {

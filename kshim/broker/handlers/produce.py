@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kshim.broker.context import RequestContext
+from kshim.broker.full_view.naming import source_of
 from kshim.broker.producer_state import Duplicate
 from kshim.broker.state import Broker
 from kshim.protocol.errors import ErrorCode
@@ -79,6 +80,9 @@ def _append(broker: Broker, topic_name: str, data: Any, request: Any) -> Partiti
     topic = broker.topic(topic_name)
     if log is None or topic is None:
         result.error_code = ErrorCode.unknown_topic_or_partition
+        if source_of(broker.topics.topics, topic_name) is not None:
+            result.error_code = ErrorCode.invalid_request
+            result.error_message = f"{topic_name} is a read-only full-data view"
         return result
     result.log_start_offset = log.log_start_offset
     records = data.records

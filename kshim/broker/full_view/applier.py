@@ -1,0 +1,120 @@
+"""The background task that keeps every ``T.full`` up to date with ``T``.
+
+For each source partition with something new it reads ``T`` from the view's
+applied position up to the last stable offset (so only decided transactions),
+decodes in a worker thread, and commits the changes together with the new
+applied position in one LMDB transaction. It wakes on high-watermark advances
+(never polls) and, every ``TOMBSTONE_PURGE_INTERVAL_S``, purges expired
+tombstones. On restart every partition is looked at once, so the view resumes
+from its stored position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from kshim.broker.full_view.changes import view_changes
+from kshim.broker.full_view.naming import has_view, view_name
+from kshim.broker.state import Broker
+from kshim.storage.interface import TopicPartition, chunk_bytes
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 1 << 20  # source bytes applied per LMDB transaction
+TOMBSTONE_PURGE_INTERVAL_S = 1.0
+
+
+async def apply_partition_once(broker: Broker, topic_partition: TopicPartition) -> bool:
+    """Applies one chunk of the source partition; returns whether the view advanced."""
+    topic = broker.topic(topic_partition.topic)
+    partition_log = broker.partition_log(topic_partition)
+    if topic is None or partition_log is None or not has_view(topic):
+        return False
+    view = broker.full_view
+    position = await view.applied_position(topic_partition)
+    if position < partition_log.log_start_offset:
+        log.warning("%s: view behind the log start; resuming there", topic_partition)
+        position = partition_log.log_start_offset
+    transactions = broker.transactions.partition(topic_partition)
+    stable = transactions.last_stable_offset(partition_log.high_watermark)
+    if position >= stable:
+        return False
+    result = await partition_log.read(position, CHUNK_BYTES, stable)
+    data = await asyncio.to_thread(lambda: b"".join(chunk_bytes(c) for c in result.chunks))
+    if result.end_offset <= position:
+        return False
+    expiry = broker.clock() + int(topic.configs["delete.retention.ms"])
+    changes = await asyncio.to_thread(view_changes, data, list(transactions.aborted), expiry)
+    async with view.lock:
+        if broker.topic(topic_partition.topic) is not topic:
+            return False  # deleted meanwhile: its view data is gone too
+        await asyncio.to_thread(view.store.apply, topic_partition, changes, result.end_offset)
+        view.set_position(topic_partition, result.end_offset)
+    broker.append_waiters.notify(view_partition(topic_partition))
+    return True
+
+
+async def catch_up(
+    broker: Broker, topic_partition: TopicPartition, until: int | None = None
+) -> int:
+    """Applies the source partition up to its last stable offset, or only until the view
+    reaches ``until``; returns the applied position. Safe beside the background task."""
+    view = broker.full_view
+    while until is None or await view.applied_position(topic_partition) < until:
+        if not await apply_partition_once(broker, topic_partition):
+            break
+    return await view.applied_position(topic_partition)
+
+
+async def purge_tombstones_once(broker: Broker) -> None:
+    """Drops expired tombstones; readers long-polling those views are woken."""
+    view = broker.full_view
+    async with view.lock:
+        changed = await asyncio.to_thread(view.store.purge_tombstones, broker.clock())
+    for topic_partition in changed:
+        broker.append_waiters.notify(view_partition(topic_partition))
+
+
+def view_partition(source: TopicPartition) -> TopicPartition:
+    return TopicPartition(view_name(source.topic), source.partition)
+
+
+def _every_partition(broker: Broker) -> set[TopicPartition]:
+    return {log.topic_partition for topic in broker.topics.topics.values() for log in topic.logs}
+
+
+async def run_full_view(broker: Broker) -> None:
+    """Applies forever; cancel to stop. A partition that fails is retried at the next
+    periodic tick, not at once, so a persistent error never spins."""
+    view = broker.full_view
+    view.pending |= _every_partition(broker)
+    view.wake_up.set()
+    retry: set[TopicPartition] = set()
+    next_tick = time.monotonic()
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(view.wake_up.wait(), max(next_tick - time.monotonic(), 0))
+        view.wake_up.clear()
+        if time.monotonic() >= next_tick:
+            next_tick = time.monotonic() + TOMBSTONE_PURGE_INTERVAL_S
+            view.pending |= retry
+            retry = set()
+            await _purge_logged(broker)
+        pending, view.pending = view.pending, set()
+        for topic_partition in sorted(pending):
+            try:
+                if await apply_partition_once(broker, topic_partition):
+                    view.notify(topic_partition)  # more may remain: come back after the others
+            except Exception:
+                log.exception("%s: applying the full view failed; retrying", topic_partition)
+                retry.add(topic_partition)
+
+
+async def _purge_logged(broker: Broker) -> None:
+    try:
+        await purge_tombstones_once(broker)
+    except Exception:
+        log.exception("purging full-view tombstones failed; retrying")

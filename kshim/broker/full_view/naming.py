@@ -1,0 +1,46 @@
+"""Which topics have a view, and which names are views: ``T.full`` for a topic ``T``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kshim.broker.topics import Topic, TopicError
+from kshim.protocol.errors import ErrorCode
+
+VIEW_SUFFIX = ".full"
+VIEW_CONFIG = "kshim.full.view"
+POLICY_VIOLATION = ErrorCode.policy_violation
+
+
+def view_name(topic: str) -> str:
+    return topic + VIEW_SUFFIX
+
+
+def may_have_view(topic: str) -> bool:
+    """A topic named ``X.full`` never has a view of its own (no ``X.full.full``)."""
+    return not topic.endswith(VIEW_SUFFIX)
+
+
+def has_view(topic: Topic) -> bool:
+    return may_have_view(topic.record.name) and topic.configs.get(VIEW_CONFIG) == "true"
+
+
+def reserved_for_view(name: str) -> bool:
+    """True for ``X.full`` where ``X`` could have a view: such names are never created."""
+    return name.endswith(VIEW_SUFFIX) and may_have_view(name[: -len(VIEW_SUFFIX)])
+
+
+def source_of(topics: Mapping[str, Topic], name: str) -> Topic | None:
+    """The topic ``T`` whose view is named ``name``, if that view exists."""
+    if not reserved_for_view(name):
+        return None
+    source = topics.get(name[: -len(VIEW_SUFFIX)])
+    return source if source is not None and has_view(source) else None
+
+
+def refuse_view_change(topics: Mapping[str, Topic], name: str) -> None:
+    """Raises TopicError(POLICY_VIOLATION) when ``name`` is a view: views are read-only."""
+    if source_of(topics, name) is not None:
+        raise TopicError(
+            POLICY_VIOLATION, f"{name} is a read-only full-data view; change its topic instead"
+        )

@@ -1,0 +1,95 @@
+"""Reading ``T.full``: offsets, fetched batches and timestamp lookups from the store.
+
+Live records are stored as one-record batches at their original offsets. On
+the way out each batch's last-offset field is widened up to the next live
+record (or the view's high watermark), as Kafka's cleaner keeps the batch
+boundaries of removed records, so a consumer's position always moves across
+superseded records; a range with no live record at all is sent as one empty
+batch spanning it. Java consumers and Spark, which read up to the high
+watermark, thus never stall on a superseded tail (issue 6). LMDB reads run in
+worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from kshim.broker.state import Broker
+from kshim.protocol.record_batch import empty_batch, read_header, set_last_offset_delta
+from kshim.storage.full_view_store import FullViewStore
+from kshim.storage.interface import TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class ViewOffsets:
+    log_start_offset: int
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class ViewRead:
+    offsets: ViewOffsets
+    batches: tuple[bytes, ...]  # empty when out of range
+    out_of_range: bool = False
+
+
+async def view_offsets(broker: Broker, source: TopicPartition) -> ViewOffsets:
+    """Log start (first live record, or the high watermark when empty) and high watermark."""
+    high_watermark = await broker.full_view.applied_position(source)
+    first = await asyncio.to_thread(broker.full_view.store.first_live_offset, source)
+    return ViewOffsets(high_watermark if first is None else min(first, high_watermark),
+                       high_watermark)  # fmt: skip
+
+
+async def read_view(
+    broker: Broker, source: TopicPartition, fetch_offset: int, max_bytes: int
+) -> ViewRead:
+    """Batches from ``fetch_offset`` up to the high watermark, at least one when any.
+
+    Out of range only below 0 or past the high watermark: a fetch below the
+    first live record starts at it, as after compaction.
+    """
+    offsets = await view_offsets(broker, source)
+    if fetch_offset < 0 or fetch_offset > offsets.high_watermark:
+        return ViewRead(offsets, (), out_of_range=True)
+    batches = await asyncio.to_thread(
+        _read_batches, broker.full_view.store, source, fetch_offset, max_bytes,
+        offsets.high_watermark,
+    )  # fmt: skip
+    return ViewRead(offsets, batches)
+
+
+def _read_batches(
+    store: FullViewStore, source: TopicPartition, start: int, max_bytes: int, upper: int
+) -> tuple[bytes, ...]:
+    """Worker thread: the stored batches, each widened to reach the next one."""
+    if start >= upper:
+        return ()
+    records, next_offset = store.read(source, start, upper, max_bytes)
+    if not records:
+        return (empty_batch(start, upper - start - 1),)
+    ends = [record.offset for record in records[1:]] + [next_offset or upper]
+    batches = []
+    for record, end in zip(records, ends, strict=True):
+        batch = bytearray(record.batch)
+        set_last_offset_delta(batch, end - record.offset - 1)
+        batches.append(bytes(batch))
+    return tuple(batches)
+
+
+async def offset_for_timestamp(
+    broker: Broker, source: TopicPartition, timestamp: int | None
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first live record at or after ``timestamp``, or of the
+    record with the largest timestamp when ``timestamp`` is None; None when none."""
+    records = await asyncio.to_thread(broker.full_view.store.live_records, source)
+    high_watermark = await broker.full_view.applied_position(source)
+    stamped = [
+        (record.offset, read_header(record.batch).max_timestamp)
+        for record in records
+        if record.offset < high_watermark
+    ]
+    if timestamp is None:
+        return max(stamped, key=lambda item: (item[1], -item[0]), default=None)
+    return next((item for item in stamped if item[1] >= timestamp), None)

@@ -1,0 +1,51 @@
+"""The view's in-memory side: its store, applied positions, and the applier's wake-ups.
+
+The applier sleeps on one asyncio.Event per source partition, set by the
+partition log's high-watermark listener, so it never polls. Applied positions
+are cached here (the store is the truth, read once per partition) so that
+Fetch and ListOffsets on ``T.full`` never wait on LMDB for the high watermark.
+Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from kshim.storage.full_view_store import FullViewStore
+from kshim.storage.interface import TopicPartition
+
+
+class FullView:
+    def __init__(self, store: FullViewStore) -> None:
+        self.store = store
+        self.wake_up = asyncio.Event()  # set when any source partition has something new
+        self.pending: set[TopicPartition] = set()
+        self.lock = asyncio.Lock()  # serialises applying a chunk with deleting a view
+        self._positions: dict[TopicPartition, int] = {}
+
+    def notify(self, topic_partition: TopicPartition) -> None:
+        """The source partition's high watermark advanced (log listener)."""
+        self.pending.add(topic_partition)
+        self.wake_up.set()
+
+    async def applied_position(self, topic_partition: TopicPartition) -> int:
+        """The view's high watermark: the next source offset not yet applied."""
+        position = self._positions.get(topic_partition)
+        if position is None:
+            position = await asyncio.to_thread(self.store.applied_position, topic_partition)
+            self._positions.setdefault(topic_partition, position)
+        return self._positions[topic_partition]
+
+    def set_position(self, topic_partition: TopicPartition, position: int) -> None:
+        """Records an applied position; never moves back (two appliers may race, and the
+        store skips what was applied already, so the later position is the true one)."""
+        current = self._positions.get(topic_partition, position)
+        self._positions[topic_partition] = max(current, position)
+
+    async def forget_topic(self, topic: str) -> None:
+        """Deletes the view data of a deleted topic."""
+        async with self.lock:
+            for topic_partition in [tp for tp in self._positions if tp.topic == topic]:
+                del self._positions[topic_partition]
+            self.pending = {tp for tp in self.pending if tp.topic != topic}
+            await asyncio.to_thread(self.store.delete_topic, topic)

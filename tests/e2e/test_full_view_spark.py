@@ -1,0 +1,56 @@
+"""Spark's stock Kafka connector reads ``T.full`` in batch mode: exactly the live keys.
+
+The view ends with a keyless record (a gap up to the high watermark), which the
+connector must cross without stalling. Skipped without the connector jars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from kshim.testing import BrokerProcess
+from spark_examples.spark_session import connector_unavailable_reason, kafka_spark_session
+from tests.e2e.client_helpers import unique_topic
+from tests.e2e.test_full_view import create_topic, produce, read_view
+
+UNAVAILABLE = connector_unavailable_reason()
+
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or ""),
+    pytest.mark.timeout(300),
+]
+POLL_TIMEOUT_MS = "20000"
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = kafka_spark_session("kshim-e2e-full-view")
+    yield session
+    session.stop()
+
+
+def test_batch_read_of_the_view_returns_the_live_keys(
+    spark: SparkSession, shared_broker: BrokerProcess
+) -> None:
+    topic = unique_topic("spark-full")
+    create_topic(shared_broker.bootstrap, topic)
+    writes = [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"b", b"2"), (b"a", b"2"), (b"b", b"3")]
+    tail = [(b"a", b"3"), (b"a", b"4"), (None, b"keyless")]  # offset 8: not in the view
+    produce(shared_broker.bootstrap, topic, [*writes, *tail])
+    expected = {b"c": (2, b"1"), b"b": (5, b"3"), b"a": (7, b"4")}
+    assert read_view(shared_broker.bootstrap, topic) == expected  # the view has caught up
+    rows = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", shared_broker.bootstrap)
+        .option("subscribe", topic + ".full")
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("kafkaConsumer.pollTimeoutMs", POLL_TIMEOUT_MS)
+        .load()
+        .collect()
+    )
+    assert {bytes(row["key"]): (row["offset"], bytes(row["value"])) for row in rows} == expected
