@@ -12,6 +12,7 @@ from kshim.protocol.headers import RequestHeader
 class RequestContext:
     header: RequestHeader
     broker: Broker
+    client_host: str = ""  # the peer as Kafka reports it ("/127.0.0.1"), for DescribeGroups
 
     @property
     def version(self) -> int:

@@ -37,7 +37,8 @@ async def serve_connection(
     in_flight: asyncio.Queue[ResponseTask | None] = asyncio.Queue(MAX_IN_FLIGHT)
     writer_task = asyncio.create_task(_write_responses(in_flight, writer, peer))
     try:
-        await _read_requests(reader, broker, FrameDecoder(max_frame_size), in_flight)
+        client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
+        await _read_requests(reader, broker, FrameDecoder(max_frame_size), in_flight, client_host)
     except (FrameError, ProtocolViolation) as error:
         log.info("closing connection from %s: %s", peer, error)
     except (ConnectionError, asyncio.IncompleteReadError):
@@ -56,6 +57,7 @@ async def _read_requests(
     broker: Broker,
     decoder: FrameDecoder,
     in_flight: asyncio.Queue[ResponseTask | None],
+    client_host: str,
 ) -> None:
     while True:
         data = await reader.read(READ_CHUNK_BYTES)
@@ -64,7 +66,7 @@ async def _read_requests(
         decoder.feed(data)
         while (frame := decoder.next_frame()) is not None:
             call = decode(frame)
-            await in_flight.put(asyncio.create_task(respond(call, broker)))
+            await in_flight.put(asyncio.create_task(respond(call, broker, client_host)))
 
 
 async def _write_responses(

@@ -62,12 +62,12 @@ def decode(frame_bytes: bytes) -> Call:
     return Call(header, request)
 
 
-async def respond(call: Call, broker: Broker) -> list[Part] | None:
+async def respond(call: Call, broker: Broker, client_host: str = "") -> list[Part] | None:
     """Runs the handler and returns the framed response, or None when none is due (acks=0)."""
     header = call.header
     if call.request is None:
         return _api_versions_fallback(header)
-    body = await HANDLERS[header.api_key](call.request, RequestContext(header, broker))
+    body = await HANDLERS[header.api_key](call.request, RequestContext(header, broker, client_host))
     if body is None:
         return None
     flexible = codec.is_flexible(header.api_key, header.api_version)

@@ -13,10 +13,12 @@ BROKER_RESOURCE = 4
 
 
 async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
-    return {
-        "throttle_time": 0,
-        "results": [_describe(resource, context) for resource in request.resources],
-    }
+    results = [_describe(resource, context) for resource in request.resources]
+    if not getattr(request, "include_synonyms", False):  # synonyms only when asked (v1+)
+        for result in results:
+            for config in result["configs"]:
+                config["synonyms"] = []
+    return {"throttle_time": 0, "results": results}
 
 
 def _describe(resource: Any, context: RequestContext) -> dict[str, Any]:

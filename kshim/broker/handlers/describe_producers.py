@@ -27,8 +27,8 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
                     "producer_id": producer_id,
                     "producer_epoch": entry.epoch,
                     "last_sequence": entry.last_sequence,
-                    "last_timestamp": -1,
-                    "coordinator_epoch": 0,
+                    "last_timestamp": entry.last_timestamp,
+                    "coordinator_epoch": -1,
                     "current_txn_start_offset": (
                         open_transactions[producer_id].first_offset
                         if producer_id in open_transactions

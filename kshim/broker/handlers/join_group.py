@@ -26,7 +26,7 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
         client_id=context.header.client_id or "",
-        client_host="",
+        client_host=context.client_host,
         session_timeout_ms=session_timeout_ms,
         rebalance_timeout_ms=(
             session_timeout_ms if rebalance_timeout is None else milliseconds(rebalance_timeout)

