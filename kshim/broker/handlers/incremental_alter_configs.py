@@ -5,38 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from kshim.broker.config import LIST, TOPIC_CONFIGS
+from kshim.broker.config_changes import change_resource
 from kshim.broker.context import RequestContext
-from kshim.broker.full_view.naming import refuse_view_change
 from kshim.broker.topics import INVALID_CONFIG, UNKNOWN_TOPIC, TopicError
-from kshim.protocol.errors import ErrorCode
 
-TOPIC_RESOURCE = 2
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
+    broker = context.broker
     responses = []
     for resource in request.resources:
-        answer: dict[str, Any] = {
-            "resource_type": resource.resource_type,
-            "resource_name": resource.resource_name,
-            "error_code": ErrorCode.none,
-            "error_message": None,
-        }
-        try:
-            if resource.resource_type != TOPIC_RESOURCE:
-                raise TopicError(ErrorCode.invalid_request, "broker configs are static")
-            refuse_view_change(context.broker.topics.topics, resource.resource_name)
-            topic = context.broker.topic(resource.resource_name)
+
+        async def apply(resource: Any = resource) -> None:
+            topic = broker.topic(resource.resource_name)
             if topic is None:
                 raise TopicError(UNKNOWN_TOPIC, f"unknown topic {resource.resource_name!r}")
             overrides = _apply(dict(topic.record.configs), topic.configs, resource.configs)
-            await context.broker.topics.set_configs(
+            await broker.topics.set_configs(
                 resource.resource_name, overrides, request.validate_only
             )
-        except TopicError as error:
-            answer.update(error_code=ErrorCode(error.code), error_message=str(error))
-        responses.append(answer)
+
+        responses.append(await change_resource(broker, resource, apply))
     return {"throttle_time": 0, "responses": responses}
 
 
