@@ -1,0 +1,121 @@
+"""The wire format of one captured change: one Kafka record on the capture topic.
+
+Key (UTF-8 JSON, compact, sorted keys) names the row: ``{"pk":{"id":1},"table":"orders"}``.
+It is byte-for-byte deterministic, so every change to one row has the same key and the
+compacted ``T.full`` view keeps exactly the latest change per row.
+
+Value (UTF-8 JSON) is the row image with its global sequence number::
+
+    {"seq": 17, "op": "insert", "table": "orders",
+     "columns": {"id": "integer", "name": "text"}, "row": {"id": 1, "name": "x"}}
+
+or null (a tombstone) for a delete. ``columns`` carries the portable types so that a
+destination of any engine can create the table and decode the row without asking the
+source. Value encoding: integer, real, text and boolean as JSON; numeric as a string (JSON
+numbers would pass through binary floating point); blob as ``{"$base64": "..."}``; date and
+timestamp as ISO-8601 strings; NULL as null.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from spark_examples import databases
+from spark_examples.databases import PortableType
+
+OPERATIONS = ("insert", "update")
+_BASE64 = "$base64"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One decoded change value; ``row`` holds decoded python values."""
+
+    seq: int
+    op: str
+    table: str
+    columns: dict[str, PortableType]
+    row: dict[str, Any]
+
+
+def _json_bytes(document: Any, sort_keys: bool) -> bytes:
+    # Values keep column order (a destination creates its table in that order).
+    return json.dumps(
+        document, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def encode_json_value(value: Any) -> Any:
+    """One python value as its JSON form (see the module docstring)."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {_BASE64: base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, datetime.datetime | datetime.date):
+        return value.isoformat()
+    raise TypeError(f"cannot encode {type(value).__name__} value {value!r}")
+
+
+def decode_json_value(portable: PortableType, value: Any) -> Any:
+    """The python value of one JSON value of portable type ``portable``."""
+    if isinstance(value, dict):
+        return base64.b64decode(value[_BASE64])
+    return databases.decode_value(portable, value)
+
+
+def encode_key(table: str, pk: dict[str, Any]) -> bytes:
+    """The record key of the row of ``table`` with primary key values ``pk``."""
+    pk_json = {name: encode_json_value(value) for name, value in pk.items()}
+    return _json_bytes({"pk": pk_json, "table": table}, sort_keys=True)
+
+
+def decode_key(key: bytes) -> tuple[str, dict[str, Any]]:
+    """(table, primary key as JSON values) from a record key; blobs stay {"$base64": ...}."""
+    document = json.loads(key.decode("utf-8"))
+    return document["table"], document["pk"]
+
+
+def encode_value(
+    seq: int, op: str, table: str, columns: dict[str, PortableType], row: dict[str, Any]
+) -> bytes:
+    """The record value of an insert or update (a delete is a null value instead)."""
+    if op not in OPERATIONS:
+        raise ValueError(f"op must be one of {OPERATIONS}, not {op!r}")
+    document = {
+        "seq": seq,
+        "op": op,
+        "table": table,
+        "columns": dict(columns),
+        "row": {name: encode_json_value(row.get(name)) for name in columns},
+    }
+    return _json_bytes(document, sort_keys=False)
+
+
+def decode_row(columns: dict[str, PortableType], row_json: dict[str, Any]) -> dict[str, Any]:
+    """Decoded python values of a JSON row image, in ``columns`` order."""
+    return {name: decode_json_value(kind, row_json.get(name)) for name, kind in columns.items()}
+
+
+def decode_value(value: bytes) -> Change:
+    """The change in a non-null record value; raises ValueError if it is malformed."""
+    try:
+        document = json.loads(value.decode("utf-8"))
+        columns = dict(document["columns"])
+        return Change(
+            seq=int(document["seq"]),
+            op=str(document["op"]),
+            table=str(document["table"]),
+            columns=columns,
+            row=decode_row(columns, document["row"]),
+        )
+    except (KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"malformed change value: {error}") from error
