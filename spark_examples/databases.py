@@ -145,7 +145,8 @@ class Database:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Runs one statement with "?" placeholders; returns its rows ([] if none).
 
-        Outside ``transaction()`` each statement commits on its own.
+        Outside ``transaction()`` each statement commits on its own. DuckDB answers an
+        INSERT/UPDATE/DELETE with one row holding the row count; the others with [].
         """
         # DuckDB's cursor() opens a second connection (outside our transaction), so run
         # on the connection itself there.
