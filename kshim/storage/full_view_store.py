@@ -170,7 +170,13 @@ class FullViewStore:
 
     def delete_topic(self, topic: str) -> None:
         """Removes every record, key, tombstone and position of the topic's view."""
-        prefix = keys.topic_prefix(topic)
+        self._delete_prefix(keys.topic_prefix(topic))
+
+    def reset_partition(self, topic_partition: TopicPartition) -> None:
+        """Removes one partition's view data, so that it is rebuilt from the log's start."""
+        self._delete_prefix(keys.partition_key(topic_partition))
+
+    def _delete_prefix(self, prefix: bytes) -> None:
         with self._env.begin(write=True) as txn:
             for db in (self._records, self._keys, self._tombstones, self._applied):
                 cursor = txn.cursor(db=db)

@@ -156,3 +156,34 @@ async def test_disabled_view_and_deleted_topic(tmp_path: Path) -> None:
     assert broker.full_view.store.live_records(SOURCE) == []
     assert broker.full_view.store.applied_position(SOURCE) == 0
     await broker.close()
+
+
+async def test_view_turned_back_on_after_retention_is_rebuilt_from_the_log(
+    tmp_path: Path,
+) -> None:
+    """While the view is off, retention is not held back; turned on again, the view drops
+    what it held (it may be stale) and compacts the log that is left."""
+    clock = FakeClock()
+    broker = await open_broker(tmp_path, clock)
+    configs = {"segment.bytes": "100", "retention.ms": "1000"}
+    await broker.topics.create(TOPIC, 1, configs)
+    for key, value in [(b"a", b"1"), (b"b", b"1"), (b"c", b"1")]:  # one batch per segment
+        await append(broker, [(key, value)])
+    await catch_up(broker, SOURCE)
+    await broker.topics.set_configs(TOPIC, {**configs, "kshim.full.view": "false"})
+    await append(broker, [(b"a", b"2")])  # offset 3
+    await append(broker, [(b"b", None)])  # offset 4: the view never saw this delete
+    clock.now_ms = START_MS + 10_000
+    await append(broker, [(b"d", b"1")])  # offset 5, recent: kept by retention
+    await enforce_retention_once(broker)
+    log = broker.partition_log(SOURCE)
+    assert log is not None and log.log_start_offset == 5  # all but the active segment dropped
+    await broker.topics.set_configs(TOPIC, configs)  # the view is on again
+    # Stale "a"=1, "b"=1 and "c"=1 are gone: only what the retained log says remains.
+    assert as_dict(await read_all(broker)) == {b"d": (5, b"1")}
+    offsets = await view_offsets(broker, SOURCE)
+    assert (offsets.log_start_offset, offsets.high_watermark) == (5, 6)
+    await broker.close()
+    reopened = await open_broker(tmp_path, clock)  # the rebuilt view survives a restart
+    assert as_dict(await read_all(reopened)) == {b"d": (5, b"1")}
+    await reopened.close()

@@ -42,6 +42,10 @@ class FullView:
         current = self._positions.get(topic_partition, position)
         self._positions[topic_partition] = max(current, position)
 
+    def reset_position(self, topic_partition: TopicPartition, position: int) -> None:
+        """Sets the applied position of a partition whose view was dropped for a rebuild."""
+        self._positions[topic_partition] = position
+
     async def forget_topic(self, topic: str) -> None:
         """Deletes the view data of a deleted topic."""
         async with self.lock:
