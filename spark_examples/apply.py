@@ -1,0 +1,203 @@
+"""The apply job: a Spark Structured Streaming query from a kshim topic into a database.
+
+    python -m spark_examples.apply --bootstrap HOST:PORT --topic T --dest URL --checkpoint DIR
+
+The source is Spark's stock ``format("kafka")`` with standard options only; nothing but the
+topic name is kshim-specific, so the same job reads ``T`` (changes) or ``T.full`` (the
+full-data view: a new destination's snapshot, then every change). Each micro-batch goes to
+``apply_core.apply_batch``: one destination transaction holding the rows and the next offset,
+which makes the sink exactly-once (see spark_examples/README.md). ``--once`` drains what is
+committed now (trigger availableNow) and exits; otherwise the query runs until stopped. The
+exit status is non-zero when a record could not be applied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from spark_examples.apply_core import (
+    DEFAULT_MAX_RETRIES,
+    ApplyError,
+    SourceRecord,
+    apply_batch,
+    ensure_state_table,
+)
+from spark_examples.databases import open_database
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+DEFAULT_MAX_OFFSETS_PER_TRIGGER = 20_000
+DEFAULT_TRIGGER_INTERVAL = "1 second"
+# The Java consumer's poll inside each Spark task; generous, as on a loaded 2-core machine.
+POLL_TIMEOUT_MS = "20000"
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyOptions:
+    bootstrap: str
+    topic: str
+    dest: str
+    checkpoint: str
+    once: bool = False
+    max_retries: int = DEFAULT_MAX_RETRIES
+    max_offsets_per_trigger: int = DEFAULT_MAX_OFFSETS_PER_TRIGGER
+    trigger_interval: str = DEFAULT_TRIGGER_INTERVAL
+
+
+def read_changes(spark: SparkSession, options: ApplyOptions) -> DataFrame:
+    """The streaming source: standard connector options only.
+
+    read_committed hides half messages until the capture commits them and never shows
+    aborted ones. failOnDataLoss stays true: a missing offset would be a lost change, and
+    an exactly-once sink must stop rather than apply around it.
+    """
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", options.bootstrap)
+        .option("subscribe", options.topic)
+        .option("startingOffsets", "earliest")
+        .option("kafka.isolation.level", "read_committed")
+        .option("failOnDataLoss", "true")
+        .option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
+        .option("kafkaConsumer.pollTimeoutMs", POLL_TIMEOUT_MS)
+        .load()
+        .select("topic", "partition", "offset", "key", "value")
+    )
+
+
+def _to_record(row: Any) -> SourceRecord:
+    key, value = row["key"], row["value"]
+    return SourceRecord(
+        topic=row["topic"],
+        partition=int(row["partition"]),
+        offset=int(row["offset"]),
+        key=bytes(key) if key is not None else None,
+        value=bytes(value) if value is not None else None,
+    )
+
+
+def batch_writer(
+    dest: str, max_retries: int, report: Callable[[str], None] | None = None
+) -> Callable[[DataFrame, int], None]:
+    """Returns the foreachBatch function: collect, order by offset, apply in one transaction.
+
+    Batches are bounded by maxOffsetsPerTrigger, so collecting them on the driver is safe.
+    The destination is opened per batch, so other processes (verify) can open it between.
+    """
+
+    def write(frame: DataFrame, batch_id: int) -> None:
+        records = [_to_record(row) for row in frame.toLocalIterator()]
+        if not records:
+            return
+        database = open_database(dest)
+        try:
+            result = apply_batch(database, records, max_retries=max_retries)
+        finally:
+            database.close()
+        if report is not None:
+            last = max(record.offset for record in records)
+            report(
+                f"batch {batch_id}: {result.applied} applied, {result.skipped} already applied,"
+                f" up to offset {last} -> {dest}"
+            )
+
+    return write
+
+
+def start_apply(
+    spark: SparkSession, options: ApplyOptions, report: Callable[[str], None] | None = None
+) -> StreamingQuery:
+    """Creates the apply state table, then starts the query and returns it (not awaited)."""
+    database = open_database(options.dest)
+    try:
+        ensure_state_table(database)
+    finally:
+        database.close()
+    writer = (
+        read_changes(spark, options)
+        .writeStream.foreachBatch(batch_writer(options.dest, options.max_retries, report))
+        .option("checkpointLocation", options.checkpoint)
+        .queryName(f"kshim-apply-{options.topic}")
+    )
+    if options.once:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=options.trigger_interval)
+    return writer.start()
+
+
+def apply_error_message(query: StreamingQuery) -> str | None:
+    """The failure of a stopped query, the ApplyError line first when there is one."""
+    error = query.exception()
+    if error is None:
+        return None
+    text = str(error)
+    for line in text.splitlines():
+        if ApplyError.__name__ in line:
+            return line.strip()
+    return text
+
+
+def run(spark: SparkSession, options: ApplyOptions) -> int:
+    """Runs the query until it ends (--once) or is interrupted; returns the exit status."""
+    query = start_apply(spark, options, report=print)
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+        return 0
+    except Exception:  # the failure is read from the query below
+        pass
+    message = apply_error_message(query)
+    if message is not None:
+        print(f"apply stopped: {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def parse_arguments(argv: Sequence[str] | None = None) -> ApplyOptions:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap", required=True, help="HOST:PORT of the broker")
+    parser.add_argument("--topic", required=True, help="T for changes, T.full to bootstrap")
+    parser.add_argument("--dest", required=True, help="destination database URL")
+    parser.add_argument("--checkpoint", required=True, help="Spark checkpoint directory")
+    parser.add_argument("--once", action="store_true", help="drain what is there, then exit")
+    parser.add_argument("--max-retries", type=int, default=DEFAULT_MAX_RETRIES)
+    parser.add_argument(
+        "--max-offsets-per-trigger", type=int, default=DEFAULT_MAX_OFFSETS_PER_TRIGGER
+    )
+    parser.add_argument("--trigger-interval", default=DEFAULT_TRIGGER_INTERVAL)
+    arguments = parser.parse_args(argv)
+    return ApplyOptions(
+        bootstrap=arguments.bootstrap,
+        topic=arguments.topic,
+        dest=arguments.dest,
+        checkpoint=arguments.checkpoint,
+        once=arguments.once,
+        max_retries=arguments.max_retries,
+        max_offsets_per_trigger=arguments.max_offsets_per_trigger,
+        trigger_interval=arguments.trigger_interval,
+    )
+
+
+def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
+    """Entry point; builds a local session unless given one (spark-submit passes its own)."""
+    options = parse_arguments(argv)
+    if spark is None:
+        from spark_examples.spark_session import kafka_spark_session
+
+        spark = kafka_spark_session(f"kshim-apply-{options.topic}")
+    try:
+        return run(spark, options)
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,242 @@
+"""The exactly-once sink of the apply job, without Spark: ordered records in, one transaction out.
+
+A micro-batch is applied to the destination in ONE destination transaction that also stores,
+per (topic, partition), the next offset to apply in ``kshim_apply_state``. Records below that
+offset were applied by an earlier run (Spark replays a micro-batch whose commit it did not
+record, and a lost checkpoint replays from earliest), so they are skipped: replays are
+idempotent. A record that cannot be applied is never skipped, since later changes to the same
+row would then diverge from the source (the ordering hazard of retrying table-driven sync);
+the batch is rolled back and retried a bounded number of times, then ``ApplyError`` names the
+record.
+
+Two ways to apply the same records, with the same committed result: the fast path keeps the
+last change per row and writes the survivors with multi-row statements (``apply_bulk``); the
+sequential path applies record after record in offset order. The first attempt tries the fast
+path and, if it fails, the sequential one at once, which finds the failing record to name;
+retries are sequential. Thread use: one call at a time per ``Database``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_examples.apply_bulk import delete_keys, upsert_rows
+from spark_examples.change_format import Change, decode_key, decode_row, decode_value
+from spark_examples.databases import Database
+
+STATE_TABLE = "kshim_apply_state"
+
+# Plain SQL accepted by SQLite, PostgreSQL and DuckDB alike.
+CREATE_STATE_TABLE = (
+    f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (topic TEXT NOT NULL, "
+    "partition_id INTEGER NOT NULL, next_offset BIGINT NOT NULL, "
+    "PRIMARY KEY (topic, partition_id))"
+)
+SELECT_NEXT_OFFSET = f"SELECT next_offset FROM {STATE_TABLE} WHERE topic = ? AND partition_id = ?"
+STORE_NEXT_OFFSET = (
+    f"INSERT INTO {STATE_TABLE} (topic, partition_id, next_offset) VALUES (?, ?, ?) "
+    "ON CONFLICT (topic, partition_id) DO UPDATE SET next_offset = excluded.next_offset"
+)
+
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_BACKOFF_S = 0.2
+MAX_BACKOFF_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """One Kafka record as the connector hands it over (key and value are raw bytes)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+    def describe(self) -> str:
+        key = self.key.decode("utf-8", errors="replace") if self.key is not None else None
+        return f"topic {self.topic} partition {self.partition} offset {self.offset} key {key}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    applied: int  # records at or above the stored next offset (each upsert or delete)
+    skipped: int  # records below it: applied by an earlier run
+    attempts: int  # 1 when the first transaction committed
+
+
+class ApplyError(RuntimeError):
+    """A record could not be applied after the bounded retries; the job must stop."""
+
+    def __init__(self, record: SourceRecord | None, attempts: int, cause: BaseException) -> None:
+        where = record.describe() if record is not None else "the batch's apply state"
+        super().__init__(f"cannot apply {where} after {attempts} attempt(s): {cause!r}")
+        self.record = record
+        self.attempts = attempts
+
+
+class _RecordFailure(Exception):
+    """Carries the record that failed out of the transaction, so the error can name it."""
+
+    def __init__(self, record: SourceRecord, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.record = record
+        self.cause = cause
+
+
+def ensure_state_table(database: Database) -> None:
+    """Creates ``kshim_apply_state`` if absent, in a transaction of its own."""
+    with database.transaction():
+        database.execute(CREATE_STATE_TABLE)
+
+
+def next_offset(database: Database, topic: str, partition: int) -> int:
+    """Returns the next offset to apply for the partition (0 when nothing was applied yet)."""
+    rows = database.execute(SELECT_NEXT_OFFSET, (topic, partition))
+    return int(rows[0][0]) if rows else 0
+
+
+def order_records(records: Iterable[SourceRecord]) -> list[SourceRecord]:
+    """Offset order within each partition; partitions are independent logs."""
+    return sorted(records, key=lambda record: (record.topic, record.partition, record.offset))
+
+
+def apply_batch(
+    database: Database,
+    records: Sequence[SourceRecord],
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    backoff_s: float = DEFAULT_BACKOFF_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BatchResult:
+    """Applies ``records`` (any order; sorted here) in one transaction, retried on error.
+
+    Assumes ``ensure_state_table`` ran on the database. Raises ApplyError after
+    ``max_retries`` retries (``max_retries + 1`` attempts), naming the failing record.
+    """
+    ordered = order_records(records)
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return BatchResult(*_attempt(database, ordered, fast=attempts == 1), attempts)
+        except _RecordFailure as failure:
+            if attempts > max_retries:
+                raise ApplyError(failure.record, attempts, failure.cause) from failure.cause
+        except Exception as error:  # the state read or the commit itself failed
+            if attempts > max_retries:
+                raise ApplyError(None, attempts, error) from error
+        sleep(min(backoff_s * 2 ** (attempts - 1), MAX_BACKOFF_S))
+
+
+def _attempt(database: Database, ordered: list[SourceRecord], fast: bool) -> tuple[int, int]:
+    if fast:
+        try:
+            with database.transaction():
+                return _apply_in_transaction(database, ordered, _apply_coalesced)
+        except Exception:  # the sequential path below finds and names the failing record
+            pass
+    with database.transaction():
+        return _apply_in_transaction(database, ordered, _apply_sequentially)
+
+
+def _apply_in_transaction(
+    database: Database,
+    ordered: list[SourceRecord],
+    apply: Callable[[Database, list[SourceRecord]], None],
+) -> tuple[int, int]:
+    """Skips what was applied, applies the rest, stores the next offsets: one transaction."""
+    positions: dict[tuple[str, int], int] = {}
+    pending: list[SourceRecord] = []
+    for record in ordered:
+        position = (record.topic, record.partition)
+        if position not in positions:
+            positions[position] = next_offset(database, record.topic, record.partition)
+        if record.offset >= positions[position]:
+            pending.append(record)
+            positions[position] = record.offset + 1
+    apply(database, pending)
+    for (topic, partition), offset in positions.items():
+        database.execute(STORE_NEXT_OFFSET, (topic, partition, offset))
+    return len(pending), len(ordered) - len(pending)
+
+
+@dataclass(slots=True)
+class _Tables:
+    """Tables known to exist in this transaction (a rolled-back CREATE TABLE is gone)."""
+
+    known: set[str] = field(default_factory=set)
+
+    def exists(self, database: Database, table: str) -> bool:
+        if table not in self.known and database.table_exists(table):
+            self.known.add(table)
+        return table in self.known
+
+    def ensure(self, database: Database, table: str, change: Change, key: list[str]) -> None:
+        if not self.exists(database, table):
+            # The key's JSON has sorted names; the source's column order is the better pk order.
+            database.create_table(table, change.columns, [n for n in change.columns if n in key])
+            self.known.add(table)
+
+
+def _apply_sequentially(database: Database, records: list[SourceRecord]) -> None:
+    tables = _Tables()
+    for record in records:
+        try:
+            table, key, change = _decode(record)
+            if change is None:
+                # Deleting an absent row (or from an absent table) is already done: a
+                # destination bootstrapped from T.full may see tombstones of rows it never had.
+                if tables.exists(database, table):
+                    database.delete(table, _typed_key(database, table, key))
+            else:
+                tables.ensure(database, table, change, list(key))
+                database.upsert(table, change.row)
+        except Exception as error:
+            raise _RecordFailure(record, error) from error
+
+
+def _apply_coalesced(database: Database, records: list[SourceRecord]) -> None:
+    latest: dict[bytes | None, tuple[str, dict[str, Any], Change | None]] = {}
+    for record in records:
+        latest.pop(record.key, None)  # re-inserted last: keeps the order of last changes
+        latest[record.key] = _decode(record)
+    tables = _Tables()
+    deletes: dict[str, list[dict[str, Any]]] = {}
+    upserts: dict[str, tuple[list[str], list[list[Any]]]] = {}
+    for table, key, change in latest.values():
+        if change is None:
+            if tables.exists(database, table):
+                deletes.setdefault(table, []).append(_typed_key(database, table, key))
+            continue
+        tables.ensure(database, table, change, list(key))
+        columns, rows = upserts.setdefault(table, (list(change.columns), []))
+        rows.append([change.row[name] for name in columns])
+    for table, keys in deletes.items():
+        delete_keys(database, table, keys)
+    for table, (columns, rows) in upserts.items():
+        upsert_rows(database, table, columns, rows)
+
+
+def _decode(record: SourceRecord) -> tuple[str, dict[str, Any], Change | None]:
+    """(table, primary key as JSON values, change or None for a delete)."""
+    if record.key is None:
+        raise ValueError("a change record needs a key (table and primary key)")
+    table, key = decode_key(record.key)
+    if record.value is None:
+        return table, key, None
+    change = decode_value(record.value)
+    if change.table != table:
+        raise ValueError(f"value names table {change.table!r} but the key names {table!r}")
+    missing = [name for name in key if name not in change.row]
+    if missing:
+        raise ValueError(f"row image lacks primary key column(s) {missing}")
+    return table, key, change
+
+
+def _typed_key(database: Database, table: str, key: dict[str, Any]) -> dict[str, Any]:
+    """Key values as python values of the destination's column types (dates, blobs...)."""
+    columns = database.table_columns(table)
+    return decode_row({name: columns[name] for name in key}, key)
