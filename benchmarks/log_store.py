@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.brokers import running, tansu_binary
+from benchmarks.ceilings import fsync_rate
 from benchmarks.startup import time_to_first_answer
 from benchmarks.workloads import Throughput, consume, create_topic, end_to_end_latency, produce
 
@@ -85,6 +86,7 @@ def recovery_time(log_bytes: int) -> dict[str, float]:
         with running("kshim", data_dir=data_dir) as broker:
             create_topic(broker, "big")
             produce(broker, "big", log_bytes // 1024, 1024, **{"linger.ms": 5})
+            assert broker.process is not None  # a kshim child process
             broker.process.kill()
             broker.process.wait()
         seconds, process = time_to_first_answer(data_dir)
@@ -100,18 +102,6 @@ def fresh_start_time() -> float:
         process.terminate()
         process.wait(30)
         return seconds
-
-
-def fsync_rate(seconds: float = 2.0) -> float:
-    with tempfile.NamedTemporaryFile(dir=RESULTS) as handle:
-        count = 0
-        started = time.perf_counter()
-        while time.perf_counter() - started < seconds:
-            handle.write(b"x" * 4096)
-            handle.flush()
-            os.fsync(handle.fileno())
-            count += 1
-        return count / (time.perf_counter() - started)
 
 
 def main() -> None:

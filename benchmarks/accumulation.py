@@ -1,0 +1,111 @@
+"""Workloads 5 and 6: memory under a backlog, and the cost of idle connections.
+
+Accumulation (the LSMQ test): a fresh broker's time to answer after launch and its
+idle RSS, then N 60-byte records produced with no consumer; RSS and disk after
+them, and the RSS growth per backlogged record measured after a warm-up tenth (so
+one-off allocations of the first produce, buffers and caches, are not counted per
+record). Optionally a longer backlog follows, to separate bounded caches from per-record
+growth.
+
+Idle connections: produce throughput without, then with K open connections that
+each made one ApiVersions request and then stay silent, then without again (the
+two runs without are averaged so warm-up does not favour either side); the extra
+RSS the K connections cost.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+from benchmarks.brokers import RunningBroker
+from benchmarks.startup import API_VERSIONS_V0
+from benchmarks.workloads import create_topic, produce
+
+SETTLE_S = 1.0
+BACKLOG_RECORD_BYTES = 60
+LINGER = {"linger.ms": 5}
+
+
+def accumulation(broker: RunningBroker, records: int, extension: int = 0) -> dict[str, float]:
+    """Runs on a broker that was just started (its ``ready_s`` is the launch time). With
+    ``extension``, that many more records follow, and the RSS growth per record over them is
+    reported too (the marginal cost once bounded caches such as kshim's memtable are full)."""
+    time.sleep(SETTLE_S)
+    idle_rss = broker.rss_bytes()
+    create_topic(broker, "backlog")
+    warm_up = records // 10
+    produce(broker, "backlog", warm_up, BACKLOG_RECORD_BYTES, **LINGER)
+    time.sleep(SETTLE_S)
+    warm_rss = broker.rss_bytes()
+    produce(broker, "backlog", records - warm_up, BACKLOG_RECORD_BYTES, **LINGER)
+    time.sleep(SETTLE_S)
+    backlog_rss = broker.rss_bytes()
+    metrics = {
+        "ready_s": broker.ready_s,
+        "idle_rss_mb": idle_rss / 1e6,
+        "backlog_rss_mb": backlog_rss / 1e6,
+        "backlog_disk_mb": broker.disk_bytes() / 1e6,
+        "rss_bytes_per_backlogged_record": (backlog_rss - warm_rss) / (records - warm_up),
+    }
+    if extension:
+        produce(broker, "backlog", extension, BACKLOG_RECORD_BYTES, **LINGER)
+        time.sleep(SETTLE_S)
+        extended_rss = broker.rss_bytes()
+        metrics["extended_backlog_rss_mb"] = extended_rss / 1e6
+        metrics["rss_bytes_per_record_in_extension"] = (extended_rss - backlog_rss) / extension
+    return metrics
+
+
+def idle_connections(broker: RunningBroker, connections: int, records: int) -> dict[str, float]:
+    for topic in ("warm-up", "before", "with", "after"):
+        create_topic(broker, topic)
+    produce(broker, "warm-up", records // 4, 100, **LINGER)  # first-produce costs are not timed
+    before = produce(broker, "before", records, 100, **LINGER).records_per_second
+    time.sleep(SETTLE_S)
+    rss_without = broker.rss_bytes()
+    sockets = open_idle_connections(broker, connections)
+    try:
+        time.sleep(SETTLE_S)
+        rss_with = broker.rss_bytes()
+        with_idle = produce(broker, "with", records, 100, **LINGER).records_per_second
+    finally:
+        for sock in sockets:
+            sock.close()
+    after = produce(broker, "after", records, 100, **LINGER).records_per_second
+    without = (before + after) / 2
+    return {
+        "records_per_s_without": without,
+        "records_per_s_with": with_idle,
+        "throughput_drop": 1 - with_idle / without,
+        "extra_rss_mb": (rss_with - rss_without) / 1e6,
+    }
+
+
+def open_idle_connections(broker: RunningBroker, count: int) -> list[socket.socket]:
+    """Opens ``count`` connections that each get one ApiVersions answer, then go quiet."""
+    host, port = broker.bootstrap.rsplit(":", 1)
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.create_connection((host, int(port)), timeout=10)
+            sockets.append(sock)
+            sock.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+            (length,) = struct.unpack(">i", _read_exactly(sock, 4))
+            _read_exactly(sock, length)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("broker closed an idle connection")
+        data += chunk
+    return data

@@ -1,0 +1,230 @@
+"""Side-by-side performance runs (issue 9): kshim next to Tansu (and Kafka when Docker runs).
+
+    python -m benchmarks.run                      # full run, ~25 minutes on 2 cores
+    python -m benchmarks.run --quick              # smaller counts, 2 repeats, ~6 minutes
+    python -m benchmarks.run --repeats 5 --brokers kshim,tansu,kafka
+
+Every workload starts each broker in turn on a fresh data dir, with the same
+clients and settings; within a repeat the brokers alternate workload by workload,
+so background noise hits them alike. Writes benchmarks/results/report.json,
+report.md and PNG plots; the median and the spread (min, max) of every metric.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks import ceilings, plots, report
+from benchmarks.accumulation import accumulation, idle_connections
+from benchmarks.brokers import BROKER_NAMES, RunningBroker, running, sampled, unavailable_reason
+from benchmarks.venus_transmission import CLIENTS, transmission
+from benchmarks.workloads import (
+    consume,
+    create_topic,
+    end_to_end_latency,
+    produce,
+    produce_transactional,
+)
+
+RESULTS = Path(__file__).parent / "results"
+Metrics = dict[str, float]
+
+
+@dataclass(frozen=True)
+class Scale:
+    repeats: int
+    records_100b: int
+    records_1kib: int
+    latency_s: float
+    venus_records: int
+    backlog_records: int
+    backlog_extension_records: int
+    idle_connections: int
+    idle_produce_records: int
+    txn_records: int
+    view_updates: int
+    view_keys: int
+
+
+FULL = Scale(
+    3, 500_000, 200_000, 15.0, 100_000, 200_000, 1_800_000, 500, 200_000, 200_000, 100_000, 10_000
+)
+QUICK = Scale(2, 100_000, 40_000, 5.0, 20_000, 200_000, 0, 500, 50_000, 40_000, 20_000, 2_000)
+
+
+def throughput(broker: RunningBroker, scale: Scale) -> Metrics:
+    """Workloads 1 and 2: produce (acks=all, idempotent) then consume from earliest."""
+    metrics: Metrics = {}
+    for size, count in ((100, scale.records_100b), (1024, scale.records_1kib)):
+        topic = f"bench-{size}"
+        create_topic(broker, topic)
+        produced = produce(broker, topic, count, size, **{"linger.ms": 5})
+        consumed = consume(broker, topic, count, size)
+        for phase, result in (("produce", produced), ("consume", consumed)):
+            label = f"{phase}_{'100B' if size == 100 else '1KiB'}"
+            metrics[f"{label}_records_per_s"] = result.records_per_second
+            metrics[f"{label}_mb_per_s"] = result.megabytes_per_second
+            metrics[f"{label}_broker_cpu_us_per_record"] = result.broker_cpu_microseconds_per_record
+    return metrics
+
+
+def latency(broker: RunningBroker, scale: Scale) -> Metrics:
+    """Workload 3: 1,000 records/s, clients' default settings."""
+    create_topic(broker, "latency")
+    return end_to_end_latency(broker, "latency", 1000, scale.latency_s)
+
+
+def venus(broker: RunningBroker, scale: Scale) -> Metrics:
+    """Workload 4: first send to last receive of N JSON row changes, per client."""
+    metrics: Metrics = {}
+    for client in CLIENTS:
+        result = transmission(broker, client, scale.venus_records)
+        metrics[f"{client}_seconds"] = result["seconds"]
+        metrics[f"{client}_records_per_s"] = result["records_per_s"]
+    return metrics
+
+
+def backlog(broker: RunningBroker, scale: Scale) -> Metrics:
+    """Workload 5: the LSMQ accumulation test on a just-started broker."""
+    return accumulation(broker, scale.backlog_records, scale.backlog_extension_records)
+
+
+def idle(broker: RunningBroker, scale: Scale) -> Metrics:
+    """Workload 6: idle connections plus one producer."""
+    return idle_connections(broker, scale.idle_connections, scale.idle_produce_records)
+
+
+def transactional(broker: RunningBroker, scale: Scale) -> Metrics:
+    """Workload 7 (first half): transactions of 1,000 100-byte records."""
+    create_topic(broker, "txn")
+    result = produce_transactional(broker, "txn", scale.txn_records, 100, 1000)
+    return {
+        "records_per_s": result.records_per_second,
+        "broker_cpu_us_per_record": result.broker_cpu_microseconds_per_record,
+    }
+
+
+WORKLOADS: dict[str, Callable[[RunningBroker, Scale], Metrics]] = {
+    "throughput": throughput,
+    "latency": latency,
+    "venus": venus,
+    "accumulation": backlog,
+    "idle_connections": idle,
+    "transactional": transactional,
+}
+
+
+def run_sample(name: str, workload: str, scale: Scale) -> Metrics | str:
+    """One workload on one fresh broker; a failure is recorded as its message."""
+    try:
+        with running(name) as broker, sampled(broker) as usage:
+            metrics = WORKLOADS[workload](broker, scale)
+        metrics["broker_cpu_s"] = usage.cpu_seconds
+        metrics["broker_peak_rss_mb"] = usage.peak_rss_bytes / 1e6
+        return metrics
+    except Exception as error:  # one broker failing a workload must not stop the run
+        traceback.print_exc()
+        return f"{type(error).__name__}: {error}"
+
+
+def full_view_apply(scale: Scale) -> Metrics | str:
+    """Workload 7 (second half): the lead's benchmarks.full_view, run as a subprocess."""
+    with tempfile.TemporaryDirectory(prefix="bench-view-") as directory:
+        output = Path(directory) / "full_view.json"
+        command = [sys.executable, "-m", "benchmarks.full_view", "--updates",
+                   str(scale.view_updates), "--keys", str(scale.view_keys),
+                   "--json", str(output)]  # fmt: skip
+        try:
+            finished = subprocess.run(
+                command, check=False, capture_output=True, text=True, timeout=600
+            )
+        except subprocess.TimeoutExpired:
+            return "benchmarks.full_view did not finish in 600 s"
+        if finished.returncode != 0 or not output.exists():
+            tail = (finished.stderr or finished.stdout).strip().splitlines()[-1:] or ["no output"]
+            return f"benchmarks.full_view failed (exit {finished.returncode}): {tail[0]}"
+        data = json.loads(output.read_text())
+        return {key: float(value) for key, value in data.items() if isinstance(value, int | float)}
+
+
+def machine(scale: Scale) -> dict[str, Any]:
+    model = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+         if line.startswith("model name")), platform.processor())  # fmt: skip
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "memory_gb": round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 1e9, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        **ceilings.measure(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller counts, 2 repeats")
+    parser.add_argument("--repeats", type=int, help="repeats per workload (default 3; quick 2)")
+    parser.add_argument("--brokers", default="kshim,tansu,kafka")
+    parser.add_argument("--workloads", default=",".join([*WORKLOADS, "full_view"]))
+    arguments = parser.parse_args()
+    scale = QUICK if arguments.quick else FULL
+    if arguments.repeats:
+        scale = Scale(**{**asdict(scale), "repeats": arguments.repeats})
+    wanted = [name.strip() for name in arguments.brokers.split(",") if name.strip()]
+    unknown = sorted(set(wanted) - set(BROKER_NAMES))
+    if unknown:
+        parser.error(f"unknown brokers {unknown}; choose from {BROKER_NAMES}")
+    skipped = {name: reason for name in wanted if (reason := unavailable_reason(name))}
+    brokers = [name for name in wanted if name not in skipped]
+    workloads = [name.strip() for name in arguments.workloads.split(",") if name.strip()]
+    started = time.monotonic()
+    results: dict[str, Any] = {
+        "generated_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python -m benchmarks.run " + " ".join(sys.argv[1:]),
+        "machine": machine(scale),
+        "scale": asdict(scale),
+        "brokers": brokers,
+        "skipped": skipped,
+        "samples": {name: {broker: [] for broker in brokers} for name in WORKLOADS},
+        "full_view": [],
+    }
+    for repeat in range(scale.repeats):
+        for workload in (name for name in WORKLOADS if name in workloads):
+            for broker in brokers:
+                print(f"[{time.monotonic() - started:6.0f} s] repeat {repeat + 1}: "
+                      f"{workload} on {broker}", flush=True)  # fmt: skip
+                results["samples"][workload][broker].append(run_sample(broker, workload, scale))
+        if "full_view" in workloads:
+            results["full_view"].append(full_view_apply(scale))
+    results["elapsed_s"] = time.monotonic() - started
+    write(results)
+
+
+def write(results: dict[str, Any]) -> None:
+    """Summarises, checks the targets, writes report.json, report.md and the plots."""
+    results["summary"] = report.summarise(results)
+    results["targets"] = report.check_targets(results["summary"])
+    RESULTS.mkdir(exist_ok=True)
+    results["plots"] = plots.draw(results, RESULTS)
+    (RESULTS / "report.json").write_text(json.dumps(results, indent=2))
+    markdown = report.render(results)
+    (RESULTS / "report.md").write_text(markdown)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main()
