@@ -23,7 +23,11 @@ from kshim.storage.interface import TopicPartition, chunk_bytes
 
 log = logging.getLogger(__name__)
 
-CHUNK_BYTES = 1 << 20  # source bytes applied per LMDB transaction
+# Source bytes applied per LMDB transaction. Only the last record of each key in a chunk is
+# written, so when the view is behind, large chunks skip most superseded records (2,000,000
+# updates to 10,000 keys: 8 MiB chunks applied 2.6x faster than 1 MiB ones,
+# benchmarks/full_view.py); when it is not behind, a chunk is whatever is new.
+CHUNK_BYTES = 8 << 20
 TOMBSTONE_PURGE_INTERVAL_S = 1.0
 
 

@@ -3,16 +3,16 @@
 Only decided, keyed data becomes a change: control batches (transaction markers)
 and batches of aborted transactions are skipped, as a read_committed consumer
 skips them (KIP-98); records without a key are not part of the view. Each
-record is re-encoded as a one-record, uncompressed, non-transactional v2 batch
-at its original offset, with its original timestamp, key, value and headers.
+record becomes a one-record, uncompressed, non-transactional v2 batch at its
+original offset, with its original timestamp, key, value and headers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kshim.protocol.keyed_records import KeyedRecord, keyed_records
 from kshim.protocol.record_batch import BatchHeader, iter_batches
-from kshim.protocol.records import BatchSpec, Record, build_batch, decode_records
 from kshim.storage.full_view_store import ViewChange
 from kshim.storage.transaction_store import AbortedTransaction
 
@@ -24,18 +24,19 @@ def view_changes(
 ) -> list[ViewChange]:
     """Returns the changes in offset order; ``tombstone_expiry_ms`` is when tombstones go.
 
-    Raises DecodeError for malformed record bytes.
+    Only the last record of each key in ``batches`` becomes a change: an earlier one
+    would be written and replaced in the same store transaction. Raises DecodeError for
+    malformed record bytes.
     """
     view = memoryview(batches)
-    changes = []
+    latest: dict[bytes, KeyedRecord] = {}  # insertion order = offset order of the last
     for position, header in iter_batches(view):
         if header.is_control or _is_aborted(header, aborted):
             continue
-        _, records = decode_records(view[position : position + header.size])
-        changes += [
-            _change(record, tombstone_expiry_ms) for record in records if record.key is not None
-        ]
-    return changes
+        for record in keyed_records(view[position : position + header.size]):
+            latest.pop(record.key, None)
+            latest[record.key] = record
+    return [_change(record, tombstone_expiry_ms) for record in latest.values()]
 
 
 def _is_aborted(header: BatchHeader, aborted: Sequence[AbortedTransaction]) -> bool:
@@ -50,8 +51,6 @@ def _is_aborted(header: BatchHeader, aborted: Sequence[AbortedTransaction]) -> b
     )
 
 
-def _change(record: Record, tombstone_expiry_ms: int) -> ViewChange:
-    assert record.key is not None
-    batch = build_batch([record], BatchSpec(base_offset=record.offset))
-    expires_at = tombstone_expiry_ms if record.value is None else None
-    return ViewChange(record.offset, record.key, batch, expires_at)
+def _change(record: KeyedRecord, tombstone_expiry_ms: int) -> ViewChange:
+    expires_at = tombstone_expiry_ms if record.is_tombstone else None
+    return ViewChange(record.offset, record.key, record.one_record_batch(), expires_at)

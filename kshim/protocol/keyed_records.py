@@ -1,0 +1,90 @@
+"""Keyed records cut out of a stored batch, each re-framed as a one-record batch.
+
+What compaction (the full-data view) needs from a batch: each record's offset, timestamp
+and key, whether it is a tombstone, and the record itself as a valid one-record v2 batch
+at its own offset. ``decode_records`` + ``build_batch`` would decode and re-encode the
+key, value and headers of every record; here they are copied as they are: a record's
+bytes after its offset delta (key, value, headers) do not depend on the batch it sits
+in, so only the short prefix (length, attributes, timestamp delta 0, offset delta 0) and
+the batch header are written anew. Pure; run it off the event loop.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kshim.protocol import compression
+from kshim.protocol.primitives import DecodeError, read_signed_varint, write_signed_varint
+from kshim.protocol.record_batch import (
+    CRC_OFFSET,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    RECORDS_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    crc_of,
+    read_header,
+)
+
+ZERO_DELTAS = b"\x00\x00\x00"  # attributes, timestamp delta 0, offset delta 0
+PLAIN_PRODUCER = (-1, -1, -1)  # producer id, epoch, base sequence: not idempotent
+_CRC = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedRecord:
+    offset: int
+    timestamp: int
+    key: bytes
+    is_tombstone: bool
+    fields: bytes  # the record's key, value and headers as stored
+
+    def one_record_batch(self) -> bytes:
+        """The record alone in an uncompressed, non-transactional v2 batch at its offset."""
+        body = ZERO_DELTAS + self.fields
+        record = write_signed_varint(len(body)) + body
+        length = RECORDS_OFFSET + len(record) - LOG_OVERHEAD
+        header = HEADER_STRUCT.pack(
+            self.offset, length, -1, 2, 0, 0, 0, self.timestamp, self.timestamp,
+            *PLAIN_PRODUCER, 1,
+        )  # fmt: skip
+        batch = bytearray(header + record)
+        _CRC.pack_into(batch, CRC_OFFSET, crc_of(batch))
+        return bytes(batch)
+
+
+def keyed_records(batch: bytes | memoryview) -> Iterator[KeyedRecord]:
+    """Yields the records of one stored batch that have a key, in offset order.
+
+    Raises DecodeError for malformed record bytes.
+    """
+    header = read_header(batch)
+    body = memoryview(batch)[RECORDS_OFFSET : header.size]
+    try:
+        raw = bytes(compression.decompress(header.compression_codec, body))
+    except Exception as error:
+        raise DecodeError(f"cannot decompress batch: {error}") from error
+    log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
+    position = 0
+    for _ in range(header.records_count):
+        length, position = read_signed_varint(raw, position)
+        end = position + length
+        if length < 3 or end > len(raw):
+            raise DecodeError("record runs past the end of its batch")
+        timestamp_delta, fields_at = read_signed_varint(raw, position + 1)
+        offset_delta, fields_at = read_signed_varint(raw, fields_at)
+        key_length, key_at = read_signed_varint(raw, fields_at)
+        if key_length >= 0:
+            if key_at + key_length > end:
+                raise DecodeError("record key runs past the end of its record")
+            value_length, _ = read_signed_varint(raw, key_at + key_length)
+            timestamp = header.max_timestamp if log_append_time else header.base_timestamp
+            yield KeyedRecord(
+                header.base_offset + offset_delta,
+                timestamp if log_append_time else timestamp + timestamp_delta,
+                raw[key_at : key_at + key_length],
+                value_length < 0,
+                raw[fields_at:end],
+            )
+        position = end
