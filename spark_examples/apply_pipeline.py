@@ -1,0 +1,244 @@
+"""Pieces the demo, the end-to-end tests and the benchmark share around the apply job.
+
+- ``create_source_tables`` and ``Workload``: a source database with two tables and a
+  generator of random inserts, updates and deletes (application transactions of a few
+  statements each), the activity the VENUS consistency experiment replays.
+- ``CaptureProcess``: ``python -m spark_examples.capture`` as a child process that can be
+  killed with -9 and restarted, as a crashed capture would be.
+- ``capture_drained`` and ``topic_end_offset``: when everything written is in the broker.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from spark_examples.capture_triggers import SEQUENCE_TABLE, STATE_TABLE, install_capture
+from spark_examples.databases import Database, PortableType, open_database, quote
+
+SOURCE_TABLES: dict[str, dict[str, PortableType]] = {
+    "customers": {
+        "id": "integer",
+        "name": "text",
+        "balance": "numeric",
+        "active": "boolean",
+        "updated_at": "timestamp",
+    },
+    "orders": {
+        "id": "integer",
+        "customer_id": "integer",
+        "amount": "real",
+        "placed": "date",
+        "note": "text",
+        "payload": "blob",
+    },
+}
+TABLE_NAMES = list(SOURCE_TABLES)
+REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
+STOP_TIMEOUT_S = 20.0
+
+
+def create_source_tables(database: Database) -> None:
+    """Creates the demo tables (primary key ``id``) if absent, with the capture triggers.
+
+    The triggers go in before any activity: a change made before them is never logged.
+    """
+    with database.transaction():
+        for table, columns in SOURCE_TABLES.items():
+            database.create_table(table, columns, ["id"])
+    install_capture(database, TABLE_NAMES)
+
+
+def _random_row(generator: random.Random, table: str, row_id: int) -> dict[str, Any]:
+    moment = datetime.datetime(2026, 1, 1) + datetime.timedelta(
+        seconds=generator.randrange(10**7), microseconds=generator.randrange(1000) * 1000
+    )
+    if table == "customers":
+        return {
+            "id": row_id,
+            "name": generator.choice(["Ada", "Grace", "Linus", "Zoë", "Ken"])
+            + f" {generator.randrange(1000)}",
+            "balance": Decimal(generator.randrange(-(10**6), 10**6)) / 100,
+            "active": generator.random() < 0.7,
+            "updated_at": moment,
+        }
+    return {
+        "id": row_id,
+        "customer_id": generator.randrange(1, 500),
+        "amount": round(generator.uniform(0, 1000), 3),
+        "placed": moment.date(),
+        "note": None if generator.random() < 0.2 else f"note {generator.random():.5f}",
+        "payload": generator.randbytes(generator.randrange(0, 24)),
+    }
+
+
+@dataclass
+class Workload:
+    """Random inserts, updates and deletes on the source tables, a transaction at a time.
+
+    Ids already in the tables (from an earlier run) are loaded first, so updates and deletes
+    hit real rows. Not thread-safe; run it from one thread.
+    """
+
+    database: Database
+    seed: int = 1
+    generator: random.Random = field(init=False)
+    live: dict[str, list[int]] = field(init=False)
+    next_id: dict[str, int] = field(init=False)
+    operations: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self.generator = random.Random(self.seed)
+        self.live = {
+            table: [int(row[0]) for row in self.database.execute(f"SELECT id FROM {table}")]
+            for table in SOURCE_TABLES
+        }
+        self.next_id = {table: max(ids, default=0) + 1 for table, ids in self.live.items()}
+
+    def run(self, operations: int, per_transaction: int = 5) -> None:
+        """Performs ``operations`` statements, ``per_transaction`` per source transaction."""
+        remaining = operations
+        while remaining > 0:
+            count = min(remaining, self.generator.randint(1, 2 * per_transaction - 1))
+            with self.database.transaction():
+                for _ in range(count):
+                    self._one_statement()
+            remaining -= count
+            self.operations += count
+
+    def _one_statement(self) -> None:
+        table = self.generator.choice(TABLE_NAMES)
+        ids = self.live[table]
+        draw = self.generator.random()
+        if not ids or draw < 0.4:
+            self._insert(table)
+        elif draw < 0.8:
+            row = _random_row(self.generator, table, self.generator.choice(ids))
+            names = [name for name in row if name != "id"]
+            assignments = ", ".join(f"{quote(name)} = ?" for name in names)
+            self.database.execute(
+                f"UPDATE {table} SET {assignments} WHERE id = ?",
+                [*(row[name] for name in names), row["id"]],
+            )
+        else:
+            victim = ids.pop(self.generator.randrange(len(ids)))
+            self.database.execute(f"DELETE FROM {table} WHERE id = ?", [victim])
+
+    def _insert(self, table: str) -> None:
+        row = _random_row(self.generator, table, self.next_id[table])
+        self.next_id[table] += 1
+        names = ", ".join(quote(name) for name in row)
+        marks = ", ".join("?" for _ in row)
+        self.database.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(row.values()))
+        self.live[table].append(row["id"])
+
+
+class CaptureProcess:
+    """``python -m spark_examples.capture`` in a child process; output goes to a log file."""
+
+    def __init__(
+        self,
+        source_url: str,
+        bootstrap: str,
+        topic: str,
+        log_path: str | Path,
+        extra_arguments: tuple[str, ...] = ("--transaction-timeout-ms", "10000"),
+    ) -> None:
+        self.command = [
+            sys.executable, "-m", "spark_examples.capture", "--source", source_url,
+            "--tables", ",".join(TABLE_NAMES), "--bootstrap", bootstrap, "--topic", topic,
+            *extra_arguments,
+        ]  # fmt: skip
+        self.log_path = Path(log_path)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, once: bool = False) -> CaptureProcess:
+        """Starts it (the environment, KSHIM_CAPTURE_REGISTRY included, is inherited)."""
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
+        command = [*self.command, "--once"] if once else self.command
+        self.process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, cwd=REPOSITORY_ROOT
+        )
+        log.close()
+        return self
+
+    def wait(self, timeout_s: float) -> int:
+        """Waits for a ``--once`` run to exit; returns its status."""
+        assert self.process is not None
+        status = self.process.wait(timeout_s)
+        self.process = None
+        return status
+
+    def kill(self) -> None:
+        """kill -9, as a crash: no flush, no abort of the open transaction."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(STOP_TIMEOUT_S)
+        self.process = None
+
+    def stop(self) -> None:
+        """SIGTERM (the capture finishes its batch and exits), then kill -9 if it hangs."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(STOP_TIMEOUT_S)
+        self.process = None
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+def capture_drained(source_url: str, topic: str) -> bool:
+    """True when the capture recorded every logged change and has no batch in flight."""
+    database = open_database(source_url)
+    try:
+        issued = database.execute(f"SELECT last_seq FROM {SEQUENCE_TABLE}")
+        state = database.execute(
+            f"SELECT last_seq, pending_status FROM {STATE_TABLE} WHERE topic = ?", [topic]
+        )
+    finally:
+        database.close()
+    last_issued = int(issued[0][0]) if issued else 0
+    return bool(state) and int(state[0][0]) == last_issued and state[0][1] is None
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Polls ``condition`` every 0.2 s; raises TimeoutError naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not reached after {timeout_s:.0f} s")
+        time.sleep(0.2)
+
+
+def topic_end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
+    """The partition's high watermark (everything written, markers included)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kshim-end-offset"})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        return int(high)
+    finally:
+        consumer.close()
+
+
+def registry_environment(work_dir: str | Path) -> dict[str, str]:
+    """KSHIM_CAPTURE_REGISTRY in ``work_dir``: set it in os.environ before starting the
+    broker and the capture, which both inherit it (see capture_review.py)."""
+    return {"KSHIM_CAPTURE_REGISTRY": os.path.join(str(work_dir), "capture-registry")}
