@@ -1,7 +1,7 @@
 """The full-data view under load (issue 6): apply rate, lag behind ``T``, and disk used.
 
     python -m benchmarks.full_view [--updates 2000000] [--keys 10000] [--record-bytes 100]
-                                   [--json benchmarks/results/full_view.json]
+                                   [--modes process,thread] [--json PATH]
 
 On one kshim broker (fsync on, default settings) it first produces the same keyed load to
 a topic with its view off (the baseline), then to a topic ``T`` with its view on: the
@@ -15,6 +15,8 @@ for the high watermarks of ``T`` and ``T.full`` every 50 ms. Reported:
   ``T`` reached the position the view has now reached), p50/p99/max over the samples;
 - produce throughput with the view on relative to off (the view runs off the produce
   path, but on the same two cores);
+- both ways of applying the view side by side: in a child process (the default) and in
+  the broker's worker threads (``kshim.full.view.process=false``);
 - disk: the view's LMDB files and the source log after the load, and a check that a
   consumer reading ``T.full`` from earliest gets exactly ``--keys`` records.
 """
@@ -168,9 +170,10 @@ def directory_bytes(path: Path) -> int:
     return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
 
 
-def measure(updates: int, keys: int, record_bytes: int) -> dict[str, Any]:
+def measure(updates: int, keys: int, record_bytes: int, mode: str) -> dict[str, Any]:
     """One broker, two topics (view off, then on); returns the figures."""
-    with running("kshim") as broker:
+    settings = [f"kshim.full.view.process={str(mode == 'process').lower()}"]
+    with running("kshim", settings) as broker:
         create_topic(broker, "baseline", full_view=False)
         baseline_s = produce_keyed(broker, "baseline", updates, keys, record_bytes)
         create_topic(broker, "changes", full_view=True)
@@ -187,6 +190,7 @@ def measure(updates: int, keys: int, record_bytes: int) -> dict[str, Any]:
         data_dir = Path(broker.data_dir)
         applied_during_load = during[-1].view_high_watermark if during else 0
         return {
+            "mode": mode,
             "updates": updates,
             "keys": keys,
             "record_bytes": record_bytes,
@@ -205,27 +209,36 @@ def measure(updates: int, keys: int, record_bytes: int) -> dict[str, Any]:
         }
 
 
-def render(report: dict[str, Any]) -> str:
-    rows = [
-        ("updates / keys", f"{report['updates']:,} / {report['keys']:,}"),
-        ("produce, view off (rec/s)", f"{report['produce_view_off_records_per_s']:,.0f}"),
-        ("produce, view on (rec/s)", f"{report['produce_view_on_records_per_s']:,.0f}"),
-        ("view on / off", f"{report['produce_on_over_off']:.2f}x"),
-        ("apply rate while loaded (rec/s)",
-         f"{report['apply_rate_during_load_records_per_s']:,.0f}"),
-        ("apply rate overall (rec/s)", f"{report['apply_rate_records_per_s']:,.0f}"),
-        ("catch-up after the load (s)", f"{report['catch_up_after_load_s']:.2f}"),
-        ("lag, records p50 / p99 / max",
-         f"{report['lag_records_p50']:,.0f} / {report['lag_records_p99']:,.0f} / "
-         f"{report['lag_records_max']:,.0f}"),
-        ("lag, ms p50 / p99 / max",
-         f"{report['lag_ms_p50']:,.0f} / {report['lag_ms_p99']:,.0f} / "
-         f"{report['lag_ms_max']:,.0f}"),
-        ("records read from T.full", f"{report['view_records_read']:,}"),
-        ("T.full disk (MB)", f"{report['view_disk_bytes'] / 1e6:.1f}"),
-        ("T log disk (MB)", f"{report['source_log_bytes'] / 1e6:.1f}"),
-    ]  # fmt: skip
-    return "| metric | kshim |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+ROWS: list[tuple[str, str]] = [
+    ("produce, view off (rec/s)", "{produce_view_off_records_per_s:,.0f}"),
+    ("produce, view on (rec/s)", "{produce_view_on_records_per_s:,.0f}"),
+    ("view on / off", "{produce_on_over_off:.2f}x"),
+    ("apply rate while loaded (rec/s)", "{apply_rate_during_load_records_per_s:,.0f}"),
+    ("apply rate overall (rec/s)", "{apply_rate_records_per_s:,.0f}"),
+    ("catch-up after the load (s)", "{catch_up_after_load_s:.2f}"),
+    ("lag, records p50 / p99 / max", "{lag_records_p50:,.0f} / {lag_records_p99:,.0f} / "
+     "{lag_records_max:,.0f}"),
+    ("lag, ms p50 / p99 / max", "{lag_ms_p50:,.0f} / {lag_ms_p99:,.0f} / {lag_ms_max:,.0f}"),
+    ("records read from T.full", "{view_records_read:,.0f}"),
+    ("T.full disk (MB)", "{view_disk_mb:.1f}"),
+    ("T log disk (MB)", "{source_log_mb:.1f}"),
+]  # fmt: skip
+
+
+def render(report: dict[str, dict[str, Any]]) -> str:
+    """One column per mode (the view in a child process, or in the broker's threads)."""
+    modes = list(report)
+    lines = ["| metric | " + " | ".join(f"view in {mode}" for mode in modes) + " |",
+             "|---|" + "---|" * len(modes)]  # fmt: skip
+    for label, template in ROWS:
+        cells = []
+        for mode in modes:
+            figures = report[mode]
+            megabytes = {"view_disk_mb": figures["view_disk_bytes"] / 1e6,
+                         "source_log_mb": figures["source_log_bytes"] / 1e6}  # fmt: skip
+            cells.append(template.format(**figures, **megabytes))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -234,16 +247,25 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--record-bytes", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--modes", default="process,thread", help="where the view is applied")
     parser.add_argument("--json", type=Path, default=RESULTS / "full_view.json")
     arguments = parser.parse_args()
-    runs = [
-        measure(arguments.updates, arguments.keys, arguments.record_bytes)
-        for _ in range(arguments.repeats)
-    ]
-    report = {name: statistics.median(run[name] for run in runs) for name in runs[0]}
-    report["runs"] = runs
+    modes = arguments.modes.split(",")
+    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
+    for _ in range(arguments.repeats):
+        for mode in modes:  # interleaved, so machine noise hits both alike
+            runs[mode].append(
+                measure(arguments.updates, arguments.keys, arguments.record_bytes, mode)
+            )
+    report: dict[str, dict[str, Any]] = {}
+    for mode, mode_runs in runs.items():
+        numbers = [name for name, value in mode_runs[0].items() if not isinstance(value, str)]
+        report[mode] = {name: statistics.median(run[name] for run in mode_runs) for name in numbers}
+        report[mode]["runs"] = mode_runs
     arguments.json.parent.mkdir(parents=True, exist_ok=True)
     arguments.json.write_text(json.dumps(report, indent=2))
+    print(f"{arguments.updates:,} updates to {arguments.keys:,} keys, "
+          f"{arguments.record_bytes} B values, median of {arguments.repeats}")  # fmt: skip
     print(render(report))
 
 

@@ -123,6 +123,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     "min.insync.replicas": "1",
     "kshim.full.view": "true",
     "kshim.memtable.bytes": str(16 << 20),
+    # The full-data views are applied in a child process (decoding and LMDB writes then never
+    # hold the broker's GIL); false applies them in worker threads of the broker process.
+    "kshim.full.view.process": "true",
     "socket.request.max.bytes": "104857600",
     "max.connections": "10000",
     "cluster.id": "kshim-cluster",
@@ -153,6 +156,7 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "max.connections": _integer(1, INT_MAX),
     "log.retention.check.interval.ms": _integer(1),
     "kshim.memtable.bytes": _integer(0),
+    "kshim.full.view.process": _boolean,
     "transaction.max.timeout.ms": _integer(1, INT_MAX),
     "transactional.id.expiration.ms": _integer(1, INT_MAX),
     "producer.id.expiration.ms": _integer(1),

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from kshim.broker.broker_config import BrokerConfig
 from kshim.broker.full_view.view import FullView
+from kshim.broker.full_view.worker import ProcessApplier, ThreadApplier
 from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.settings import GroupSettings
 from kshim.broker.producer_state import PartitionProducerState
@@ -79,7 +80,7 @@ class Broker:
         self.logs = LogStore(data_dir, clock, filesystem)
         self.producer_states: dict[TopicPartition, PartitionProducerState] = {}
         self.append_waiters = AppendWaiters()
-        self.full_view = FullView(FullViewStore(os.path.join(data_dir, "full_view")))
+        self.full_view = self._open_full_view(os.path.join(data_dir, "full_view"))
         self.topics = TopicManager(
             config, self.metadata, self.logs, self._prepare_partition, self._watch_partition
         )
@@ -96,6 +97,12 @@ class Broker:
             review_settings(config),
             clock,
         )
+
+    def _open_full_view(self, directory: str) -> FullView:
+        store = FullViewStore(directory)
+        in_process = self.config.values["kshim.full.view.process"] == "false"
+        applier = ThreadApplier(store) if in_process else ProcessApplier(directory)
+        return FullView(store, applier)
 
     async def start(self) -> None:
         """Loads every topic and recovers its logs, then the committed offsets."""
@@ -155,4 +162,5 @@ class Broker:
     async def close(self) -> None:
         await self.logs.close()
         self.metadata.close()
+        await asyncio.to_thread(self.full_view.applier.close)
         self.full_view.store.close()

@@ -31,8 +31,11 @@ class FakeClock:
         return self.now_ms
 
 
-async def open_broker(data_dir: Path, clock: FakeClock) -> Broker:
-    broker = Broker(BrokerConfig.load([{"log.dirs": str(data_dir)}]), clock=clock)
+async def open_broker(data_dir: Path, clock: FakeClock, in_process: bool = True) -> Broker:
+    """A broker on ``data_dir``; its view applied in threads unless ``in_process`` is false
+    (a child process per broker would slow the property tests' many restarts)."""
+    settings = {"log.dirs": str(data_dir), "kshim.full.view.process": str(not in_process)}
+    broker = Broker(BrokerConfig.load([settings]), clock=clock)
     await broker.start()
     return broker
 

@@ -187,3 +187,19 @@ async def test_view_turned_back_on_after_retention_is_rebuilt_from_the_log(
     reopened = await open_broker(tmp_path, clock)  # the rebuilt view survives a restart
     assert as_dict(await read_all(reopened)) == {b"d": (5, b"1")}
     await reopened.close()
+
+
+async def test_view_applied_in_a_child_process_survives_restarts(tmp_path: Path) -> None:
+    """The default: a spawned child writes the view, the broker reads the same LMDB files."""
+    clock = FakeClock()
+    broker = await open_broker(tmp_path, clock, in_process=False)
+    await broker.topics.create(TOPIC, 1, {})
+    await append(broker, [(b"a", b"1"), (b"b", b"1"), (None, b"keyless")])
+    await append(broker, [(b"a", b"2"), (b"b", None)])
+    expected = {b"a": (3, b"2"), b"b": (4, None)}
+    assert as_dict(await read_all(broker)) == expected
+    await broker.close()
+    broker = await open_broker(tmp_path, clock, in_process=False)
+    await append(broker, [(b"c", b"1")])
+    assert as_dict(await read_all(broker)) == {**expected, b"c": (5, b"1")}
+    await broker.close()

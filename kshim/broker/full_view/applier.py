@@ -2,8 +2,8 @@
 
 For each source partition with something new it reads ``T`` from the view's
 applied position up to the last stable offset (so only decided transactions),
-decodes in a worker thread, and commits the changes together with the new
-applied position in one LMDB transaction. It wakes on high-watermark advances
+has them decoded and committed together with the new applied position in one
+LMDB transaction (in a child process by default: worker.py). It wakes on high-watermark advances
 (never polls) and, every ``TOMBSTONE_PURGE_INTERVAL_S``, purges expired
 tombstones. On restart every partition is looked at once, so the view resumes
 from its stored position.
@@ -16,7 +16,6 @@ import contextlib
 import logging
 import time
 
-from kshim.broker.full_view.changes import view_changes
 from kshim.broker.full_view.naming import has_view, view_name
 from kshim.broker.state import Broker
 from kshim.storage.interface import TopicPartition, chunk_bytes
@@ -50,11 +49,12 @@ async def apply_partition_once(broker: Broker, topic_partition: TopicPartition) 
     if result.end_offset <= position:
         return False
     expiry = broker.clock() + int(topic.configs["delete.retention.ms"])
-    changes = await asyncio.to_thread(view_changes, data, list(transactions.aborted), expiry)
     async with view.lock:
         if broker.topic(topic_partition.topic) is not topic:
             return False  # deleted meanwhile: its view data is gone too
-        await asyncio.to_thread(view.store.apply, topic_partition, changes, result.end_offset)
+        await view.applier.apply(
+            topic_partition, data, list(transactions.aborted), expiry, result.end_offset
+        )
         view.set_position(topic_partition, result.end_offset)
     broker.append_waiters.notify(view_partition(topic_partition))
     return True

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 
+from kshim.broker.full_view.worker import ChunkApplier
 from kshim.storage.full_view_store import FullViewStore
 from kshim.storage.interface import TopicPartition
 
 
 class FullView:
-    def __init__(self, store: FullViewStore) -> None:
+    def __init__(self, store: FullViewStore, applier: ChunkApplier) -> None:
         self.store = store
+        self.applier = applier
         self.wake_up = asyncio.Event()  # set when any source partition has something new
         self.pending: set[TopicPartition] = set()
         self.lock = asyncio.Lock()  # serialises applying a chunk with deleting a view
