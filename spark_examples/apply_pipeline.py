@@ -166,8 +166,10 @@ class CaptureProcess:
         """Starts it (the environment, KSHIM_CAPTURE_REGISTRY included, is inherited)."""
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
         command = [*self.command, "--once"] if once else self.command
+        # Unbuffered, so a kill -9 loses none of its progress lines.
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, cwd=REPOSITORY_ROOT
+            command, stdout=log, stderr=subprocess.STDOUT, cwd=REPOSITORY_ROOT, env=environment
         )
         log.close()
         return self

@@ -1,0 +1,289 @@
+"""End to end on Spark: capture -> kshim -> Spark apply, with the VENUS consistency experiment.
+
+Random inserts, updates and deletes run on a SQLite source while the capture child process
+ships them through a kshim broker with the capture review hook, and the Spark apply job
+(``--once`` runs, as a scheduler would start it) writes SQLite and DuckDB destinations. The
+broker is killed with -9 and restarted on the same port and data directory mid-stream, the
+capture is killed with -9 at a random point and restarted. At the end every destination
+equals the source (verify.compare_tables), the topic holds every change sequence exactly
+once, and each destination's stored next offset is the end of the topic. A destination
+started late from ``T.full`` (bootstrap) converges too. Skipped without the connector jars.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from kshim.testing import BrokerProcess
+from spark_examples.apply import ApplyOptions, apply_error_message, start_apply
+from spark_examples.apply_core import next_offset
+from spark_examples.apply_pipeline import (
+    TABLE_NAMES,
+    CaptureProcess,
+    Workload,
+    capture_drained,
+    create_source_tables,
+    registry_environment,
+    topic_end_offset,
+    wait_until,
+)
+from spark_examples.capture import SEQ_HEADER
+from spark_examples.databases import open_database
+from spark_examples.spark_session import connector_unavailable_reason, kafka_spark_session
+from spark_examples.verify import compare_tables
+
+UNAVAILABLE = connector_unavailable_reason()
+
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or ""),
+    pytest.mark.timeout(400),
+]
+TOPIC = "shop"
+REVIEW_SETTINGS = ["kshim.review.hook=spark_examples.capture_review:decide"]
+APPLY_TIMEOUT_S = 180
+DRAIN_TIMEOUT_S = 180
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = kafka_spark_session("kshim-sync-pipeline")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The capture registry, in the environment the broker and the capture inherit."""
+    for name, value in registry_environment(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    return tmp_path / "capture-registry"
+
+
+def apply_once(
+    spark: SparkSession, bootstrap: str, topic: str, dest: str, checkpoint: Path
+) -> None:
+    """One ``--once`` run of the apply job (trigger availableNow); fails the test on error."""
+    options = ApplyOptions(bootstrap, topic, dest, str(checkpoint), once=True)
+    query = start_apply(spark, options)
+    if not query.awaitTermination(APPLY_TIMEOUT_S):
+        query.stop()
+        pytest.fail(f"apply of {topic} into {dest} did not finish in {APPLY_TIMEOUT_S} s")
+    assert apply_error_message(query) is None
+
+
+def committed_sequences(bootstrap: str, topic: str) -> list[int]:
+    """The change sequence numbers of every committed record of ``topic``, in offset order."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    end = topic_end_offset(bootstrap, topic)
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "kshim-pipeline-check",
+        "isolation.level": "read_committed", "enable.auto.commit": False,
+    })  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    sequences: list[int] = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            for message in consumer.consume(1000, timeout=1.0):
+                assert message.error() is None, message.error()
+                sequences.append(int(dict(message.headers() or [])[SEQ_HEADER]))
+            if consumer.position([TopicPartition(topic, 0)])[0].offset >= end:
+                return sequences
+    finally:
+        consumer.close()
+    pytest.fail(f"could not read {topic} up to offset {end}")
+
+
+def last_record_offset(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kshim-pipeline-last",
+                         "isolation.level": "read_committed"})  # fmt: skip
+    end = topic_end_offset(bootstrap, topic)
+    consumer.assign([TopicPartition(topic, 0, max(0, end - 3))])  # the last record, then markers
+    try:
+        offsets = [message.offset() for message in consumer.consume(10, timeout=5.0)]
+    finally:
+        consumer.close()
+    assert offsets, f"no record near the end of {topic}"
+    return max(offsets)
+
+
+class PacedWorkload(threading.Thread):
+    """Runs the workload in the background at a bounded rate, so kills land mid-stream."""
+
+    def __init__(self, source_url: str, operations: int, per_second: int, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.source_url, self.total, self.per_second, self.seed = (
+            source_url, operations, per_second, seed,
+        )  # fmt: skip
+        self.done = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        database = open_database(self.source_url)
+        try:
+            workload, chunk = Workload(database, seed=self.seed), max(1, self.per_second // 10)
+            while self.done < self.total:
+                started = time.monotonic()
+                step = min(chunk, self.total - self.done)
+                workload.run(step)
+                self.done += step
+                time.sleep(max(0.0, 0.1 - (time.monotonic() - started)))
+        except BaseException as error:
+            self.error = error
+        finally:
+            database.close()
+
+    def reached(self, fraction: float, timeout_s: float = 120) -> None:
+        wait_until(lambda: self.done >= fraction * self.total or not self.is_alive(), timeout_s,
+                   f"{fraction:.0%} of the workload")  # fmt: skip
+
+
+@dataclass
+class Scenario:
+    source_url: str
+    destinations: list[str]
+    operations: int
+    kill_broker: bool = True
+    kill_capture: bool = True
+    late_destination: str | None = None  # bootstrapped from T.full half-way
+    seed: int = 7
+    per_second: int = 400  # workload pace: slow enough for kills and runs to land mid-stream
+
+
+def run_scenario(spark: SparkSession, work: Path, scenario: Scenario) -> None:
+    """Runs the experiment; asserts equality, exactly-once on the topic and apply offsets."""
+    generator = random.Random(scenario.seed)
+    source = open_database(scenario.source_url)
+    try:
+        create_source_tables(source)
+    finally:
+        source.close()
+    broker = BrokerProcess(work / "broker", REVIEW_SETTINGS).start()
+    capture = CaptureProcess(scenario.source_url, broker.bootstrap, TOPIC, work / "capture.log")
+    workload = PacedWorkload(
+        scenario.source_url, scenario.operations, scenario.per_second, scenario.seed
+    )
+    checkpoints = {dest: work / f"checkpoint-{index}" for index, dest in
+                   enumerate([*scenario.destinations, scenario.late_destination])}  # fmt: skip
+
+    def apply_all() -> None:
+        for dest in scenario.destinations:
+            apply_once(spark, broker.bootstrap, TOPIC, dest, checkpoints[dest])
+
+    kill_points: list[int] = []  # operations done when a kill happened
+    try:
+        capture.start()
+        workload.start()
+        if scenario.kill_broker:
+            workload.reached(0.15)
+            broker.kill()
+            kill_points.append(workload.done)
+            time.sleep(1.0)  # the capture and the workload go on without the broker
+            broker = BrokerProcess(work / "broker", REVIEW_SETTINGS, port=broker.port).start()
+        if scenario.kill_capture:
+            workload.reached(0.3)
+            time.sleep(generator.uniform(0.0, 1.0))
+            capture.kill()
+            kill_points.append(workload.done)
+            capture.start()
+        apply_all()  # while the workload goes on
+        if scenario.late_destination is not None:
+            workload.reached(0.5)  # full data so far, then the changes after it
+            dest = scenario.late_destination
+            apply_once(spark, broker.bootstrap, TOPIC + ".full", dest, checkpoints[dest])
+            kill_points.append(workload.done)  # not a kill: the bootstrap is mid-stream too
+        workload.join(180)
+        assert workload.error is None and workload.done == scenario.operations
+        assert all(point < scenario.operations for point in kill_points), kill_points
+        wait_until(lambda: capture_drained(scenario.source_url, TOPIC), DRAIN_TIMEOUT_S,
+                   "capture of every change")  # fmt: skip
+        capture.stop()
+        end = topic_end_offset(broker.bootstrap, TOPIC)
+        wait_until(lambda: topic_end_offset(broker.bootstrap, TOPIC + ".full") >= end, 60,
+                   "T.full caught up")  # fmt: skip
+        apply_all()
+        if scenario.late_destination is not None:
+            dest = scenario.late_destination
+            apply_once(spark, broker.bootstrap, TOPIC + ".full", dest, checkpoints[dest])
+        check_outcome(broker.bootstrap, scenario)
+    finally:
+        capture.kill()
+        broker.stop()
+
+
+def check_outcome(bootstrap: str, scenario: Scenario) -> None:
+    source = open_database(scenario.source_url)
+    try:
+        issued = int(source.execute("SELECT last_seq FROM kshim_change_seq")[0][0])
+    finally:
+        source.close()
+    assert issued >= scenario.operations  # an update of a row is one change, like the rest
+    # No duplicate, no missing change: each sequence committed exactly once, in order.
+    assert committed_sequences(bootstrap, TOPIC) == list(range(1, issued + 1))
+    last = last_record_offset(bootstrap, TOPIC)
+    for dest in scenario.destinations:
+        assert compare_tables(scenario.source_url, dest, TABLE_NAMES) == [], dest
+        database = open_database(dest)
+        try:
+            assert next_offset(database, TOPIC, 0) == last + 1
+        finally:
+            database.close()
+    if scenario.late_destination is not None:
+        dest = scenario.late_destination
+        assert compare_tables(scenario.source_url, dest, TABLE_NAMES) == [], dest
+        database = open_database(dest)
+        try:  # the last change of T is its key's latest, so T.full holds it too
+            assert next_offset(database, TOPIC + ".full", 0) == last + 1
+        finally:
+            database.close()
+
+
+def test_sqlite_source_to_sqlite_and_duckdb_through_broker_and_capture_kills(
+    spark: SparkSession, tmp_path: Path, registry: Path
+) -> None:
+    run_scenario(
+        spark,
+        tmp_path,
+        Scenario(
+            source_url=f"sqlite:///{tmp_path}/source.db",
+            destinations=[f"sqlite:///{tmp_path}/dest.db", f"duckdb:///{tmp_path}/dest.duckdb"],
+            operations=10_000,
+        ),
+    )
+
+
+def test_late_destination_bootstraps_from_the_full_view(
+    spark: SparkSession, tmp_path: Path, registry: Path
+) -> None:
+    run_scenario(
+        spark,
+        tmp_path,
+        Scenario(
+            source_url=f"sqlite:///{tmp_path}/source.db",
+            destinations=[f"sqlite:///{tmp_path}/dest.db"],
+            operations=3_000,
+            kill_broker=False,
+            kill_capture=False,
+            late_destination=f"sqlite:///{tmp_path}/late.db",
+            seed=11,
+            per_second=150,
+        ),
+    )
+    late = open_database(f"sqlite:///{tmp_path}/late.db")
+    try:  # it only ever read the view
+        assert late.execute("SELECT topic FROM kshim_apply_state") == [(TOPIC + ".full",)]
+    finally:
+        late.close()
