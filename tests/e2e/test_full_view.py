@@ -14,6 +14,8 @@ import contextlib
 from collections.abc import Iterator, Sequence
 
 import pytest
+from aiokafka import AIOKafkaConsumer  # type: ignore[import-untyped]
+from aiokafka.structs import TopicPartition as AioTopicPartition  # type: ignore[import-untyped]
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -193,3 +195,32 @@ def test_view_survives_kill_and_restart(fresh_broker: BrokerProcess) -> None:
     fresh_broker.start()
     produce(fresh_broker.bootstrap, topic, [(b"c", b"2")])
     assert read_view(fresh_broker.bootstrap, topic) == {**expected, b"c": (7, b"2")}
+
+
+async def test_aiokafka_reads_the_view_to_its_end(shared_broker: BrokerProcess) -> None:
+    """aiokafka's read_committed consumer crosses the removed records up to the high
+    watermark (its position ends there) and gets exactly the live keys."""
+    topic = unique_topic("full-aio")
+    create_topic(shared_broker.bootstrap, topic)
+    produce(shared_broker.bootstrap, topic, WRITES)
+    assert read_view(shared_broker.bootstrap, topic) == EXPECTED  # the view has caught up
+    high_watermark = len(WRITES)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=shared_broker.bootstrap, isolation_level="read_committed",
+        enable_auto_commit=False, auto_offset_reset="earliest",
+    )  # fmt: skip
+    await consumer.start()
+    try:
+        partition = AioTopicPartition(topic + ".full", 0)
+        consumer.assign([partition])
+        await consumer.seek_to_beginning(partition)
+        view: View = {}
+        deadline = Deadline()
+        while await consumer.position(partition) < high_watermark:
+            assert not deadline.expired(), "aiokafka did not reach the high watermark"
+            batches = await consumer.getmany(partition, timeout_ms=500)
+            for message in batches.get(partition, []):
+                view[message.key] = (message.offset, message.value)
+    finally:
+        await consumer.stop()
+    assert view == EXPECTED
