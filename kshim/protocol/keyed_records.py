@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kshim.protocol import compression
 from kshim.protocol.primitives import DecodeError, read_signed_varint, write_signed_varint
@@ -32,8 +32,7 @@ PLAIN_PRODUCER = (-1, -1, -1)  # producer id, epoch, base sequence: not idempote
 _CRC = struct.Struct(">I")
 
 
-@dataclass(frozen=True, slots=True)
-class KeyedRecord:
+class KeyedRecord(NamedTuple):  # a tuple: built for every record, so it must be cheap
     offset: int
     timestamp: int
     key: bytes
@@ -68,17 +67,17 @@ def keyed_records(batch: bytes | memoryview) -> Iterator[KeyedRecord]:
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
     position = 0
     for _ in range(header.records_count):
-        length, position = read_signed_varint(raw, position)
+        length, position = _signed_varint(raw, position)
         end = position + length
         if length < 3 or end > len(raw):
             raise DecodeError("record runs past the end of its batch")
-        timestamp_delta, fields_at = read_signed_varint(raw, position + 1)
-        offset_delta, fields_at = read_signed_varint(raw, fields_at)
-        key_length, key_at = read_signed_varint(raw, fields_at)
+        timestamp_delta, fields_at = _signed_varint(raw, position + 1)
+        offset_delta, fields_at = _signed_varint(raw, fields_at)
+        key_length, key_at = _signed_varint(raw, fields_at)
         if key_length >= 0:
             if key_at + key_length > end:
                 raise DecodeError("record key runs past the end of its record")
-            value_length, _ = read_signed_varint(raw, key_at + key_length)
+            value_length, _ = _signed_varint(raw, key_at + key_length)
             timestamp = header.max_timestamp if log_append_time else header.base_timestamp
             yield KeyedRecord(
                 header.base_offset + offset_delta,
@@ -88,3 +87,17 @@ def keyed_records(batch: bytes | memoryview) -> Iterator[KeyedRecord]:
                 raw[fields_at:end],
             )
         position = end
+
+
+def _signed_varint(raw: bytes, position: int) -> tuple[int, int]:
+    """``read_signed_varint`` with the one- and two-byte cases (deltas and lengths below
+    8 KiB, nearly all of them) inline: this loop runs for every record of the view."""
+    if position + 1 < len(raw):
+        first = raw[position]
+        if first < 0x80:
+            return (first >> 1) ^ -(first & 1), position + 1
+        second = raw[position + 1]
+        if second < 0x80:
+            value = (first & 0x7F) | (second << 7)
+            return (value >> 1) ^ -(value & 1), position + 2
+    return read_signed_varint(raw, position)
