@@ -42,11 +42,11 @@ def _bars(
 def draw(results: dict[str, Any], directory: Path) -> list[str]:
     """Writes the plots into ``directory``; returns their file names."""
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    _bars(left, results, [("throughput.produce_100B_records_per_s", "produce 100 B"),
-                          ("throughput.produce_1KiB_records_per_s", "produce 1 KiB"),
-                          ("throughput.consume_100B_records_per_s", "consume 100 B"),
-                          ("throughput.consume_1KiB_records_per_s", "consume 1 KiB"),
-                          ("transactional.records_per_s", "txn produce 100 B")], 1000)  # fmt: skip
+    _bars(left, results, [("throughput.produce_100B_records_per_s", "produce\n100 B"),
+                          ("throughput.produce_1KiB_records_per_s", "produce\n1 KiB"),
+                          ("throughput.consume_100B_records_per_s", "consume\n100 B"),
+                          ("throughput.consume_1KiB_records_per_s", "consume\n1 KiB"),
+                          ("transactional.records_per_s", "txn produce\n100 B")], 1000)  # fmt: skip
     left.set_ylabel("thousand records/s")
     left.set_title("Throughput, 1 partition, acks=all")
     _bars(right, results, [("latency.p50_ms", "p50"), ("latency.p99_ms", "p99"),
@@ -58,15 +58,16 @@ def draw(results: dict[str, Any], directory: Path) -> list[str]:
     figure.savefig(directory / "throughput_latency.png", dpi=100)
     plt.close(figure)
 
+    backlog = results["scale"]["backlog_records"]
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     _bars(left, results, [("venus.kafka-python_seconds", "kafka-python"),
                           ("venus.confluent-kafka_seconds", "confluent-kafka")], 1)  # fmt: skip
     left.set_ylabel("seconds, first send to last receive")
-    left.set_title("VENUS transmission: 100,000 JSON row changes")
+    left.set_title(f"VENUS transmission: {results['scale']['venus_records']:,} JSON row changes")
     _bars(right, results, [("accumulation.idle_rss_mb", "idle"),
-                           ("accumulation.backlog_rss_mb", "200k backlog"),
+                           ("accumulation.backlog_rss_mb", f"{backlog:,} backlog"),
                            ("idle_connections.extra_rss_mb", "+500 idle conns")], 1)  # fmt: skip
-    right.set_ylabel("MB RSS")
+    right.set_ylabel("MB RSS (idle connections: extra)")
     right.set_title("Broker memory")
     figure.tight_layout()
     figure.savefig(directory / "venus_memory.png", dpi=100)

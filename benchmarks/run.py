@@ -3,6 +3,7 @@
     python -m benchmarks.run                      # full run, ~25 minutes on 2 cores
     python -m benchmarks.run --quick              # smaller counts, 2 repeats, ~6 minutes
     python -m benchmarks.run --repeats 5 --brokers kshim,tansu,kafka
+    python -m benchmarks.run --render-only        # report.md and plots again from report.json
 
 Every workload starts each broker in turn on a fresh data dir, with the same
 clients and settings; within a repeat the brokers alternate workload by workload,
@@ -180,7 +181,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, help="repeats per workload (default 3; quick 2)")
     parser.add_argument("--brokers", default="kshim,tansu,kafka")
     parser.add_argument("--workloads", default=",".join([*WORKLOADS, "full_view"]))
+    parser.add_argument(
+        "--render-only", action="store_true", help="rewrite report.md and plots from report.json"
+    )
     arguments = parser.parse_args()
+    if arguments.render_only:
+        write(json.loads((RESULTS / "report.json").read_text()))
+        return
     scale = QUICK if arguments.quick else FULL
     if arguments.repeats:
         scale = Scale(**{**asdict(scale), "repeats": arguments.repeats})

@@ -16,7 +16,7 @@ from multiprocessing.synchronize import Event
 from typing import Any
 
 from benchmarks.brokers import RunningBroker
-from benchmarks.workloads import TIMEOUT_S, create_topic
+from benchmarks.workloads import TIMEOUT_S, create_topic, send
 
 CLIENTS = ("kafka-python", "confluent-kafka")
 TABLE_ROWS = 10_000  # row changes update rows of a table this big, so keys repeat
@@ -72,13 +72,7 @@ def _send(client: str, bootstrap: str, topic: str, rows: list[tuple[bytes, bytes
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     for key, value in rows:
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key)
-                break
-            except BufferError:
-                producer.poll(0.001)
-        producer.poll(0)
+        send(producer, topic, value, key)
     if producer.flush(TIMEOUT_S):
         raise RuntimeError("confluent-kafka producer did not deliver every record")
 

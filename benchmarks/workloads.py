@@ -49,6 +49,17 @@ def create_topic(
     admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(TIMEOUT_S)
 
 
+def send(producer: Producer, topic: str, value: bytes, key: bytes | None = None) -> None:
+    """Queues one record, serving delivery callbacks while librdkafka's queue is full."""
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key)
+            break
+        except BufferError:
+            producer.poll(0.001)
+    producer.poll(0)
+
+
 def produce(
     broker: RunningBroker, topic: str, count: int, record_bytes: int, **config: object
 ) -> Throughput:
@@ -60,13 +71,7 @@ def produce(
     cpu_before = broker.cpu_seconds()
     started = time.perf_counter()
     for _ in range(count):
-        while True:
-            try:
-                producer.produce(topic, value=payload)
-                break
-            except BufferError:
-                producer.poll(0.001)
-        producer.poll(0)
+        send(producer, topic, payload)
     remaining = producer.flush(TIMEOUT_S)
     elapsed = time.perf_counter() - started
     if remaining:
@@ -154,12 +159,7 @@ def produce_transactional(
     for first in range(0, count, per_transaction):
         producer.begin_transaction()
         for _ in range(min(per_transaction, count - first)):
-            while True:
-                try:
-                    producer.produce(topic, value=payload)
-                    break
-                except BufferError:
-                    producer.poll(0.001)
+            send(producer, topic, payload)
         producer.commit_transaction(TIMEOUT_S)
     elapsed = time.perf_counter() - started
     return Throughput(count, elapsed, record_bytes, broker.cpu_seconds() - cpu_before)
