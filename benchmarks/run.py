@@ -95,6 +95,7 @@ def venus(broker: RunningBroker, scale: Scale) -> Metrics:
         result = transmission(broker, client, scale.venus_records)
         metrics[f"{client}_seconds"] = result["seconds"]
         metrics[f"{client}_records_per_s"] = result["records_per_s"]
+        metrics[f"{client}_send_seconds"] = result["send_seconds"]
     return metrics
 
 
