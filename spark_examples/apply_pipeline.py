@@ -46,6 +46,7 @@ SOURCE_TABLES: dict[str, dict[str, PortableType]] = {
 TABLE_NAMES = list(SOURCE_TABLES)
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 STOP_TIMEOUT_S = 20.0
+TRANSACTION_ATTEMPTS = 5
 
 
 def create_source_tables(database: Database) -> None:
@@ -106,22 +107,42 @@ class Workload:
         self.next_id = {table: max(ids, default=0) + 1 for table, ids in self.live.items()}
 
     def run(self, operations: int, per_transaction: int = 5) -> None:
-        """Performs ``operations`` statements, ``per_transaction`` per source transaction."""
+        """Performs ``operations`` statements, ``per_transaction`` per source transaction.
+
+        A transaction that fails transiently (a PostgreSQL deadlock, say with the capture
+        installing its triggers) is rolled back and run again, as applications do.
+        """
         remaining = operations
         while remaining > 0:
             count = min(remaining, self.generator.randint(1, 2 * per_transaction - 1))
-            with self.database.transaction():
-                for _ in range(count):
-                    self._one_statement()
+            self._transaction(count)
             remaining -= count
             self.operations += count
 
-    def _one_statement(self) -> None:
+    def _transaction(self, count: int) -> None:
+        for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
+            undo: list[tuple[str, str, int]] = []  # in-memory effects to revert on rollback
+            try:
+                with self.database.transaction():
+                    for _ in range(count):
+                        self._one_statement(undo)
+                return
+            except Exception as error:
+                if attempt == TRANSACTION_ATTEMPTS or not _transient(error):
+                    raise
+                for action, table, row_id in reversed(undo):
+                    if action == "insert":
+                        self.live[table].remove(row_id)
+                    else:
+                        self.live[table].append(row_id)
+                time.sleep(0.05 * attempt)
+
+    def _one_statement(self, undo: list[tuple[str, str, int]]) -> None:
         table = self.generator.choice(TABLE_NAMES)
         ids = self.live[table]
         draw = self.generator.random()
         if not ids or draw < 0.4:
-            self._insert(table)
+            undo.append(("insert", table, self._insert(table)))
         elif draw < 0.8:
             row = _random_row(self.generator, table, self.generator.choice(ids))
             names = [name for name in row if name != "id"]
@@ -132,15 +153,25 @@ class Workload:
             )
         else:
             victim = ids.pop(self.generator.randrange(len(ids)))
+            undo.append(("delete", table, victim))
             self.database.execute(f"DELETE FROM {table} WHERE id = ?", [victim])
 
-    def _insert(self, table: str) -> None:
+    def _insert(self, table: str) -> int:
         row = _random_row(self.generator, table, self.next_id[table])
         self.next_id[table] += 1
         names = ", ".join(quote(name) for name in row)
         marks = ", ".join("?" for _ in row)
         self.database.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(row.values()))
         self.live[table].append(row["id"])
+        return int(row["id"])
+
+
+def _transient(error: Exception) -> bool:
+    """Errors after which the same transaction may succeed: deadlock victim, lock timeout."""
+    name = type(error).__name__
+    return name in ("DeadlockDetected", "SerializationFailure", "LockNotAvailable") or (
+        name == "OperationalError" and "locked" in str(error)
+    )
 
 
 class CaptureProcess:

@@ -1,0 +1,87 @@
+"""End to end on Spark with PostgreSQL: as source and destination, and across engines.
+
+The experiment of test_pipeline_spark.py at a smaller scale: a PostgreSQL source (capture
+triggers in PL/pgSQL) into a PostgreSQL destination through a broker kill and a capture
+kill; then a SQLite source into PostgreSQL and DuckDB destinations at once. Skipped without
+the connector jars or without a PostgreSQL installation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_examples.apply_pipeline import registry_environment
+from spark_examples.spark_session import kafka_spark_session
+from tests.sync.test_pipeline_spark import UNAVAILABLE, Scenario, run_scenario
+
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or ""),
+    pytest.mark.timeout(400),
+]
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = kafka_spark_session("kshim-sync-pipeline-postgres")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in registry_environment(tmp_path).items():
+        monkeypatch.setenv(name, value)
+
+
+def another_database(postgres_server: str) -> str:
+    """A second fresh database on the session's cluster (postgres_url gives one per test)."""
+    import psycopg
+
+    name = f"kshim_dest_{os.getpid()}_{next(_names)}"
+    with psycopg.connect(postgres_server + "postgres", autocommit=True) as connection:
+        connection.execute(f"CREATE DATABASE {name}")
+    return postgres_server + name
+
+
+@pytest.mark.usefixtures("registry")
+def test_postgresql_source_to_postgresql_through_broker_and_capture_kills(
+    spark: SparkSession, tmp_path: Path, postgres_url: str, postgres_server: str
+) -> None:
+    run_scenario(
+        spark,
+        tmp_path,
+        Scenario(
+            source_url=postgres_url,
+            destinations=[another_database(postgres_server)],
+            operations=3_000,
+            seed=23,
+            per_second=200,
+        ),
+    )
+
+
+@pytest.mark.usefixtures("registry")
+def test_sqlite_source_to_postgresql_and_duckdb(
+    spark: SparkSession, tmp_path: Path, postgres_url: str
+) -> None:
+    run_scenario(
+        spark,
+        tmp_path,
+        Scenario(
+            source_url=f"sqlite:///{tmp_path}/source.db",
+            destinations=[postgres_url, f"duckdb:///{tmp_path}/dest.duckdb"],
+            operations=3_000,
+            kill_broker=False,
+            seed=29,
+            per_second=200,
+        ),
+    )
