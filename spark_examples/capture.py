@@ -61,6 +61,10 @@ OP_HEADER = "kshim.op"  # insert | update | delete as logged
 Record = tuple[bytes, bytes | None, list[tuple[str, bytes]]]
 
 
+def _print_now(line: str) -> None:
+    print(line, flush=True)  # flushed: a supervising process reads progress as it happens
+
+
 class BatchLost(RuntimeError):
     """The batch was not recorded in the source (review aborted it or Kafka failed)."""
 
@@ -115,12 +119,12 @@ class Capture:
         stop: threading.Event,
         batch_size: int = BATCH_SIZE,
         transaction_timeout_ms: int = 60_000,
-        progress: Callable[[str], None] = print,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         self.db, self.tables, self.topic, self.stop = db, tables, topic, stop
         self.bootstrap, self.batch_size = bootstrap, batch_size
         self.transaction_timeout_ms = transaction_timeout_ms
-        self.progress = progress
+        self.progress = progress or _print_now
         self.producer: Producer | None = None
         self.captured = 0
         self.last_seq = 0  # valid while self.producer is not None
