@@ -67,13 +67,26 @@ def install_capture(db: Database, tables: list[str]) -> None:
             db.execute(statement)
         if not db.execute(f"SELECT 1 FROM {SEQUENCE_TABLE} WHERE id = 1"):
             db.execute(f"INSERT INTO {SEQUENCE_TABLE} (id, last_seq) VALUES (1, 0)")
-        for table in tables:
-            key = db.primary_key(table)
-            if not key:
-                raise ValueError(f"table {table!r} has no primary key")
-            install = _sqlite_triggers if db.engine == "sqlite" else _postgres_trigger
+    for table in tables:
+        key = db.primary_key(table)
+        if not key:
+            raise ValueError(f"table {table!r} has no primary key")
+        # One table per transaction, and PostgreSQL triggers only when absent: creating a
+        # trigger locks its table, and applications keep writing while capture starts.
+        if db.engine == "postgresql" and _postgres_has_trigger(db, table):
+            continue
+        install = _sqlite_triggers if db.engine == "sqlite" else _postgres_trigger
+        with db.transaction():
             for statement in install(table, key):
                 db.execute(statement)
+
+
+def _postgres_has_trigger(db: Database, table: str) -> bool:
+    found = db.execute(
+        "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(?) AND tgname IN (?, ?)",
+        [quote(table), "kshim_capture", "kshim_capture_lock"],
+    )
+    return int(found[0][0]) == 2
 
 
 def _sqlite_string(text: str) -> str:
@@ -153,11 +166,24 @@ BEGIN
   RETURN NULL;
 END"""
     return [
+        _POSTGRES_LOCK_FUNCTION,
         f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql "
         f"AS $kshim${body}$kshim$",
         f"CREATE OR REPLACE TRIGGER kshim_capture AFTER INSERT OR UPDATE OR DELETE "
         f"ON {quote(table)} FOR EACH ROW EXECUTE FUNCTION {function}()",
+        # Before the statement touches any row, wait for the counter row. Taken after the
+        # statement's row locks instead (the row trigger runs AFTER), a writer holding a
+        # row could wait for the counter held by a writer waiting for that row: deadlock.
+        f"CREATE OR REPLACE TRIGGER kshim_capture_lock BEFORE INSERT OR UPDATE OR DELETE "
+        f"ON {quote(table)} FOR EACH STATEMENT EXECUTE FUNCTION kshim_capture_lock()",
     ]
+
+
+_POSTGRES_LOCK_FUNCTION = (
+    "CREATE OR REPLACE FUNCTION kshim_capture_lock() RETURNS trigger LANGUAGE plpgsql AS "
+    f"$kshim$ BEGIN PERFORM 1 FROM {SEQUENCE_TABLE} WHERE id = 1 FOR UPDATE; RETURN NULL; "
+    "END $kshim$"
+)
 
 
 def read_changes(db: Database, after_seq: int, tables: list[str], limit: int) -> list[LoggedChange]:

@@ -214,6 +214,40 @@ def test_postgres_sequence_follows_commit_order(postgres_url: str) -> None:
     second.close()
 
 
+def test_postgres_writers_queue_before_taking_row_locks(postgres_url: str) -> None:
+    holder, waiter = open_database(postgres_url), open_database(postgres_url)
+    create_items(holder)
+    holder.execute("INSERT INTO items (id, name) VALUES (1, 'a'), (3, 'c')")
+    capture_triggers.install_capture(holder, ["items"])
+    errors: list[Exception] = []
+
+    def update_row_one() -> None:
+        try:
+            waiter.execute("UPDATE items SET name = 'waiter' WHERE id = 1")
+        except Exception as error:
+            errors.append(error)
+
+    with holder.transaction():
+        holder.execute("UPDATE items SET name = 'holder' WHERE id = 3")  # holds the counter
+        thread = threading.Thread(target=update_row_one)
+        thread.start()
+        time.sleep(0.5)  # the waiter now queues for the counter, holding no row lock
+        # Had the waiter locked row 1 first, this would deadlock (detected after 1 s).
+        holder.execute("UPDATE items SET name = 'holder' WHERE id = 1")
+    thread.join(10)
+    assert errors == []
+    assert [
+        (c.pk["id"], c.seq) for c in capture_triggers.read_changes(holder, 0, ["items"], 9)
+    ] == [
+        (3, 1),
+        (1, 2),
+        (1, 3),
+    ]
+    assert capture_triggers.current_row(holder, "items", {"id": 1})["name"] == "waiter"
+    holder.close()
+    waiter.close()
+
+
 # -- review hook --------------------------------------------------------------------------
 def test_review_decisions_follow_the_source(
     source: Database, source_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
