@@ -123,7 +123,7 @@ def start_apply(
         read_changes(spark, options)
         .writeStream.foreachBatch(batch_writer(options.dest, options.max_retries, report))
         .option("checkpointLocation", options.checkpoint)
-        .queryName(f"kshim-apply-{options.topic}")
+        .queryName(f"kshim-apply {options.topic} -> {options.dest}")  # unique per session
     )
     if options.once:
         writer = writer.trigger(availableNow=True)

@@ -16,6 +16,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -172,6 +173,45 @@ def _transient(error: Exception) -> bool:
     return name in ("DeadlockDetected", "SerializationFailure", "LockNotAvailable") or (
         name == "OperationalError" and "locked" in str(error)
     )
+
+
+class PacedWorkload(threading.Thread):
+    """Runs a ``Workload`` in a background thread at a bounded rate until done or stopped.
+
+    ``done`` counts the operations committed so far; ``error`` holds what stopped it early.
+    """
+
+    def __init__(self, source_url: str, operations: int, per_second: int, seed: int) -> None:
+        super().__init__(daemon=True, name="kshim-workload")
+        self.source_url, self.total, self.per_second, self.seed = (
+            source_url, operations, per_second, seed,
+        )  # fmt: skip
+        self.done = 0
+        self.error: BaseException | None = None
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        database = open_database(self.source_url)
+        try:
+            workload, chunk = Workload(database, seed=self.seed), max(1, self.per_second // 10)
+            while self.done < self.total and not self.stop_event.is_set():
+                started = time.monotonic()
+                step = min(chunk, self.total - self.done)
+                workload.run(step)
+                self.done += step
+                self.stop_event.wait(max(0.0, 0.1 - (time.monotonic() - started)))
+        except BaseException as error:
+            self.error = error
+        finally:
+            database.close()
+
+    def reached(self, fraction: float, timeout_s: float = 120) -> None:
+        """Waits until ``fraction`` of the operations are done (or the thread ended)."""
+        wait_until(
+            lambda: self.done >= fraction * self.total or not self.is_alive(),
+            timeout_s,
+            f"{fraction:.0%} of the workload",
+        )
 
 
 class CaptureProcess:

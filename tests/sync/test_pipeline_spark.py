@@ -13,7 +13,6 @@ started late from ``T.full`` (bootstrap) converges too. Skipped without the conn
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from spark_examples.apply_core import next_offset
 from spark_examples.apply_pipeline import (
     TABLE_NAMES,
     CaptureProcess,
-    Workload,
+    PacedWorkload,
     capture_drained,
     create_source_tables,
     registry_environment,
@@ -118,37 +117,6 @@ def last_record_offset(bootstrap: str, topic: str) -> int:
         consumer.close()
     assert offsets, f"no record near the end of {topic}"
     return max(offsets)
-
-
-class PacedWorkload(threading.Thread):
-    """Runs the workload in the background at a bounded rate, so kills land mid-stream."""
-
-    def __init__(self, source_url: str, operations: int, per_second: int, seed: int) -> None:
-        super().__init__(daemon=True)
-        self.source_url, self.total, self.per_second, self.seed = (
-            source_url, operations, per_second, seed,
-        )  # fmt: skip
-        self.done = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        database = open_database(self.source_url)
-        try:
-            workload, chunk = Workload(database, seed=self.seed), max(1, self.per_second // 10)
-            while self.done < self.total:
-                started = time.monotonic()
-                step = min(chunk, self.total - self.done)
-                workload.run(step)
-                self.done += step
-                time.sleep(max(0.0, 0.1 - (time.monotonic() - started)))
-        except BaseException as error:
-            self.error = error
-        finally:
-            database.close()
-
-    def reached(self, fraction: float, timeout_s: float = 120) -> None:
-        wait_until(lambda: self.done >= fraction * self.total or not self.is_alive(), timeout_s,
-                   f"{fraction:.0%} of the workload")  # fmt: skip
 
 
 @dataclass
