@@ -154,7 +154,7 @@ class Capture:
         changes = capture_triggers.read_changes(self.db, last, self.tables, self.batch_size)
         if not changes:
             return 0
-        records = [self._record(change) for change in changes]
+        records = self._records(changes)
         target = changes[-1].seq
         capture_review.begin_pending(self.db, self.topic, last, target)
         try:
@@ -176,18 +176,27 @@ class Capture:
         self.progress(f"captured {len(changes)} changes (total {self.captured}), last seq {target}")
         return len(changes)
 
-    def _record(self, change: capture_triggers.LoggedChange) -> Record:
-        key = change_format.encode_key(change.table, change.pk)
-        # Every record names its change in headers, since a tombstone has no value.
-        headers = [(SEQ_HEADER, str(change.seq).encode()), (OP_HEADER, change.op.encode())]
-        if change.op == "delete":
-            return key, None, headers
-        row = capture_triggers.current_row(self.db, change.table, change.pk)
-        if row is None:  # deleted after this change: its delete follows in the log
-            return key, None, headers
-        columns = self.db.table_columns(change.table)
-        value = change_format.encode_value(change.seq, change.op, change.table, columns, row)
-        return key, value, headers
+    def _records(self, changes: list[capture_triggers.LoggedChange]) -> list[Record]:
+        rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
+        for table in {change.table for change in changes}:
+            wanted = [c.pk for c in changes if c.table == table and c.op != "delete"]
+            rows[table] = capture_triggers.current_rows(self.db, table, wanted)
+        columns = {table: self.db.table_columns(table) for table in rows}
+        records = []
+        for change in changes:
+            key = change_format.encode_key(change.table, change.pk)
+            # Every record names its change in headers, since a tombstone has no value.
+            headers = [(SEQ_HEADER, str(change.seq).encode()), (OP_HEADER, change.op.encode())]
+            # A row absent now was deleted after this change; its delete follows in the log.
+            row = rows[change.table].get(tuple(change.pk.values()))
+            value = None
+            if change.op != "delete" and row is not None:
+                table_columns = columns[change.table]
+                value = change_format.encode_value(
+                    change.seq, change.op, change.table, table_columns, row
+                )
+            records.append((key, value, headers))
+        return records
 
     def _produce(self, producer: Producer, records: list[Record]) -> None:
         failures: list[Any] = []

@@ -34,6 +34,7 @@ LOG_TABLE = "kshim_change_log"
 SEQUENCE_TABLE = "kshim_change_seq"
 STATE_TABLE = "kshim_capture_state"
 CAPTURE_ENGINES = ("sqlite", "postgresql")
+ROWS_PER_QUERY = 500  # keys per row-reading query (SQLite allows 32766 parameters)
 
 _TABLES_SQL = (
     f"CREATE TABLE IF NOT EXISTS {SEQUENCE_TABLE} "
@@ -194,36 +195,65 @@ def read_changes(db: Database, after_seq: int, tables: list[str], limit: int) ->
         f"AND table_name IN ({marks}) ORDER BY seq LIMIT ?",
         [after_seq, *tables, limit],
     )
+    key_types = {table: _key_types(db, table) for table in {row[1] for row in rows}}
     changes = []
     for seq, table, pk_json, op in rows:
-        columns = db.table_columns(table)
+        logged = json.loads(pk_json)
         pk = {
-            name: databases.decode_value(columns[name], value)
-            for name, value in json.loads(pk_json).items()
+            name: databases.decode_value(kind, logged[name])
+            for name, kind in key_types[table].items()
         }
-        key_order = db.primary_key_cached(table)
-        changes.append(LoggedChange(int(seq), table, {k: pk[k] for k in key_order}, op))
+        changes.append(LoggedChange(int(seq), table, pk, op))
     return changes
 
 
-def current_row(db: Database, table: str, pk: dict[str, Any]) -> dict[str, Any] | None:
-    """The row of ``table`` with key ``pk`` now (decoded python values), or None if gone.
+def _key_types(db: Database, table: str) -> dict[str, databases.PortableType]:
+    # Primary-key column -> portable type, in key order.
+    columns = db.table_columns(table)
+    return {name: columns[name] for name in db.primary_key_cached(table)}
 
-    Capture ships the row as it is when captured, not as it was at the change. That is
+
+def current_rows(
+    db: Database, table: str, keys: list[dict[str, Any]]
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The rows of ``table`` with the given keys as they are now, by key-value tuple.
+
+    Capture ships rows as they are when captured, not as they were at the change. That is
     still right in the end: a later change to the same row has a higher seq and is
     shipped after this one, so the last record per key carries the row's final state, and
-    a row deleted meanwhile becomes a tombstone here and again at its delete.
+    a row deleted meanwhile (absent here) becomes a tombstone here and again at its delete.
+    Logging the row image in the trigger instead would cost every application write a
+    JSON serialisation of the row and put engine-specific encodings in the log.
     """
     columns = db.table_columns(table)
+    key = db.primary_key_cached(table)
     names = ", ".join(quote(name) for name in columns)
-    condition = " AND ".join(f"{quote(name)} = ?" for name in pk)
-    found = db.execute(f"SELECT {names} FROM {quote(table)} WHERE {condition}", list(pk.values()))
-    if not found:
-        return None
-    return {
-        name: databases.decode_value(kind, value)
-        for (name, kind), value in zip(columns.items(), found[0], strict=True)
-    }
+    key_sql = "(" + ", ".join(quote(name) for name in key) + ")"
+    one_key = "(" + ", ".join("?" for _ in key) + ")"
+    positions = [list(columns).index(name) for name in key]
+    found: dict[tuple[Any, ...], dict[str, Any]] = {}
+    distinct = list({tuple(pk[name] for name in key): None for pk in keys})
+    for start in range(0, len(distinct), ROWS_PER_QUERY):
+        chunk = distinct[start : start + ROWS_PER_QUERY]
+        # Row-value IN ((?, ?), ...): one query per chunk, for simple and composite keys.
+        records = db.execute(
+            f"SELECT {names} FROM {quote(table)} WHERE {key_sql} IN "
+            f"({', '.join(one_key for _ in chunk)})",
+            [value for identity in chunk for value in identity],
+        )
+        for record in records:
+            row = {
+                name: databases.decode_value(kind, value)
+                for (name, kind), value in zip(columns.items(), record, strict=True)
+            }
+            found[tuple(row[list(columns)[p]] for p in positions)] = row
+    return found
+
+
+def current_row(db: Database, table: str, pk: dict[str, Any]) -> dict[str, Any] | None:
+    """The row of ``table`` with key ``pk`` now, or None if there is none (see current_rows)."""
+    key = db.primary_key_cached(table)
+    return current_rows(db, table, [pk]).get(tuple(pk[name] for name in key))
 
 
 def delete_captured(db: Database, up_to_seq: int, tables: list[str]) -> None:

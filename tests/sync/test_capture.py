@@ -185,6 +185,8 @@ def test_triggers_log_every_change_in_order(source: Database) -> None:
     assert [c.seq for c in capture_triggers.read_changes(source, 4, ["items"], 2)] == [5, 6]
     assert capture_triggers.current_row(source, "items", {"id": 3})["name"] == "b"
     assert capture_triggers.current_row(source, "items", {"id": 1}) is None
+    assert capture_triggers.current_row(source, "pairs", {"a": "y", "b": 1})["c"] == "q"
+    assert capture_triggers.current_row(source, "pairs", {"a": "x", "b": 1}) is None
 
 
 def test_postgres_sequence_follows_commit_order(postgres_url: str) -> None:
