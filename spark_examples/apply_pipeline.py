@@ -315,3 +315,23 @@ def registry_environment(work_dir: str | Path) -> dict[str, str]:
     """KSHIM_CAPTURE_REGISTRY in ``work_dir``: set it in os.environ before starting the
     broker and the capture, which both inherit it (see capture_review.py)."""
     return {"KSHIM_CAPTURE_REGISTRY": os.path.join(str(work_dir), "capture-registry")}
+
+
+def last_record_offset(bootstrap: str, topic: str) -> int:
+    """The offset of the partition's last committed record (transaction markers follow it)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    end = topic_end_offset(bootstrap, topic)
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "kshim-last-record",
+        "isolation.level": "read_committed", "enable.auto.commit": False,
+    })  # fmt: skip
+    # A capture transaction ends with one commit marker; a few more offsets cover aborts.
+    consumer.assign([TopicPartition(topic, 0, max(0, end - 3))])
+    try:
+        offsets = [message.offset() for message in consumer.consume(10, timeout=5.0)]
+    finally:
+        consumer.close()
+    if not offsets:
+        raise RuntimeError(f"no committed record near the end of {topic} (offset {end})")
+    return max(offsets)

@@ -30,6 +30,7 @@ from spark_examples.apply_pipeline import (
     PacedWorkload,
     capture_drained,
     create_source_tables,
+    last_record_offset,
     registry_environment,
     topic_end_offset,
     wait_until,
@@ -102,21 +103,6 @@ def committed_sequences(bootstrap: str, topic: str) -> list[int]:
     finally:
         consumer.close()
     pytest.fail(f"could not read {topic} up to offset {end}")
-
-
-def last_record_offset(bootstrap: str, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kshim-pipeline-last",
-                         "isolation.level": "read_committed"})  # fmt: skip
-    end = topic_end_offset(bootstrap, topic)
-    consumer.assign([TopicPartition(topic, 0, max(0, end - 3))])  # the last record, then markers
-    try:
-        offsets = [message.offset() for message in consumer.consume(10, timeout=5.0)]
-    finally:
-        consumer.close()
-    assert offsets, f"no record near the end of {topic}"
-    return max(offsets)
 
 
 @dataclass
