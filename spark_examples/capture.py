@@ -46,7 +46,7 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from spark_examples import capture_review, capture_triggers, change_format
 from spark_examples.databases import Database, open_database
@@ -57,6 +57,9 @@ INIT_RETRY_S = 0.5
 FLUSH_TIMEOUT_S = 60.0
 SEQ_HEADER = "kshim.seq"  # decimal sequence number of the change
 OP_HEADER = "kshim.op"  # insert | update | delete as logged
+
+REVIEW_HOOK_SETTING = "kshim.review.hook"
+REVIEW_HOOK = "spark_examples.capture_review:decide"
 
 Record = tuple[bytes, bytes | None, list[tuple[str, bytes]]]
 
@@ -81,6 +84,19 @@ def ensure_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> None:
     except KafkaException as error:
         if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise
+
+
+def broker_review_hook(bootstrap: str, timeout_s: float = 30.0) -> str | None:
+    """The broker's ``kshim.review.hook`` setting, or None if it does not report one."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    brokers = admin.list_topics(timeout=timeout_s).brokers
+    resource = ConfigResource(ResourceType.BROKER, str(next(iter(brokers))))
+    try:
+        configs = admin.describe_configs([resource])[resource].result(timeout=timeout_s)
+    except KafkaException:
+        return None
+    entry = configs.get(REVIEW_HOOK_SETTING)
+    return entry.value if entry is not None and entry.value else None
 
 
 def new_producer(
@@ -136,6 +152,14 @@ class Capture:
         tid = capture_review.transactional_id_for(self.topic)
         capture_review.register(tid, self.db.url, self.topic)
         ensure_topic(self.bootstrap, self.topic)
+        hook = broker_review_hook(self.bootstrap)
+        if hook != REVIEW_HOOK:
+            # Without it the broker aborts an open transaction by Kafka's rule, and a batch
+            # recorded in the source just before a crash would be lost.
+            self.progress(
+                f"WARNING: the broker's {REVIEW_HOOK_SETTING} is {hook!r}, not {REVIEW_HOOK!r}:"
+                " a capture crash between recording a batch and committing it loses the batch"
+            )
 
     def _producer(self) -> Producer:
         if self.producer is None:

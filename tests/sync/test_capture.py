@@ -286,7 +286,10 @@ def test_review_is_unknown_when_the_source_is_unreachable(
 
 # -- capture through a real broker ---------------------------------------------------------
 def test_capture_ships_every_change_once_in_order(
-    source: Database, source_url: str, review_broker: BrokerProcess
+    source: Database,
+    source_url: str,
+    review_broker: BrokerProcess,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     chooser, next_id = random.Random(7), [0]
     assert run_capture(source_url, ["items"], review_broker.bootstrap, "cap", once=True) == 0
@@ -299,12 +302,29 @@ def test_capture_ships_every_change_once_in_order(
         random_change(source, chooser, next_id)
     captured += run_capture(source_url, ["items"], review_broker.bootstrap, "cap", once=True)
     shipped = read_topic(review_broker.bootstrap, "cap")
+    assert "WARNING" not in capsys.readouterr().out
     assert [record.seq for record in shipped] == list(range(1, last_sequence(source) + 1))
     assert captured == len(shipped)
     assert final_state(shipped) == source_state(source, "items")
     assert all(r.value is None for r in shipped if r.op == "delete")
     # Captured log rows are dropped once committed.
     assert source.execute("SELECT count(*) FROM kshim_change_log") == [(0,)]
+
+
+def test_capture_warns_when_the_broker_lacks_the_review_hook(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shared_broker: BrokerProcess,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv(capture_review.REGISTRY_VARIABLE, str(tmp_path / "registry"))
+    url = f"sqlite:///{tmp_path}/source.db"
+    db = open_database(url)
+    create_items(db)
+    db.close()
+    topic = f"nohook-{time.monotonic_ns()}"
+    assert run_capture(url, ["items"], shared_broker.bootstrap, topic, once=True) == 0
+    assert "WARNING: the broker's kshim.review.hook is None" in capsys.readouterr().out
 
 
 def test_capture_polls_until_stopped(
