@@ -23,9 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from kshim.testing import free_port
+from kshim.testing import BrokerProcess, free_port
+from spark_examples import capture_review
+from spark_examples.databases import Database, open_database
+from tests.sync.capture_helpers import create_items
 
 ROLE = "kshim"
+REVIEW_HOOK = "kshim.review.hook=spark_examples.capture_review:decide"
 _database_numbers = itertools.count()
 
 
@@ -81,6 +85,37 @@ def _create_role(port: int) -> None:
         f"postgresql://postgres@127.0.0.1:{port}/postgres", autocommit=True
     ) as connection:
         connection.execute(f"CREATE ROLE {ROLE} LOGIN SUPERUSER")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def source_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A capture source database URL, once per source engine."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/source.db"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def source(source_url: str) -> Iterator[Database]:
+    """The source database, with an ``items`` table (capture_helpers.ITEM_COLUMNS)."""
+    db = open_database(source_url)
+    create_items(db)
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def review_broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[BrokerProcess]:
+    """A broker asking the capture's review hook; the registry is private to the test.
+
+    ``KSHIM_CAPTURE_REGISTRY`` is set before the broker starts (it inherits it) and stays
+    set for the test, so captures run by the test register where the hook looks.
+    """
+    monkeypatch.setenv(capture_review.REGISTRY_VARIABLE, str(tmp_path / "registry"))
+    settings = [REVIEW_HOOK, "kshim.review.retry.ms=300", "kshim.review.check.interval.ms=200"]
+    broker = BrokerProcess(tmp_path / "broker", settings=settings).start()
+    yield broker
+    broker.stop()
 
 
 @pytest.fixture

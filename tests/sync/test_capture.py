@@ -1,158 +1,30 @@
-"""Capture on real sources and a real kshim broker: triggers, review hook, crashes.
+"""Capture on real sources and a real kshim broker: triggers, review hook, capture.
 
-The broker runs the capture's review hook (``kshim.review.hook=spark_examples.
-capture_review:decide``) and finds the source through ``KSHIM_CAPTURE_REGISTRY``, set in
-the environment before the broker and the capture start.
+The broker runs the capture's review hook and finds the source through
+``KSHIM_CAPTURE_REGISTRY`` (fixture ``review_broker`` in conftest.py).
 """
 
 from __future__ import annotations
 
 import random
-import select
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from kshim.testing import BrokerProcess
-from spark_examples import capture_review, capture_triggers, change_format
-from spark_examples.capture import OP_HEADER, SEQ_HEADER, run_capture
+from spark_examples import capture_review, capture_triggers
+from spark_examples.capture import run_capture
 from spark_examples.databases import Database, open_database
-
-HOOK = "kshim.review.hook=spark_examples.capture_review:decide"
-REPOSITORY = Path(__file__).resolve().parents[2]
-
-ITEM_COLUMNS = {"id": "integer", "name": "text", "price": "numeric", "active": "boolean"}
-
-
-@dataclass(frozen=True)
-class Shipped:
-    offset: int
-    seq: int
-    op: str
-    key: bytes
-    value: bytes | None
-
-
-def create_items(db: Database) -> None:
-    db.create_table("items", ITEM_COLUMNS, ["id"])
-
-
-def random_change(db: Database, chooser: random.Random, next_id: list[int]) -> None:
-    """One insert, update, delete or primary-key change of ``items`` (autocommitted)."""
-    existing = [row[0] for row in db.execute("SELECT id FROM items ORDER BY id LIMIT 200")]
-    kind = (
-        chooser.choice(["insert", "insert", "update", "delete", "rekey"]) if existing else "insert"
-    )
-    if kind == "insert":
-        next_id[0] += 1
-        db.execute(
-            "INSERT INTO items (id, name, price, active) VALUES (?, ?, ?, ?)",
-            [next_id[0], f"item {next_id[0]}", f"{chooser.randint(0, 9999)}.25", True],
-        )
-        return
-    target = chooser.choice(existing)
-    if kind == "update":
-        db.execute(
-            "UPDATE items SET name = ?, active = ? WHERE id = ?",
-            [f"renamed {chooser.random():.6f}", chooser.random() < 0.5, target],
-        )
-    elif kind == "delete":
-        db.execute("DELETE FROM items WHERE id = ?", [target])
-    else:
-        next_id[0] += 1
-        db.execute("UPDATE items SET id = ? WHERE id = ?", [next_id[0], target])
-
-
-def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[Shipped]:
-    """Every committed record of partition 0 of ``topic`` (read_committed), in offset order."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"reader-{time.monotonic_ns()}",
-        "isolation.level": "read_committed",
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-    })  # fmt: skip
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    shipped: list[Shipped] = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    return shipped
-                raise AssertionError(f"consumer error: {error}")
-            headers = dict(message.headers() or [])
-            shipped.append(Shipped(
-                message.offset(),
-                int(headers[SEQ_HEADER]),
-                headers[OP_HEADER].decode(),
-                message.key(),
-                message.value(),
-            ))  # fmt: skip
-    finally:
-        consumer.close()
-    raise AssertionError(f"topic {topic} not read to its end within {timeout_s}s")
-
-
-def final_state(shipped: list[Shipped]) -> dict[tuple[str, str], dict[str, Any]]:
-    """What a destination applying ``shipped`` in order holds: (table, key json) -> row."""
-    state: dict[tuple[str, str], dict[str, Any]] = {}
-    for record in shipped:
-        table, pk = change_format.decode_key(record.key)
-        identity = (table, repr(sorted(pk.items())))
-        if record.value is None:
-            state.pop(identity, None)
-        else:
-            state[identity] = change_format.decode_value(record.value).row
-    return state
-
-
-def source_state(db: Database, table: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """The rows of ``table`` keyed as in ``final_state``."""
-    key = db.primary_key(table)
-    return {(table, repr(sorted((k, row[k]) for k in key))): row for row in db.rows(table)}
-
-
-def last_sequence(db: Database) -> int:
-    return int(db.execute("SELECT last_seq FROM kshim_change_seq WHERE id = 1")[0][0])
-
-
-# -- fixtures ---------------------------------------------------------------------------
-@pytest.fixture(params=["sqlite", "postgresql"])
-def source_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/source.db"
-    return str(request.getfixturevalue("postgres_url"))
-
-
-@pytest.fixture
-def source(source_url: str) -> Iterator[Database]:
-    db = open_database(source_url)
-    create_items(db)
-    yield db
-    db.close()
-
-
-@pytest.fixture
-def review_broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[BrokerProcess]:
-    """A broker asking the capture's review hook; the registry is private to the test."""
-    monkeypatch.setenv(capture_review.REGISTRY_VARIABLE, str(tmp_path / "registry"))
-    settings = [HOOK, "kshim.review.retry.ms=300", "kshim.review.check.interval.ms=200"]
-    broker = BrokerProcess(tmp_path / "broker", settings=settings).start()
-    yield broker
-    broker.stop()
+from tests.sync.capture_helpers import (
+    create_items,
+    final_state,
+    last_sequence,
+    random_change,
+    read_topic,
+    source_state,
+)
 
 
 # -- triggers -----------------------------------------------------------------------------
@@ -353,119 +225,3 @@ def test_capture_polls_until_stopped(
         thread.join(30)
     assert result == [last_sequence(source)]
     assert final_state(read_topic(review_broker.bootstrap, "poll")) == source_state(source, "items")
-
-
-CRASH_SCRIPT = """
-import os, sys
-from spark_examples import capture, capture_review
-real_record = capture_review.record_captured
-def record_then_crash(*args):
-    if sys.argv[1] == "after_record":
-        real_record(*args)
-    os._exit(9)  # the process dies here: no abort, no commit, no cleanup
-capture_review.record_captured = record_then_crash
-capture.run_capture(sys.argv[2], ["items"], sys.argv[3], "exact", True, batch_size=10)
-"""
-
-
-@pytest.mark.parametrize(
-    ("crash_point", "verdict"), [("before_record", "abort"), ("after_record", "commit")]
-)
-def test_crash_around_recording_is_settled_by_review(
-    source: Database,
-    source_url: str,
-    review_broker: BrokerProcess,
-    crash_point: str,
-    verdict: str,
-) -> None:
-    capture_triggers.install_capture(source, ["items"])
-    chooser, next_id = random.Random(5), [0]
-    for _ in range(30):
-        random_change(source, chooser, next_id)
-    crashed = subprocess.run(
-        [sys.executable, "-c", CRASH_SCRIPT, crash_point, source_url, review_broker.bootstrap],
-        cwd=REPOSITORY,
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
-    assert crashed.returncode == 9, crashed.stderr.decode()
-    recorded = capture_review.read_state(source, "exact")
-    assert recorded.last_seq == (10 if crash_point == "after_record" else 0)
-    assert read_topic(review_broker.bootstrap, "exact") == []  # half messages stay hidden
-    run_capture(source_url, ["items"], review_broker.bootstrap, "exact", once=True)
-    shipped = read_topic(review_broker.bootstrap, "exact")
-    assert [record.seq for record in shipped] == list(range(1, last_sequence(source) + 1))
-    assert final_state(shipped) == source_state(source, "items")
-    assert f"review of kshim-capture-exact (new producer instance): {verdict}" in (
-        review_broker.log_text()
-    )
-
-
-def _writer(url: str, seed: int, stop: threading.Event) -> None:
-    # The application keeps changing the source while the capture is killed and restarted.
-    db, chooser = open_database(url), random.Random(seed)
-    next_id = [1_000_000]
-    try:
-        while not stop.is_set():
-            random_change(db, chooser, next_id)
-            time.sleep(0.003)
-    finally:
-        db.close()
-
-
-def _kill_mid_stream(command: list[str], chooser: random.Random, log: Any) -> None:
-    """Starts the capture, waits for a random number of batches, kills it (-9) soon after."""
-    process = subprocess.Popen(command, cwd=REPOSITORY, stdout=subprocess.PIPE, stderr=log)
-    assert process.stdout is not None
-    wanted, seen = chooser.randint(1, 6), 0
-    deadline = time.monotonic() + 60
-    try:
-        while seen < wanted and time.monotonic() < deadline:
-            ready, _, _ = select.select([process.stdout], [], [], 1.0)
-            if ready:
-                line = process.stdout.readline()
-                log.write(line)
-                seen += line.startswith(b"captured")
-                if not line:
-                    break
-        time.sleep(chooser.uniform(0.0, 0.02))  # somewhere inside the next batch
-    finally:
-        process.kill()
-        process.wait(30)
-        process.stdout.close()
-    assert seen == wanted, "the capture did not make progress"
-
-
-@pytest.mark.slow
-def test_capture_killed_at_random_points_loses_and_doubles_nothing(
-    source: Database, source_url: str, review_broker: BrokerProcess, tmp_path: Path
-) -> None:
-    chooser, next_id = random.Random(11), [0]
-    command = [
-        sys.executable, "-m", "spark_examples.capture", "--source", source_url,
-        "--tables", "items", "--bootstrap", review_broker.bootstrap, "--topic", "crash",
-        "--batch-size", "25", "--transaction-timeout-ms", "3000",
-    ]  # fmt: skip
-    capture_triggers.install_capture(source, ["items"])
-    stop = threading.Event()
-    writer = threading.Thread(target=_writer, args=(source_url, 5, stop))
-    writer.start()
-    with (tmp_path / "capture.log").open("ab") as log:
-        try:
-            for _round in range(8):
-                for _ in range(150):  # a backlog, so that the capture is busy when killed
-                    random_change(source, chooser, next_id)
-                _kill_mid_stream(command, chooser, log)
-        finally:
-            stop.set()
-            writer.join(30)
-        done = subprocess.run([*command, "--once"], cwd=REPOSITORY, stdout=log, stderr=log,
-                              timeout=180, check=False)  # fmt: skip
-    assert done.returncode == 0, (tmp_path / "capture.log").read_text()
-    shipped = read_topic(review_broker.bootstrap, "crash")
-    assert last_sequence(source) > 1000
-    assert [record.seq for record in shipped] == list(range(1, last_sequence(source) + 1))
-    assert final_state(shipped) == source_state(source, "items")
-    # Kills left transactions open, which the next instance's InitProducerId reviewed.
-    assert "review of kshim-capture-crash" in review_broker.log_text()

@@ -1,0 +1,147 @@
+"""Capture killed (-9) at random and at exact points: nothing lost, nothing doubled.
+
+The broker runs the capture's review hook (``review_broker`` in conftest.py); a killed
+capture's open transaction is settled by that review when the next instance starts.
+"""
+
+from __future__ import annotations
+
+import random
+import select
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kshim.testing import BrokerProcess
+from spark_examples import capture_review, capture_triggers
+from spark_examples.capture import run_capture
+from spark_examples.databases import Database, open_database
+from tests.sync.capture_helpers import (
+    final_state,
+    last_sequence,
+    random_change,
+    read_topic,
+    source_state,
+)
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+CRASH_SCRIPT = """
+import os, sys
+from spark_examples import capture, capture_review
+real_record = capture_review.record_captured
+def record_then_crash(*args):
+    if sys.argv[1] == "after_record":
+        real_record(*args)
+    os._exit(9)  # the process dies here: no abort, no commit, no cleanup
+capture_review.record_captured = record_then_crash
+capture.run_capture(sys.argv[2], ["items"], sys.argv[3], "exact", True, batch_size=10)
+"""
+
+
+@pytest.mark.parametrize(
+    ("crash_point", "verdict"), [("before_record", "abort"), ("after_record", "commit")]
+)
+def test_crash_around_recording_is_settled_by_review(
+    source: Database,
+    source_url: str,
+    review_broker: BrokerProcess,
+    crash_point: str,
+    verdict: str,
+) -> None:
+    capture_triggers.install_capture(source, ["items"])
+    chooser, next_id = random.Random(5), [0]
+    for _ in range(30):
+        random_change(source, chooser, next_id)
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASH_SCRIPT, crash_point, source_url, review_broker.bootstrap],
+        cwd=REPOSITORY,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert crashed.returncode == 9, crashed.stderr.decode()
+    recorded = capture_review.read_state(source, "exact")
+    assert recorded.last_seq == (10 if crash_point == "after_record" else 0)
+    assert read_topic(review_broker.bootstrap, "exact") == []  # half messages stay hidden
+    run_capture(source_url, ["items"], review_broker.bootstrap, "exact", once=True)
+    shipped = read_topic(review_broker.bootstrap, "exact")
+    assert [record.seq for record in shipped] == list(range(1, last_sequence(source) + 1))
+    assert final_state(shipped) == source_state(source, "items")
+    assert f"review of kshim-capture-exact (new producer instance): {verdict}" in (
+        review_broker.log_text()
+    )
+
+
+def _writer(url: str, seed: int, stop: threading.Event) -> None:
+    # The application keeps changing the source while the capture is killed and restarted.
+    db, chooser = open_database(url), random.Random(seed)
+    next_id = [1_000_000]
+    try:
+        while not stop.is_set():
+            random_change(db, chooser, next_id)
+            time.sleep(0.003)
+    finally:
+        db.close()
+
+
+def _kill_mid_stream(command: list[str], chooser: random.Random, log: Any) -> None:
+    """Starts the capture, waits for a random number of batches, kills it (-9) soon after."""
+    process = subprocess.Popen(command, cwd=REPOSITORY, stdout=subprocess.PIPE, stderr=log)
+    assert process.stdout is not None
+    wanted, seen = chooser.randint(1, 6), 0
+    deadline = time.monotonic() + 60
+    try:
+        while seen < wanted and time.monotonic() < deadline:
+            ready, _, _ = select.select([process.stdout], [], [], 1.0)
+            if ready:
+                line = process.stdout.readline()
+                log.write(line)
+                seen += line.startswith(b"captured")
+                if not line:
+                    break
+        time.sleep(chooser.uniform(0.0, 0.02))  # somewhere inside the next batch
+    finally:
+        process.kill()
+        process.wait(30)
+        process.stdout.close()
+    assert seen == wanted, "the capture did not make progress"
+
+
+@pytest.mark.slow
+def test_capture_killed_at_random_points_loses_and_doubles_nothing(
+    source: Database, source_url: str, review_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    chooser, next_id = random.Random(11), [0]
+    command = [
+        sys.executable, "-m", "spark_examples.capture", "--source", source_url,
+        "--tables", "items", "--bootstrap", review_broker.bootstrap, "--topic", "crash",
+        "--batch-size", "25", "--transaction-timeout-ms", "3000",
+    ]  # fmt: skip
+    capture_triggers.install_capture(source, ["items"])
+    stop = threading.Event()
+    writer = threading.Thread(target=_writer, args=(source_url, 5, stop))
+    writer.start()
+    with (tmp_path / "capture.log").open("ab") as log:
+        try:
+            for _round in range(8):
+                for _ in range(150):  # a backlog, so that the capture is busy when killed
+                    random_change(source, chooser, next_id)
+                _kill_mid_stream(command, chooser, log)
+        finally:
+            stop.set()
+            writer.join(30)
+        done = subprocess.run([*command, "--once"], cwd=REPOSITORY, stdout=log, stderr=log,
+                              timeout=180, check=False)  # fmt: skip
+    assert done.returncode == 0, (tmp_path / "capture.log").read_text()
+    shipped = read_topic(review_broker.bootstrap, "crash")
+    assert last_sequence(source) > 1000
+    assert [record.seq for record in shipped] == list(range(1, last_sequence(source) + 1))
+    assert final_state(shipped) == source_state(source, "items")
+    # Kills left transactions open, which the next instance's InitProducerId reviewed.
+    assert "review of kshim-capture-crash" in review_broker.log_text()
