@@ -13,6 +13,8 @@ started late from ``T.full`` (bootstrap) converges too. Skipped without the conn
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from kshim.testing import BrokerProcess
 from spark_examples.apply import ApplyOptions, apply_error_message, start_apply
 from spark_examples.apply_core import next_offset
 from spark_examples.apply_pipeline import (
+    REPOSITORY_ROOT,
     TABLE_NAMES,
     CaptureProcess,
     PacedWorkload,
@@ -36,6 +39,7 @@ from spark_examples.apply_pipeline import (
     wait_until,
 )
 from spark_examples.capture import SEQ_HEADER
+from spark_examples.change_format import encode_key, encode_value
 from spark_examples.databases import open_database
 from spark_examples.spark_session import connector_unavailable_reason, kafka_spark_session
 from spark_examples.verify import compare_tables
@@ -241,3 +245,39 @@ def test_late_destination_bootstraps_from_the_full_view(
         assert late.execute("SELECT topic FROM kshim_apply_state") == [(TOPIC + ".full",)]
     finally:
         late.close()
+
+
+def test_a_change_that_cannot_be_applied_stops_the_cli_job_naming_its_offset(
+    shared_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    from confluent_kafka import Producer
+
+    topic = f"apply-failure-{tmp_path.name}"
+    columns = {"id": "integer", "name": "text"}
+    producer = Producer({"bootstrap.servers": shared_broker.bootstrap})
+    for offset, name in enumerate(["ok", "bad", "ok"]):
+        row = {"id": offset, "name": name}
+        producer.produce(topic, encode_value(offset, "insert", "t", columns, row),
+                         encode_key("t", {"id": offset}))  # fmt: skip
+    assert producer.flush(30) == 0
+    dest = f"sqlite:///{tmp_path}/dest.db"
+    database = open_database(dest)
+    database.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT CHECK (name <> 'bad'))")
+    database.close()
+    command = [
+        sys.executable, "-m", "spark_examples.apply", "--bootstrap", shared_broker.bootstrap,
+        "--topic", topic, "--dest", dest, "--checkpoint", str(tmp_path / "checkpoint"),
+        "--once", "--max-retries", "1",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=APPLY_TIMEOUT_S,
+                            check=False, cwd=REPOSITORY_ROOT)  # fmt: skip
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "apply stopped: " in result.stderr
+    assert f"ApplyError: cannot apply topic {topic} partition 0 offset 1 key" in result.stderr
+    assert "after 2 attempt(s)" in result.stderr
+    database = open_database(dest)
+    try:  # the good record before it was rolled back with it: nothing skipped, nothing half
+        assert database.execute("SELECT count(*) FROM t") == [(0,)]
+        assert next_offset(database, topic, 0) == 0
+    finally:
+        database.close()
