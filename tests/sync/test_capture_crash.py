@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -145,3 +146,31 @@ def test_capture_killed_at_random_points_loses_and_doubles_nothing(
     assert final_state(shipped) == source_state(source, "items")
     # Kills left transactions open, which the next instance's InitProducerId reviewed.
     assert "review of kshim-capture-crash" in review_broker.log_text()
+
+
+def test_capture_command_stops_cleanly_on_sigterm(
+    source: Database, source_url: str, review_broker: BrokerProcess
+) -> None:
+    capture_triggers.install_capture(source, ["items"])
+    chooser, next_id = random.Random(2), [0]
+    for _ in range(20):
+        random_change(source, chooser, next_id)
+    command = [
+        sys.executable, "-m", "spark_examples.capture", "--source", source_url,
+        "--tables", "items", "--bootstrap", review_broker.bootstrap, "--topic", "term",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, cwd=REPOSITORY, stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    try:
+        first = process.stdout.readline()  # blocks until the first batch is shipped
+        assert first.startswith(b"captured"), first
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=30)[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+    assert process.returncode == 0
+    assert b"capture stopped" in output
+    shipped = read_topic(review_broker.bootstrap, "term")
+    assert [record.seq for record in shipped] == list(range(1, last_sequence(source) + 1))
