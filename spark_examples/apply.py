@@ -14,6 +14,7 @@ exit status is non-zero when a record could not be applied.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -133,15 +134,14 @@ def start_apply(
 
 
 def apply_error_message(query: StreamingQuery) -> str | None:
-    """The failure of a stopped query, the ApplyError line first when there is one."""
+    """The failure of a stopped query: the ApplyError line when there is one, else all of it."""
     error = query.exception()
     if error is None:
         return None
     text = str(error)
-    for line in text.splitlines():
-        if ApplyError.__name__ in line:
-            return line.strip()
-    return text
+    # The Python traceback inside Spark's message ends with "module.ApplyError: message".
+    found = re.search(rf"\b{ApplyError.__name__}: .*", text)
+    return found.group(0) if found else text
 
 
 def run(spark: SparkSession, options: ApplyOptions) -> int:
