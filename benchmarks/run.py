@@ -61,9 +61,9 @@ class Scale:
 
 
 FULL = Scale(
-    3, 500_000, 200_000, 15.0, 100_000, 200_000, 1_800_000, 500, 200_000, 200_000, 100_000, 10_000
+    5, 500_000, 200_000, 15.0, 100_000, 200_000, 1_800_000, 500, 200_000, 200_000, 100_000, 10_000
 )
-QUICK = Scale(2, 100_000, 40_000, 5.0, 20_000, 200_000, 0, 500, 50_000, 40_000, 20_000, 2_000)
+QUICK = Scale(2, 100_000, 40_000, 5.0, 20_000, 200_000, 0, 500, 30_000, 40_000, 20_000, 2_000)
 
 
 def throughput(broker: RunningBroker, scale: Scale) -> Metrics:
@@ -179,7 +179,7 @@ def machine(scale: Scale) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts, 2 repeats")
-    parser.add_argument("--repeats", type=int, help="repeats per workload (default 3; quick 2)")
+    parser.add_argument("--repeats", type=int, help="repeats per workload (default 5; quick 2)")
     parser.add_argument("--brokers", default="kshim,tansu,kafka")
     parser.add_argument("--workloads", default=",".join([*WORKLOADS, "full_view"]))
     parser.add_argument(
