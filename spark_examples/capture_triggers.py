@@ -2,14 +2,19 @@
 
 VENUS adds Sequence/recordID/isDeleted columns to every source table and a log table
 that triggers fill. We leave the application's tables untouched and keep all of it in
-three tables of our own:
+tables of our own:
 
-- ``kshim_change_seq``: one row holding the last sequence number handed out. The trigger
-  increments it, so the row lock serialises writers: on PostgreSQL (where a SEQUENCE
-  leaves gaps on rollback and hands numbers out in start order, not commit order) a
-  writer takes its number only after the previous writer committed, so sequence order is
-  commit order, and a rollback undoes the increment: no gap. SQLite serialises writers
-  anyway.
+- ``kshim_change_counter``: one row, the counter (``kshim_change_seq`` is a view of the
+  last number issued: ``last_issued_seq``). A SEQUENCE would not do on PostgreSQL: it
+  leaves gaps on rollback and hands numbers out in start order, not commit order. Here a
+  writer locks the counter row (a statement-level trigger, before the statement takes any
+  row lock) and holds it to commit, so writers take numbers one after another, each after
+  the previous one committed: sequence order is commit order. The next number is
+  ``max(counter, highest logged seq) + 1``, computed inside that lock, so a rollback
+  leaves no gap. The counter row itself is only raised when captured log rows are
+  deleted (``delete_captured``): updating it per change would make a transaction of n
+  changes build an n-long version chain of one row, quadratic in n. SQLite serialises
+  writers anyway; its trigger simply increments the counter.
 - ``kshim_change_log(seq, table_name, pk_json, op)``: one row per inserted, updated or
   deleted row. An update that changes the primary key is logged as a delete of the old
   key and an insert of the new one, so every log row names exactly one key. ``op =
@@ -31,13 +36,14 @@ from spark_examples import databases
 from spark_examples.databases import Database, quote
 
 LOG_TABLE = "kshim_change_log"
-SEQUENCE_TABLE = "kshim_change_seq"
+SEQUENCE_TABLE = "kshim_change_seq"  # view: (id = 1, last_seq = the last number issued)
+COUNTER_TABLE = "kshim_change_counter"
 STATE_TABLE = "kshim_capture_state"
 CAPTURE_ENGINES = ("sqlite", "postgresql")
 ROWS_PER_QUERY = 500  # keys per row-reading query (SQLite allows 32766 parameters)
 
 _TABLES_SQL = (
-    f"CREATE TABLE IF NOT EXISTS {SEQUENCE_TABLE} "
+    f"CREATE TABLE IF NOT EXISTS {COUNTER_TABLE} "
     "(id INTEGER PRIMARY KEY, last_seq BIGINT NOT NULL)",
     f"CREATE TABLE IF NOT EXISTS {LOG_TABLE} (seq BIGINT PRIMARY KEY, "
     "table_name TEXT NOT NULL, pk_json TEXT NOT NULL, op TEXT NOT NULL)",
@@ -66,20 +72,47 @@ def install_capture(db: Database, tables: list[str]) -> None:
     with db.transaction():
         for statement in _TABLES_SQL:
             db.execute(statement)
-        if not db.execute(f"SELECT 1 FROM {SEQUENCE_TABLE} WHERE id = 1"):
-            db.execute(f"INSERT INTO {SEQUENCE_TABLE} (id, last_seq) VALUES (1, 0)")
+        if not db.execute(f"SELECT 1 FROM {COUNTER_TABLE} WHERE id = 1"):
+            db.execute(f"INSERT INTO {COUNTER_TABLE} (id, last_seq) VALUES (1, 0)")
+        greatest = "max" if db.engine == "sqlite" else "GREATEST"
+        if not db.table_exists(SEQUENCE_TABLE) and not _view_exists(db, SEQUENCE_TABLE):
+            db.execute(
+                f"CREATE VIEW {SEQUENCE_TABLE} AS SELECT id, {greatest}(last_seq, "
+                f"COALESCE((SELECT max(seq) FROM {LOG_TABLE}), 0)) AS last_seq "
+                f"FROM {COUNTER_TABLE}"
+            )
     for table in tables:
         key = db.primary_key(table)
         if not key:
             raise ValueError(f"table {table!r} has no primary key")
-        # One table per transaction, and PostgreSQL triggers only when absent: creating a
-        # trigger locks its table, and applications keep writing while capture starts.
-        if db.engine == "postgresql" and _postgres_has_trigger(db, table):
+        if db.engine == "sqlite":
+            with db.transaction():
+                for statement in _sqlite_triggers(table, key):
+                    db.execute(statement)
             continue
-        install = _sqlite_triggers if db.engine == "sqlite" else _postgres_trigger
-        with db.transaction():
-            for statement in install(table, key):
-                db.execute(statement)
+        # Functions are replaced every time (no table lock); triggers are created only when
+        # absent and one table per transaction, because creating a trigger locks its table
+        # while applications keep writing.
+        functions, triggers = _postgres_trigger(table, key)
+        for statement in functions:
+            db.execute(statement)
+        if not _postgres_has_trigger(db, table):
+            with db.transaction():
+                for statement in triggers:
+                    db.execute(statement)
+
+
+def _view_exists(db: Database, name: str) -> bool:
+    if db.engine == "sqlite":
+        sql = "SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?"
+    else:
+        sql = "SELECT 1 FROM pg_views WHERE viewname = ? AND schemaname = current_schema()"
+    return bool(db.execute(sql, [name]))
+
+
+def last_issued_seq(db: Database) -> int:
+    """The highest sequence number handed out so far (0 if none)."""
+    return int(db.execute(f"SELECT last_seq FROM {SEQUENCE_TABLE} WHERE id = 1")[0][0])
 
 
 def _postgres_has_trigger(db: Database, table: str) -> bool:
@@ -100,11 +133,11 @@ def _sqlite_pk_json(row: str, key: list[str]) -> str:
 
 def _sqlite_log(table: str, key: list[str], row: str, op_sql: str, when: str) -> str:
     # One logged change: take the next number, then log it (both skipped unless `when`).
-    bump = f"UPDATE {SEQUENCE_TABLE} SET last_seq = last_seq + 1 WHERE id = 1 AND ({when});"
+    bump = f"UPDATE {COUNTER_TABLE} SET last_seq = last_seq + 1 WHERE id = 1 AND ({when});"
     log = (
         f"INSERT INTO {LOG_TABLE} (seq, table_name, pk_json, op) SELECT last_seq, "
         f"{_sqlite_string(table)}, {_sqlite_pk_json(row, key)}, {op_sql} "
-        f"FROM {SEQUENCE_TABLE} WHERE id = 1 AND ({when});"
+        f"FROM {COUNTER_TABLE} WHERE id = 1 AND ({when});"
     )
     return bump + "\n  " + log
 
@@ -139,7 +172,8 @@ def _sqlite_triggers(table: str, key: list[str]) -> list[str]:
     return statements
 
 
-def _postgres_trigger(table: str, key: list[str]) -> list[str]:
+def _postgres_trigger(table: str, key: list[str]) -> tuple[list[str], list[str]]:
+    """(functions, triggers) capturing ``table``."""
     function = quote(f"kshim_capture_{table}")
 
     def pk_json(row: str) -> str:
@@ -149,27 +183,26 @@ def _postgres_trigger(table: str, key: list[str]) -> list[str]:
     old_key = ", ".join(f"OLD.{quote(k)}" for k in key)
     new_key = ", ".join(f"NEW.{quote(k)}" for k in key)
     literal = "'" + table.replace("'", "''") + "'"
-    bump = f"UPDATE {SEQUENCE_TABLE} SET last_seq = last_seq + 1 WHERE id = 1 RETURNING last_seq"
     body = f"""
 DECLARE
-  next_seq BIGINT;
   key_changed BOOLEAN := TG_OP = 'UPDATE' AND ROW({old_key}) IS DISTINCT FROM ROW({new_key});
 BEGIN
   IF TG_OP = 'DELETE' OR key_changed THEN
-    {bump} INTO next_seq;
-    INSERT INTO {LOG_TABLE} VALUES (next_seq, {literal}, {pk_json("OLD")}, 'delete');
+    INSERT INTO {LOG_TABLE} VALUES (kshim_next_seq(), {literal}, {pk_json("OLD")}, 'delete');
   END IF;
   IF TG_OP <> 'DELETE' THEN
-    {bump} INTO next_seq;
-    INSERT INTO {LOG_TABLE} VALUES (next_seq, {literal}, {pk_json("NEW")},
+    INSERT INTO {LOG_TABLE} VALUES (kshim_next_seq(), {literal}, {pk_json("NEW")},
       CASE WHEN TG_OP = 'INSERT' OR key_changed THEN 'insert' ELSE 'update' END);
   END IF;
   RETURN NULL;
 END"""
-    return [
+    functions = [
         _POSTGRES_LOCK_FUNCTION,
+        _POSTGRES_NEXT_SEQ_FUNCTION,
         f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql "
         f"AS $kshim${body}$kshim$",
+    ]
+    triggers = [
         f"CREATE OR REPLACE TRIGGER kshim_capture AFTER INSERT OR UPDATE OR DELETE "
         f"ON {quote(table)} FOR EACH ROW EXECUTE FUNCTION {function}()",
         # Before the statement touches any row, wait for the counter row. Taken after the
@@ -178,13 +211,27 @@ END"""
         f"CREATE OR REPLACE TRIGGER kshim_capture_lock BEFORE INSERT OR UPDATE OR DELETE "
         f"ON {quote(table)} FOR EACH STATEMENT EXECUTE FUNCTION kshim_capture_lock()",
     ]
+    return functions, triggers
 
 
 _POSTGRES_LOCK_FUNCTION = (
     "CREATE OR REPLACE FUNCTION kshim_capture_lock() RETURNS trigger LANGUAGE plpgsql AS "
-    f"$kshim$ BEGIN PERFORM 1 FROM {SEQUENCE_TABLE} WHERE id = 1 FOR UPDATE; RETURN NULL; "
+    f"$kshim$ BEGIN PERFORM 1 FROM {COUNTER_TABLE} WHERE id = 1 FOR UPDATE; RETURN NULL; "
     "END $kshim$"
 )
+# The lock is normally held already (kshim_capture_lock); taking it again costs nothing.
+# Each query here takes a fresh snapshot (READ COMMITTED), after the lock was granted, so
+# it sees the log rows of every earlier writer.
+_POSTGRES_NEXT_SEQ_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION kshim_next_seq() RETURNS BIGINT LANGUAGE plpgsql AS $kshim$
+DECLARE
+  floor_seq BIGINT;
+  top_seq BIGINT;
+BEGIN
+  SELECT last_seq INTO floor_seq FROM {COUNTER_TABLE} WHERE id = 1 FOR UPDATE;
+  SELECT seq INTO top_seq FROM {LOG_TABLE} ORDER BY seq DESC LIMIT 1;
+  RETURN GREATEST(floor_seq, COALESCE(top_seq, 0)) + 1;
+END $kshim$"""
 
 
 def read_changes(db: Database, after_seq: int, tables: list[str], limit: int) -> list[LoggedChange]:
@@ -257,9 +304,18 @@ def current_row(db: Database, table: str, pk: dict[str, Any]) -> dict[str, Any] 
 
 
 def delete_captured(db: Database, up_to_seq: int, tables: list[str]) -> None:
-    """Drops log rows of ``tables`` up to ``up_to_seq`` (call only once they are committed)."""
+    """Drops log rows of ``tables`` up to ``up_to_seq`` (call only once they are committed).
+
+    First raises the counter to ``up_to_seq``, so that numbers stay unique once the rows
+    that held them are gone (PostgreSQL numbers from the log's highest seq).
+    """
     marks = ", ".join("?" for _ in tables)
-    db.execute(
-        f"DELETE FROM {LOG_TABLE} WHERE seq <= ? AND table_name IN ({marks})",
-        [up_to_seq, *tables],
-    )
+    with db.transaction():
+        db.execute(
+            f"UPDATE {COUNTER_TABLE} SET last_seq = ? WHERE id = 1 AND last_seq < ?",
+            [up_to_seq, up_to_seq],
+        )
+        db.execute(
+            f"DELETE FROM {LOG_TABLE} WHERE seq <= ? AND table_name IN ({marks})",
+            [up_to_seq, *tables],
+        )

@@ -9,7 +9,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from spark_examples import change_format
+from spark_examples import capture_triggers, change_format
 from spark_examples.capture import OP_HEADER, SEQ_HEADER
 from spark_examples.databases import Database
 
@@ -110,4 +110,4 @@ def source_state(db: Database, table: str) -> dict[tuple[str, str], dict[str, An
 
 
 def last_sequence(db: Database) -> int:
-    return int(db.execute("SELECT last_seq FROM kshim_change_seq WHERE id = 1")[0][0])
+    return capture_triggers.last_issued_seq(db)
