@@ -214,8 +214,15 @@ class Database:
 
     def _finish(self, verb: str) -> None:
         if self.engine == "sqlite":
-            if self._connection.in_transaction:
-                self.execute(verb)
+            try:
+                if self._connection.in_transaction:
+                    self.execute(verb)
+            except sqlite3.Error:
+                # A failed COMMIT leaves the transaction open: end it, so the connection
+                # can begin the next one.
+                if self._connection.in_transaction:
+                    self._connection.execute("ROLLBACK")
+                raise
             return
         try:
             self._connection.commit() if verb == "COMMIT" else self._connection.rollback()
