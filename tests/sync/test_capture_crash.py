@@ -174,3 +174,49 @@ def test_capture_command_stops_cleanly_on_sigterm(
     assert b"capture stopped" in output
     shipped = read_topic(review_broker.bootstrap, "term")
     assert [record.seq for record in shipped] == list(range(1, last_sequence(source) + 1))
+
+
+@pytest.mark.slow
+def test_broker_killed_mid_stream_loses_and_doubles_nothing(
+    source: Database, source_url: str, review_broker: BrokerProcess
+) -> None:
+    capture_triggers.install_capture(source, ["items"])
+    stop_capture, stop_writer = threading.Event(), threading.Event()
+    captured: list[int] = []
+    capture = threading.Thread(
+        target=lambda: captured.append(
+            run_capture(
+                source_url,
+                ["items"],
+                review_broker.bootstrap,
+                "brokerkill",
+                False,
+                stop_capture,
+                batch_size=25,
+                transaction_timeout_ms=5000,
+            )
+        )
+    )
+    writer = threading.Thread(target=_writer, args=(source_url, 8, stop_writer))
+    capture.start()
+    writer.start()
+    try:
+        for _kill in range(2):
+            time.sleep(2.0)
+            review_broker.kill()  # kill -9 while batches are in flight
+            time.sleep(0.5)
+            review_broker.start()
+        time.sleep(2.0)
+    finally:
+        stop_writer.set()
+        writer.join(30)
+    deadline = time.monotonic() + 120
+    while capture_review.read_state(source, "brokerkill").last_seq < last_sequence(source):
+        assert time.monotonic() < deadline, "capture did not catch up after the broker restarts"
+        time.sleep(0.2)
+    stop_capture.set()
+    capture.join(60)
+    shipped = read_topic(review_broker.bootstrap, "brokerkill")
+    assert last_sequence(source) > 500
+    assert [record.seq for record in shipped] == list(range(1, last_sequence(source) + 1))
+    assert final_state(shipped) == source_state(source, "items")
