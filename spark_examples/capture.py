@@ -61,7 +61,7 @@ OP_HEADER = "kshim.op"  # insert | update | delete as logged
 REVIEW_HOOK_SETTING = "kshim.review.hook"
 REVIEW_HOOK = "spark_examples.capture_review:decide"
 
-Record = tuple[bytes, bytes | None, list[tuple[str, bytes]]]
+Record = tuple[bytes, bytes | None, list[tuple[str, str | bytes | None]]]
 
 
 def _print_now(line: str) -> None:
@@ -210,7 +210,10 @@ class Capture:
         for change in changes:
             key = change_format.encode_key(change.table, change.pk)
             # Every record names its change in headers, since a tombstone has no value.
-            headers = [(SEQ_HEADER, str(change.seq).encode()), (OP_HEADER, change.op.encode())]
+            headers: list[tuple[str, str | bytes | None]] = [
+                (SEQ_HEADER, str(change.seq).encode()),
+                (OP_HEADER, change.op.encode()),
+            ]
             # A row absent now was deleted after this change; its delete follows in the log.
             row = rows[change.table].get(tuple(change.pk.values()))
             value = None

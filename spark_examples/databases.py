@@ -18,7 +18,7 @@ import base64
 import contextlib
 import datetime
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -83,17 +83,17 @@ def decode_value(portable: PortableType, value: Any) -> Any:
     """Turns what an engine returned (or a loosely typed value) into the portable python type."""
     if value is None:
         return None
-    decoders = {
-        "integer": int,
-        "real": float,
-        "numeric": lambda v: v if isinstance(v, Decimal) else Decimal(str(v)),
-        "text": str,
-        "blob": _to_bytes,
-        "boolean": lambda v: v.lower() in ("1", "true", "t") if isinstance(v, str) else bool(v),
-        "date": _to_date,
-        "timestamp": _to_timestamp,
-    }
-    return decoders[portable](value)
+    return _DECODERS[portable](value)
+
+
+def _to_decimal(value: Any) -> Decimal:
+    return value if isinstance(value, Decimal) else Decimal(str(value))
+
+
+def _to_boolean(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.lower() in ("1", "true", "t")
+    return bool(value)
 
 
 def _to_bytes(value: Any) -> bytes:
@@ -120,6 +120,18 @@ def _to_timestamp(value: Any) -> datetime.datetime:
     if moment.tzinfo is not None:  # portable timestamps are naive UTC
         moment = moment.astimezone(datetime.UTC).replace(tzinfo=None)
     return moment
+
+
+_DECODERS: dict[PortableType, Callable[[Any], Any]] = {
+    "integer": int,
+    "real": float,
+    "numeric": _to_decimal,
+    "text": str,
+    "blob": _to_bytes,
+    "boolean": _to_boolean,
+    "date": _to_date,
+    "timestamp": _to_timestamp,
+}
 
 
 def quote(identifier: str) -> str:
