@@ -110,18 +110,21 @@ def apply_batch(
     max_retries: int = DEFAULT_MAX_RETRIES,
     backoff_s: float = DEFAULT_BACKOFF_S,
     sleep: Callable[[float], None] = time.sleep,
+    coalesce: bool = True,
 ) -> BatchResult:
     """Applies ``records`` (any order; sorted here) in one transaction, retried on error.
 
     Assumes ``ensure_state_table`` ran on the database. Raises ApplyError after
     ``max_retries`` retries (``max_retries + 1`` attempts), naming the failing record.
+    ``coalesce=False`` skips the fast path (same result, record by record).
     """
     ordered = order_records(records)
     attempts = 0
     while True:
         attempts += 1
         try:
-            return BatchResult(*_attempt(database, ordered, fast=attempts == 1), attempts)
+            fast = coalesce and attempts == 1
+            return BatchResult(*_attempt(database, ordered, fast), attempts)
         except _RecordFailure as failure:
             if attempts > max_retries:
                 raise ApplyError(failure.record, attempts, failure.cause) from failure.cause

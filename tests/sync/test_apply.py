@@ -227,22 +227,26 @@ def any_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Dat
     database.close()
 
 
-def test_every_portable_type_survives_each_engine(any_database: Database) -> None:
+@pytest.mark.parametrize("coalesce", [True, False], ids=["bulk", "record-by-record"])
+def test_every_portable_type_survives_each_engine(any_database: Database, coalesce: bool) -> None:
     log = Log()
     for number in range(1, 6):
         log.upsert(typed_row(number), table="typed", columns=ALL_TYPES)
     nulls = {name: None for name in ALL_TYPES if name not in ("id", "day")}
     log.upsert(typed_row(2, **nulls), table="typed", columns=ALL_TYPES)
     log.delete({"id": 3, "day": "2024-01-04"}, table="typed")  # the key as the capture sends it
-    apply_batch(any_database, log.records[:3])  # one batch per path: fast, then the rest
-    apply_batch(any_database, log.records[3:])
+    apply_batch(any_database, log.records[:3], coalesce=coalesce)
+    apply_batch(any_database, log.records[3:], coalesce=coalesce)
     assert any_database.table_columns("typed") == ALL_TYPES
     assert any_database.primary_key("typed") == ["id", "day"]
     expected = [typed_row(1), typed_row(2, **nulls), typed_row(4), typed_row(5)]
     assert list(any_database.rows("typed")) == expected
 
 
-def test_random_batches_match_a_model_on_each_engine(any_database: Database) -> None:
+@pytest.mark.parametrize("coalesce", [True, False], ids=["bulk", "record-by-record"])
+def test_random_batches_match_a_model_on_each_engine(
+    any_database: Database, coalesce: bool
+) -> None:
     generator = random.Random(11)
     log, model = Log(), {}
     for _ in range(1500):
@@ -258,7 +262,7 @@ def test_random_batches_match_a_model_on_each_engine(any_database: Database) -> 
     while start < len(log.records):
         end = start + generator.randrange(1, 400)
         # Each batch re-sends a few already-applied records, as a replay would.
-        apply_batch(any_database, log.records[max(0, start - 20) : end])
+        apply_batch(any_database, log.records[max(0, start - 20) : end], coalesce=coalesce)
         start = end
     assert rows(any_database) == [model[number] for number in sorted(model)]
     assert next_offset(any_database, TOPIC, 0) == len(log.records)
