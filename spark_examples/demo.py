@@ -131,23 +131,26 @@ class Demo:
     def run(self) -> None:
         workload = self.workload
         assert workload is not None
-        late_started = False
         while workload.is_alive():
-            if not late_started and workload.done >= workload.total // 2:
-                say(f"bootstrapping a new destination from {TOPIC}.full (activity goes on)")
-                self.destinations[self.late] = TOPIC + ".full"
-                self._start_query(self.late, TOPIC + ".full")
-                late_started = True
+            if self.late not in self.queries and workload.done >= workload.total // 2:
+                self._bootstrap_late("activity goes on")
             self._check_queries()
             say(f"activity: {workload.done}/{workload.total} operations")
             workload.join(PROGRESS_INTERVAL_S)
         if workload.error is not None:
             raise RuntimeError(f"the activity generator failed: {workload.error!r}")
+        if self.late not in self.queries:  # the activity was over before a progress check
+            self._bootstrap_late("activity already over")
         say("activity stopped; waiting for capture to drain")
         wait_until(lambda: capture_drained(self.source, TOPIC), CATCH_UP_TIMEOUT_S, "capture")
         assert self.capture is not None
         self.capture.stop()
         self._wait_caught_up()
+
+    def _bootstrap_late(self, situation: str) -> None:
+        say(f"bootstrapping a new destination from {TOPIC}.full ({situation})")
+        self.destinations[self.late] = TOPIC + ".full"
+        self._start_query(self.late, TOPIC + ".full")
 
     def _check_queries(self) -> None:
         for dest, query in self.queries.items():
