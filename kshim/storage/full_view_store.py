@@ -5,7 +5,8 @@ Per partition of a source topic ``T`` it holds, in its own LMDB environment:
 - every live record of ``T.full`` as a one-record v2 batch at its original offset;
 - for each record key (hashed), the offset of the key's live record;
 - the tombstones still kept, with the time (ms) after which they go;
-- the applied position: the next offset of ``T`` the view has not applied yet.
+- the applied position: the next offset of ``T`` the view has not applied yet, and the
+  view's start offset when it was rebuilt from a log start above 0.
 
 ``apply`` writes one chunk of changes and the new applied position in ONE
 write transaction, so a crash leaves the view at a chunk boundary and a replay
@@ -29,6 +30,7 @@ from kshim.storage.interface import TopicPartition
 
 MAP_SIZE_BYTES = 1 << 36
 NOT_APPLIED = 0
+START_SUFFIX = b"start"
 TOMBSTONE_DIGEST_AT = 8  # a tombstone's value: int64 expiry (ms), then the key's digest
 
 
@@ -143,11 +145,6 @@ class FullViewStore:
             size += len(batch)
         return found, None
 
-    def first_live_offset(self, topic_partition: TopicPartition) -> int | None:
-        for offset, _ in self._scan(topic_partition, 0, 2**63 - 1):
-            return offset
-        return None
-
     def live_records(self, topic_partition: TopicPartition) -> list[StoredRecord]:
         """Every live record of the partition (for timestamp lookups and tests)."""
         return [StoredRecord(offset, batch) for offset, batch in self._scan(topic_partition, 0)]
@@ -172,9 +169,18 @@ class FullViewStore:
         """Removes every record, key, tombstone and position of the topic's view."""
         self._delete_prefix(keys.topic_prefix(topic))
 
-    def reset_partition(self, topic_partition: TopicPartition) -> None:
-        """Removes one partition's view data, so that it is rebuilt from the log's start."""
+    def reset_partition(self, topic_partition: TopicPartition, start: int) -> None:
+        """Removes one partition's view data, so that it is rebuilt from ``start`` (the
+        log's start), which becomes the view's start offset."""
         self._delete_prefix(keys.partition_key(topic_partition))
+        with self._env.begin(write=True, db=self._applied) as txn:
+            txn.put(_start_key(topic_partition), keys.encode_int64(start))
+
+    def start_offset(self, topic_partition: TopicPartition) -> int:
+        """The offset the view was built from: 0, or the log start of its last rebuild."""
+        with self._env.begin(db=self._applied) as txn:
+            value = txn.get(_start_key(topic_partition))
+        return 0 if value is None else keys.decode_int64(value)
 
     def _delete_prefix(self, prefix: bytes) -> None:
         with self._env.begin(write=True) as txn:
@@ -188,6 +194,12 @@ class FullViewStore:
 
     def close(self) -> None:
         self._env.close()
+
+
+def _start_key(topic_partition: TopicPartition) -> bytes:
+    # Beside the applied position in the same table, under the partition's prefix, so that
+    # resetting or deleting the partition's view removes it too.
+    return keys.partition_key(topic_partition) + START_SUFFIX
 
 
 def _partition_of(record_key: bytes) -> TopicPartition:

@@ -74,7 +74,7 @@ async def _rebuild_from_log_start(
                     topic_partition, position, log_start)  # fmt: skip
     view = broker.full_view
     async with view.lock:
-        await asyncio.to_thread(view.store.reset_partition, topic_partition)
+        await asyncio.to_thread(view.store.reset_partition, topic_partition, log_start)
         view.reset_position(topic_partition, log_start)
     return log_start
 

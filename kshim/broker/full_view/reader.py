@@ -35,11 +35,18 @@ class ViewRead:
 
 
 async def view_offsets(broker: Broker, source: TopicPartition) -> ViewOffsets:
-    """Log start (first live record, or the high watermark when empty) and high watermark."""
+    """Log start and high watermark.
+
+    The log start is where the view was built from (0, or the source's log start when it
+    was rebuilt), not its first live record: like a topic that Kafka's cleaner compacts,
+    whose log start only retention moves. A log start that followed superseded records
+    would pass streaming readers that are behind, and Spark's connector takes that for
+    lost data and stops (failOnDataLoss); a reader below the first live record loses
+    nothing, it is sent the next live record.
+    """
     high_watermark = await broker.full_view.applied_position(source)
-    first = await asyncio.to_thread(broker.full_view.store.first_live_offset, source)
-    return ViewOffsets(high_watermark if first is None else min(first, high_watermark),
-                       high_watermark)  # fmt: skip
+    start = await asyncio.to_thread(broker.full_view.store.start_offset, source)
+    return ViewOffsets(min(start, high_watermark), high_watermark)
 
 
 async def read_view(
