@@ -2,26 +2,29 @@
 
 Random inserts, updates and deletes run on a SQLite source while the capture child process
 ships them through a kshim broker with the capture review hook, and the Spark apply job
-(``--once`` runs, as a scheduler would start it) writes SQLite and DuckDB destinations. The
-broker is killed with -9 and restarted on the same port and data directory mid-stream, the
-capture is killed with -9 at a random point and restarted. At the end every destination
-equals the source (verify.compare_tables), the topic holds every change sequence exactly
-once, and each destination's stored next offset is the end of the topic. A destination
-started late from ``T.full`` (bootstrap) converges too. Skipped without the connector jars.
+writes a SQLite destination (``--once`` runs, as a scheduler would start it) and a DuckDB
+destination (one streaming query that lives through the kills). The broker is killed with
+-9 and restarted on the same port and data directory mid-stream, the capture is killed
+with -9 at a random point and restarted. At the end every destination equals the source
+(verify.compare_tables), the topic holds every change sequence exactly once, and each
+destination's stored next offset is the end of the topic. A destination started late from
+``T.full`` (bootstrap) converges too. Skipped without the connector jars.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from kshim.testing import BrokerProcess
 from spark_examples.apply import ApplyOptions, apply_error_message, start_apply
@@ -38,7 +41,7 @@ from spark_examples.apply_pipeline import (
     topic_end_offset,
     wait_until,
 )
-from spark_examples.capture import SEQ_HEADER
+from spark_examples.capture import SEQ_HEADER, ensure_topic
 from spark_examples.change_format import encode_key, encode_value
 from spark_examples.databases import open_database
 from spark_examples.spark_session import connector_unavailable_reason, kafka_spark_session
@@ -122,6 +125,7 @@ class Scenario:
     kill_broker: bool = True
     kill_capture: bool = True
     late_destination: str | None = None  # bootstrapped from T.full half-way
+    streamed: list[str] = field(default_factory=list)  # one streaming query each, throughout
     seed: int = 7
     per_second: int = 400  # workload pace: slow enough for kills and runs to land mid-stream
 
@@ -139,8 +143,9 @@ def run_scenario(spark: SparkSession, work: Path, scenario: Scenario) -> None:
     workload = PacedWorkload(
         scenario.source_url, scenario.operations, scenario.per_second, scenario.seed
     )
-    checkpoints = {dest: work / f"checkpoint-{index}" for index, dest in
-                   enumerate([*scenario.destinations, scenario.late_destination])}  # fmt: skip
+    everywhere = [*scenario.destinations, *scenario.streamed, scenario.late_destination]
+    checkpoints = {dest: work / f"checkpoint-{index}" for index, dest in enumerate(everywhere)}
+    streams: list[StreamingQuery] = []
 
     def apply_all() -> None:
         for dest in scenario.destinations:
@@ -148,6 +153,10 @@ def run_scenario(spark: SparkSession, work: Path, scenario: Scenario) -> None:
 
     kill_points: list[int] = []  # operations done when a kill happened
     try:
+        ensure_topic(broker.bootstrap, TOPIC)
+        for dest in scenario.streamed:  # lives through the broker kill: same port on restart
+            options = ApplyOptions(broker.bootstrap, TOPIC, dest, str(checkpoints[dest]))
+            streams.append(start_apply(spark, options))
         capture.start()
         workload.start()
         if scenario.kill_broker:
@@ -181,10 +190,29 @@ def run_scenario(spark: SparkSession, work: Path, scenario: Scenario) -> None:
         if scenario.late_destination is not None:
             dest = scenario.late_destination
             apply_once(spark, broker.bootstrap, TOPIC + ".full", dest, checkpoints[dest])
+        wait_for_streams(streams, scenario.streamed, last_record_offset(broker.bootstrap, TOPIC))
         check_outcome(broker.bootstrap, scenario)
     finally:
+        for query in streams:
+            query.stop()
         capture.kill()
         broker.stop()
+
+
+def wait_for_streams(streams: list[StreamingQuery], destinations: list[str], last: int) -> None:
+    """Waits until each streaming query has applied the last record, then stops it."""
+
+    def applied(dest: str, query: StreamingQuery) -> bool:
+        assert query.isActive, apply_error_message(query)
+        database = open_database(dest)
+        try:
+            return next_offset(database, TOPIC, 0) > last
+        finally:
+            database.close()
+
+    for dest, query in zip(destinations, streams, strict=True):
+        wait_until(functools.partial(applied, dest, query), APPLY_TIMEOUT_S, f"apply into {dest}")
+        query.stop()
 
 
 def check_outcome(bootstrap: str, scenario: Scenario) -> None:
@@ -197,7 +225,7 @@ def check_outcome(bootstrap: str, scenario: Scenario) -> None:
     # No duplicate, no missing change: each sequence committed exactly once, in order.
     assert committed_sequences(bootstrap, TOPIC) == list(range(1, issued + 1))
     last = last_record_offset(bootstrap, TOPIC)
-    for dest in scenario.destinations:
+    for dest in [*scenario.destinations, *scenario.streamed]:
         assert compare_tables(scenario.source_url, dest, TABLE_NAMES) == [], dest
         database = open_database(dest)
         try:
@@ -222,7 +250,8 @@ def test_sqlite_source_to_sqlite_and_duckdb_through_broker_and_capture_kills(
         tmp_path,
         Scenario(
             source_url=f"sqlite:///{tmp_path}/source.db",
-            destinations=[f"sqlite:///{tmp_path}/dest.db", f"duckdb:///{tmp_path}/dest.duckdb"],
+            destinations=[f"sqlite:///{tmp_path}/dest.db"],  # --once runs, as a scheduler would
+            streamed=[f"duckdb:///{tmp_path}/dest.duckdb"],  # one query through every kill
             operations=10_000,
         ),
     )
