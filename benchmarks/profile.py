@@ -1,7 +1,7 @@
 """Profiles the kshim broker under one of benchmarks.run's workloads with py-spy.
 
     python -m benchmarks.profile throughput [--quick] [--native]
-    python -m benchmarks.profile venus --quick
+    python -m benchmarks.profile venus --quick --gil   # only samples holding the GIL
 
 Attaches ``py-spy record`` (pip install py-spy) to the broker process for the
 length of the workload, keeps the raw collapsed stacks in
@@ -54,15 +54,17 @@ def main() -> None:
     parser.add_argument("workload", choices=sorted(WORKLOADS))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--native", action="store_true", help="include C frames (slower)")
+    parser.add_argument("--gil", action="store_true", help="only samples holding the GIL")
     arguments = parser.parse_args()
     py_spy = shutil.which("py-spy")
     if py_spy is None:
         raise SystemExit("py-spy is not installed: pip install py-spy")
-    output = RESULTS / f"profile-{arguments.workload}.txt"
+    output = RESULTS / f"profile-{arguments.workload}{'-gil' if arguments.gil else ''}.txt"
     with running("kshim") as broker:
         command = [py_spy, "record", "--pid", str(broker.pid), "--rate", str(RATE_PER_S),
                    "--format", "raw", "--output", str(output), "--nonblocking"]  # fmt: skip
         command += ["--native"] if arguments.native else []
+        command += ["--gil"] if arguments.gil else []
         recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(1.0)  # py-spy attached before the load starts
         started = time.perf_counter()

@@ -163,7 +163,7 @@ def render(results: dict[str, Any]) -> str:
     lines = [
         "# kshim side-by-side benchmark report",
         "",
-        f"Generated {results['generated_utc']} by `{results['command'].strip()}` in "
+        f"Run started {results['generated_utc']}: `{results['command'].strip()}`, "
         f"{results['elapsed_s'] / 60:.1f} minutes. Machine: {machine['cpu']}, {machine['cores']} "
         f"cores, {machine['memory_gb']} GB, Linux {machine['kernel']}, Python {machine['python']}.",
         f"Brokers: {', '.join(results['brokers'])}; each workload on a fresh broker and data dir, "

@@ -158,8 +158,19 @@ def full_view_apply(scale: Scale) -> Metrics | str:
         if finished.returncode != 0 or not output.exists():
             tail = (finished.stderr or finished.stdout).strip().splitlines()[-1:] or ["no output"]
             return f"benchmarks.full_view failed (exit {finished.returncode}): {tail[0]}"
-        data = json.loads(output.read_text())
-        return {key: float(value) for key, value in data.items() if isinstance(value, int | float)}
+        return numbers(json.loads(output.read_text()))
+
+
+def numbers(data: dict[str, Any], prefix: str = "") -> Metrics:
+    """The numeric fields of full_view's JSON, flat or one level per mode ("process.x");
+    its list of individual runs is left out (the runner repeats it itself)."""
+    metrics: Metrics = {}
+    for key, value in data.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            metrics[prefix + key] = float(value)
+        elif isinstance(value, dict) and not prefix:
+            metrics.update(numbers(value, f"{key}."))
+    return metrics
 
 
 def machine(scale: Scale) -> dict[str, Any]:
