@@ -51,26 +51,14 @@ class ApplyOptions:
     trigger_interval: str = DEFAULT_TRIGGER_INTERVAL
 
 
-FULL_VIEW_SUFFIX = ".full"
-
-
-def fail_on_data_loss(topic: str) -> bool:
-    """True for a change topic T, false for its full-data view T.full.
-
-    On T a missing offset is a lost change, and an exactly-once sink must stop rather than
-    apply around it. T.full starts at its first live record, which moves past a lagging
-    reader once every record below it has been superseded: Spark reports that as data loss,
-    yet the newer records of those keys follow. (A tombstone is kept delete.retention.ms: a
-    bootstrap must read past it within that time, as with any compacted Kafka topic.)
-    """
-    return not topic.endswith(FULL_VIEW_SUFFIX)
-
-
 def read_changes(spark: SparkSession, options: ApplyOptions) -> DataFrame:
     """The streaming source: standard connector options only.
 
     read_committed hides half messages until the capture commits them and never shows
-    aborted ones; failOnDataLoss follows ``fail_on_data_loss``.
+    aborted ones. failOnDataLoss stays true on T and T.full alike: on T a missing offset is
+    a lost change, and an exactly-once sink must stop rather than apply around it; T.full
+    keeps its log start where the view was built from (as a compacted Kafka topic does), so
+    superseded records never look like lost data.
     """
     return (
         spark.readStream.format("kafka")
@@ -78,7 +66,7 @@ def read_changes(spark: SparkSession, options: ApplyOptions) -> DataFrame:
         .option("subscribe", options.topic)
         .option("startingOffsets", "earliest")
         .option("kafka.isolation.level", "read_committed")
-        .option("failOnDataLoss", str(fail_on_data_loss(options.topic)).lower())
+        .option("failOnDataLoss", "true")
         .option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
         .option("kafkaConsumer.pollTimeoutMs", POLL_TIMEOUT_MS)
         .load()

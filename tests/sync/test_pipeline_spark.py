@@ -320,9 +320,9 @@ def test_a_change_that_cannot_be_applied_stops_the_cli_job_naming_its_offset(
 def test_bootstrap_goes_on_when_the_view_compacts_past_its_position(
     spark: SparkSession, shared_broker: BrokerProcess, tmp_path: Path
 ) -> None:
-    """T.full's log start is its first live record: it moves past a reader's position once
-    every record below has been superseded. Nothing is lost (the newer records follow), so
-    the apply job must go on where Spark would report data loss on T."""
+    """Every record below the reader's position gets superseded (the view's first live
+    record moves past it). Nothing is lost, the newer records follow, and T.full's log start
+    stays put, so the job, with failOnDataLoss=true as on T, goes on."""
     from confluent_kafka import Producer
 
     topic, columns = f"compacted-{tmp_path.name}", {"id": "integer", "name": "text"}
