@@ -2,6 +2,6 @@
 
 import sys
 
-from kshim.cli.main import main
+from kshim.launcher import main
 
 sys.exit(main())

@@ -122,7 +122,10 @@ BROKER_DEFAULTS: dict[str, str] = {
     "compression.type": "producer",
     "min.insync.replicas": "1",
     "kshim.full.view": "true",
-    "kshim.memtable.bytes": str(16 << 20),
+    # Per partition, the newest batches kept in memory for tailing readers; older ones are
+    # sent from the page cache with sendfile, so a larger tail buys little and costs RSS for
+    # every backlogged byte (LSMQ's accumulation test, benchmarks/accumulation.py).
+    "kshim.memtable.bytes": str(1 << 20),
     # The full-data views are applied in a child process (decoding and LMDB writes then never
     # hold the broker's GIL); false applies them in worker threads of the broker process.
     "kshim.full.view.process": "true",

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.full_view.naming import has_view
 from kshim.broker.full_view.view import FullView
 from kshim.broker.full_view.worker import ProcessApplier, ThreadApplier
 from kshim.broker.groups.coordinator import GroupCoordinator
@@ -137,7 +138,14 @@ class Broker:
     def _watch_partition(self, log: PartitionLog) -> None:
         topic_partition = log.topic_partition
         log.listeners.append(lambda: self.append_waiters.notify(topic_partition))
-        log.listeners.append(lambda: self.full_view.notify(topic_partition))
+        log.listeners.append(lambda: self._notify_view(topic_partition))
+
+    def _notify_view(self, topic_partition: TopicPartition) -> None:
+        # Only topics with a view wake the applier: the others would wake it for nothing on
+        # every flush round.
+        topic = self.topics.topics.get(topic_partition.topic)
+        if topic is not None and has_view(topic):
+            self.full_view.notify(topic_partition)
 
     def topic(self, name: str) -> Topic | None:
         return self.topics.topics.get(name)

@@ -95,4 +95,4 @@ class LogConfig:
     retention_bytes: int = -1  # retention.bytes (-1: no size limit)
     flush_messages: int = 1  # flush.messages: 1 = fsync before every acknowledgement
     flush_ms: int = 0  # flush.ms: upper bound on unsynced time when flush.messages > 1
-    memtable_bytes: int = 16 << 20  # kshim.memtable.bytes: recent batches served from memory
+    memtable_bytes: int = 1 << 20  # kshim.memtable.bytes: recent batches served from memory

@@ -3,12 +3,16 @@ restarts, retention and deletion."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 
-from kshim.broker.full_view.applier import catch_up, purge_tombstones_once
+from kshim.broker.full_view.applier import catch_up, purge_tombstones_once, run_full_view
 from kshim.broker.full_view.reader import read_view, view_offsets
 from kshim.broker.retention import enforce_retention_once
+from kshim.broker.state import Broker
 from kshim.protocol.record_batch import crc_of, read_header
+from kshim.protocol.records import Record, decode_records
 from tests.full_view.support import (
     SOURCE,
     START_MS,
@@ -203,3 +207,31 @@ async def test_view_applied_in_a_child_process_survives_restarts(tmp_path: Path)
     await append(broker, [(b"c", b"1")])
     assert as_dict(await read_all(broker)) == {**expected, b"c": (5, b"1")}
     await broker.close()
+
+
+async def test_a_view_turned_on_is_built_without_a_further_write(tmp_path: Path) -> None:
+    broker = await open_broker(tmp_path, FakeClock())
+    await broker.topics.create(TOPIC, 1, {"kshim.full.view": "false"})
+    await append(broker, [(b"a", b"1"), (b"b", b"1")])
+    applier = asyncio.create_task(run_full_view(broker))
+    try:
+        await broker.topics.set_configs(TOPIC, {"kshim.full.view": "true"})
+        for _ in range(100):  # the applier looks at every view once a second
+            if await broker.full_view.applied_position(SOURCE) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert as_dict(broker_records(broker)) == {b"a": (0, b"1"), b"b": (1, b"1")}
+    finally:
+        applier.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await applier
+        await broker.close()
+
+
+def broker_records(broker: Broker) -> list[Record]:
+    """The view's live records as stored, without applying anything."""
+    return [
+        record
+        for stored in broker.full_view.store.live_records(SOURCE)
+        for record in decode_records(stored.batch)[1]
+    ]

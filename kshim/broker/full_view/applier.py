@@ -4,8 +4,9 @@ For each source partition with something new it reads ``T`` from the view's
 applied position up to the last stable offset (so only decided transactions),
 has them decoded and committed together with the new applied position in one
 LMDB transaction (in a child process by default: worker.py). It wakes on high-watermark advances
-(never polls) and, every ``TOMBSTONE_PURGE_INTERVAL_S``, purges expired
-tombstones. On restart every partition is looked at once, so the view resumes
+(rather than polling) and, every ``TOMBSTONE_PURGE_INTERVAL_S``, purges expired
+tombstones and looks at every view once (a view just turned on has no append to
+wake it). On restart every partition is looked at once, so the view resumes
 from its stored position.
 """
 
@@ -104,15 +105,20 @@ def view_partition(source: TopicPartition) -> TopicPartition:
     return TopicPartition(view_name(source.topic), source.partition)
 
 
-def _every_partition(broker: Broker) -> set[TopicPartition]:
-    return {log.topic_partition for topic in broker.topics.topics.values() for log in topic.logs}
+def _every_viewed_partition(broker: Broker) -> set[TopicPartition]:
+    return {
+        log.topic_partition
+        for topic in broker.topics.topics.values()
+        if has_view(topic)
+        for log in topic.logs
+    }
 
 
 async def run_full_view(broker: Broker) -> None:
     """Applies forever; cancel to stop. A partition that fails is retried at the next
     periodic tick, not at once, so a persistent error never spins."""
     view = broker.full_view
-    view.pending |= _every_partition(broker)
+    view.pending |= _every_viewed_partition(broker)
     view.wake_up.set()
     retry: set[TopicPartition] = set()
     next_tick = time.monotonic()
@@ -122,7 +128,9 @@ async def run_full_view(broker: Broker) -> None:
         view.wake_up.clear()
         if time.monotonic() >= next_tick:
             next_tick = time.monotonic() + TOMBSTONE_PURGE_INTERVAL_S
-            view.pending |= retry
+            # Failed partitions again, and every view once a tick: a view just turned on
+            # has no append to wake it.
+            view.pending |= retry | _every_viewed_partition(broker)
             retry = set()
             await _purge_logged(broker)
         pending, view.pending = view.pending, set()

@@ -1,0 +1,19 @@
+"""The ``kshim`` command's entry point: keeps test-only libraries out of the broker process.
+
+kio's message types come from a small phantom-types module that imports hypothesis when it
+is installed (as it is wherever kshim's tests run) to register test strategies. The broker
+never uses them, and the import costs about 12 MB of RSS and 0.3 s of start-up, so it is
+turned off before kio loads: with ``sys.modules["hypothesis"] = None`` the import fails and
+kio takes its own no-hypothesis path, as in an installation without the test extras.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> int:
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+    from kshim.cli.main import main as command_line
+
+    return command_line()
