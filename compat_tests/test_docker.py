@@ -82,7 +82,8 @@ def test_dockerfile_command_matches_the_cli() -> None:
     config = load_config(arguments, environment)
 
     assert entrypoint == ["kshim"]
-    assert scripts["kshim"] == "kshim.cli.main:main"
+    # The console script's launcher runs kshim.cli.main.main, whose parser is used above.
+    assert scripts["kshim"] == "kshim.launcher:main"
     assert (arguments.command, arguments.listen, arguments.data_dir) == (
         "serve",
         "0.0.0.0:9092",
