@@ -1,9 +1,11 @@
 """Sans-io framing of the Kafka wire protocol.
 
 Every request and response is ``int32 size`` followed by ``size`` bytes
-(https://kafka.apache.org/protocol#protocol_common). The decoder is fed raw
-bytes and hands out whole frames; it never touches a socket, so it can be
-tested with plain byte strings (the h11 pattern: ``feed`` then ``next_frame``).
+(https://kafka.apache.org/protocol#protocol_common). ``frame_size`` checks a
+size prefix; the server reads each body straight from its stream with it.
+``FrameDecoder`` splits a byte stream the sans-io way (h11's ``feed`` then
+``next_frame``) with the same check; the server no longer uses it, since its
+own buffer cost extra copies of every produced byte.
 """
 
 from __future__ import annotations
@@ -23,6 +25,18 @@ MIN_REQUEST_SIZE = 10
 
 class FrameError(Exception):
     """The peer broke the framing rules; the only safe answer is to close the connection."""
+
+
+def frame_size(prefix: bytes | bytearray | memoryview, max_frame_size: int) -> int:
+    """The body size a frame's 4-byte prefix announces.
+
+    Raises FrameError for a size no valid request can have: below the minimum request or
+    above ``max_frame_size`` (Kafka's ``socket.request.max.bytes``).
+    """
+    (size,) = FRAME_SIZE.unpack_from(prefix)
+    if size < MIN_REQUEST_SIZE or size > max_frame_size:
+        raise FrameError(f"frame size {size} outside [{MIN_REQUEST_SIZE}, {max_frame_size}]")
+    return int(size)
 
 
 class FrameDecoder:
@@ -54,11 +68,8 @@ class FrameDecoder:
         if available < FRAME_SIZE_LENGTH:
             self._compact()
             return None
-        (size,) = FRAME_SIZE.unpack_from(self._buffer, self._position)
-        if size < MIN_REQUEST_SIZE or size > self._max_frame_size:
-            raise FrameError(
-                f"frame size {size} outside [{MIN_REQUEST_SIZE}, {self._max_frame_size}]"
-            )
+        prefix_end = self._position + FRAME_SIZE_LENGTH
+        size = frame_size(self._buffer[self._position : prefix_end], self._max_frame_size)
         if available < FRAME_SIZE_LENGTH + size:
             self._compact()
             return None

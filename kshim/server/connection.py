@@ -15,7 +15,7 @@ import logging
 
 from kshim.broker.state import Broker
 from kshim.protocol.fetch_response import Part
-from kshim.protocol.framing import FRAME_SIZE, FRAME_SIZE_LENGTH, MIN_REQUEST_SIZE, FrameError
+from kshim.protocol.framing import FRAME_SIZE_LENGTH, FrameError, frame_size
 from kshim.server.dispatch import ProtocolViolation, decode, respond
 from kshim.storage.interface import FileRegion
 
@@ -65,19 +65,10 @@ async def _read_requests(
             if error.partial:
                 raise
             return  # the peer closed between requests
-        call = decode(await reader.readexactly(_frame_size(prefix, max_frame_size)))
+        # Read straight out of the stream's buffer (one copy), not through a FrameDecoder,
+        # whose own buffer copied every produced byte three more times.
+        call = decode(await reader.readexactly(frame_size(prefix, max_frame_size)))
         await in_flight.put(asyncio.create_task(respond(call, broker, client_host)))
-
-
-def _frame_size(prefix: bytes, max_frame_size: int) -> int:
-    """The size a frame's prefix announces; FrameError for one no valid request can have.
-
-    Frames are read straight out of the stream's buffer (one copy) rather than through a
-    FrameDecoder's own buffer, which copied every produced byte three more times."""
-    size: int = FRAME_SIZE.unpack(prefix)[0]
-    if size < MIN_REQUEST_SIZE or size > max_frame_size:
-        raise FrameError(f"frame size {size} outside [{MIN_REQUEST_SIZE}, {max_frame_size}]")
-    return size
 
 
 async def _write_responses(
