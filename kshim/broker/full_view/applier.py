@@ -40,7 +40,7 @@ async def apply_partition_once(broker: Broker, topic_partition: TopicPartition) 
     view = broker.full_view
     position = await view.applied_position(topic_partition)
     if position < partition_log.log_start_offset:
-        position = await _rebuild_from_log_start(broker, topic_partition, position)
+        position = await _rebuild(broker, topic_partition, position, partition_log.log_start_offset)
     transactions = broker.transactions.partition(topic_partition)
     stable = transactions.last_stable_offset(partition_log.high_watermark)
     if position >= stable:
@@ -61,15 +61,13 @@ async def apply_partition_once(broker: Broker, topic_partition: TopicPartition) 
     return True
 
 
-async def _rebuild_from_log_start(
-    broker: Broker, topic_partition: TopicPartition, position: int
+async def _rebuild(
+    broker: Broker, topic_partition: TopicPartition, position: int, log_start: int
 ) -> int:
     """The view missed records that retention removed (the view was off, or was turned on
     for a topic whose history is gone): whatever it holds may be stale, so it is dropped
     and rebuilt from the log's start. Keys whose every record was removed are lost: the
     view can only be as complete as the log it is built from."""
-    start = broker.partition_log(topic_partition)
-    log_start = 0 if start is None else start.log_start_offset
     if position > 0:
         log.warning("%s: view at %d, behind the log start %d: rebuilding from the log",
                     topic_partition, position, log_start)  # fmt: skip

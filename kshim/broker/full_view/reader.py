@@ -45,7 +45,7 @@ async def view_offsets(broker: Broker, source: TopicPartition) -> ViewOffsets:
     nothing, it is sent the next live record.
     """
     high_watermark = await broker.full_view.applied_position(source)
-    start = await asyncio.to_thread(broker.full_view.store.start_offset, source)
+    start = await broker.full_view.start_offset(source)
     return ViewOffsets(min(start, high_watermark), high_watermark)
 
 

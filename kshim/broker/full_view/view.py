@@ -24,6 +24,7 @@ class FullView:
         self.pending: set[TopicPartition] = set()
         self.lock = asyncio.Lock()  # serialises applying a chunk with deleting a view
         self._positions: dict[TopicPartition, int] = {}
+        self._starts: dict[TopicPartition, int] = {}  # the view's log start offsets
 
     def notify(self, topic_partition: TopicPartition) -> None:
         """The source partition's high watermark advanced (log listener)."""
@@ -44,14 +45,25 @@ class FullView:
         current = self._positions.get(topic_partition, position)
         self._positions[topic_partition] = max(current, position)
 
+    async def start_offset(self, topic_partition: TopicPartition) -> int:
+        """The view's log start: where it was built from (read from the store once)."""
+        start = self._starts.get(topic_partition)
+        if start is None:
+            start = await asyncio.to_thread(self.store.start_offset, topic_partition)
+            self._starts.setdefault(topic_partition, start)
+        return self._starts[topic_partition]
+
     def reset_position(self, topic_partition: TopicPartition, position: int) -> None:
-        """Sets the applied position of a partition whose view was dropped for a rebuild."""
+        """A partition's view was dropped for a rebuild from ``position``, which is both
+        its applied position and its log start now."""
         self._positions[topic_partition] = position
+        self._starts[topic_partition] = position
 
     async def forget_topic(self, topic: str) -> None:
         """Deletes the view data of a deleted topic."""
         async with self.lock:
-            for topic_partition in [tp for tp in self._positions if tp.topic == topic]:
-                del self._positions[topic_partition]
+            for cache in (self._positions, self._starts):
+                for topic_partition in [tp for tp in cache if tp.topic == topic]:
+                    del cache[topic_partition]
             self.pending = {tp for tp in self.pending if tp.topic != topic}
             await asyncio.to_thread(self.store.delete_topic, topic)
