@@ -35,7 +35,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks.brokers import RunningBroker, running
-from benchmarks.workloads import create_topic
+from benchmarks.workloads import create_topic, send
 
 RESULTS = Path(__file__).parent / "results"
 SAMPLE_INTERVAL_S = 0.05
@@ -100,14 +100,7 @@ def produce_keyed(
     key_names = [b"key-%06d" % index for index in range(keys)]
     started = time.perf_counter()
     for index in range(updates):
-        value = (b"%d:" % index).ljust(record_bytes, b"x")
-        while True:
-            try:
-                producer.produce(topic, key=key_names[index % keys], value=value)
-                break
-            except BufferError:
-                producer.poll(0.001)
-        producer.poll(0)
+        send(producer, topic, (b"%d:" % index).ljust(record_bytes, b"x"), key_names[index % keys])
     if producer.flush(TIMEOUT_S):
         raise RuntimeError("records not acknowledged")
     return time.perf_counter() - started

@@ -81,22 +81,12 @@ class BrokerProcess:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL if it has not exited within the timeout."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT_S)
+        stop_process(self.process)
         self.process = None
 
     def kill(self) -> None:
         """kill -9: no shutdown, no flush; what is on disk is what survives."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(STOP_TIMEOUT_S)
+        kill_process(self.process)
         self.process = None
 
     def is_running(self) -> bool:
@@ -109,6 +99,25 @@ class BrokerProcess:
         ):
             return handle.read()
         return ""
+
+
+def stop_process(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM to a child this process started, then SIGKILL if it has not exited within
+    the timeout; waits for it either way."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        kill_process(process)
+
+
+def kill_process(process: subprocess.Popen[bytes] | None) -> None:
+    """kill -9 of a child this process started, as a crash would; waits for it."""
+    if process is not None and process.poll() is None:
+        process.kill()
+        process.wait(STOP_TIMEOUT_S)
 
 
 @contextlib.contextmanager

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from kshim.testing import kill_process, stop_process
 from spark_examples.capture_triggers import SEQUENCE_TABLE, STATE_TABLE, install_capture
 from spark_examples.databases import Database, PortableType, open_database, quote
 
@@ -46,7 +46,6 @@ SOURCE_TABLES: dict[str, dict[str, PortableType]] = {
 }
 TABLE_NAMES = list(SOURCE_TABLES)
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
-STOP_TIMEOUT_S = 20.0
 TRANSACTION_ATTEMPTS = 5
 
 
@@ -254,22 +253,12 @@ class CaptureProcess:
 
     def kill(self) -> None:
         """kill -9, as a crash: no flush, no abort of the open transaction."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(STOP_TIMEOUT_S)
+        kill_process(self.process)
         self.process = None
 
     def stop(self) -> None:
         """SIGTERM (the capture finishes its batch and exits), then kill -9 if it hangs."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT_S)
+        stop_process(self.process)
         self.process = None
 
     def is_running(self) -> bool:
