@@ -14,7 +14,7 @@ import struct
 from collections.abc import Sequence, Sized
 from dataclasses import dataclass, field
 
-from kshim.protocol.primitives import write_unsigned_varint
+from kshim.protocol.primitives import write_array_length, write_string, write_unsigned_varint
 
 FIRST_FLEXIBLE_VERSION = 12
 MIN_VERSION, MAX_VERSION = 4, 12
@@ -59,10 +59,11 @@ def encode_fetch_response(
     head = bytearray(_INT32.pack(0))  # throttle_time_ms
     if version >= 7:
         head += _INT16.pack(error_code) + _INT32.pack(session_id)
-    head += _array_length(len(topics), flexible)
+    head += write_array_length(len(topics), flexible)
     parts: list[Part] = []
     for topic in topics:
-        head += _string(topic.name, flexible) + _array_length(len(topic.partitions), flexible)
+        head += write_string(topic.name, flexible)
+        head += write_array_length(len(topic.partitions), flexible)
         for partition in topic.partitions:
             head += _partition_fields(version, partition, flexible)
             head += _records_length(partition, flexible)
@@ -92,7 +93,7 @@ def _partition_fields(version: int, partition: FetchedPartition, flexible: bool)
     if aborted is None:
         out += b"\x00" if flexible else _INT32.pack(-1)
     else:
-        out += _array_length(len(aborted), flexible)
+        out += write_array_length(len(aborted), flexible)
         for producer_id, first_offset in aborted:
             out += _ABORTED.pack(producer_id, first_offset)
             if flexible:
@@ -105,14 +106,3 @@ def _partition_fields(version: int, partition: FetchedPartition, flexible: bool)
 def _records_length(partition: FetchedPartition, flexible: bool) -> bytes:
     size = partition.records_size
     return write_unsigned_varint(size + 1) if flexible else _INT32.pack(size)
-
-
-def _array_length(count: int, flexible: bool) -> bytes:
-    return write_unsigned_varint(count + 1) if flexible else _INT32.pack(count)
-
-
-def _string(value: str, flexible: bool) -> bytes:
-    encoded = value.encode("utf-8")
-    if flexible:
-        return write_unsigned_varint(len(encoded) + 1) + encoded
-    return _INT16.pack(len(encoded)) + encoded

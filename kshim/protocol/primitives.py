@@ -50,6 +50,22 @@ def write_signed_varint(value: int) -> bytes:
     return write_unsigned_varint((value << 1) ^ (value >> 63))
 
 
+def write_array_length(count: int, flexible: bool) -> bytes:
+    """An array's length prefix: compact (count + 1, varint) in flexible versions, else int32."""
+    return write_unsigned_varint(count + 1) if flexible else count.to_bytes(4, "big", signed=True)
+
+
+def write_string(value: str | None, flexible: bool) -> bytes:
+    """A (nullable) string: compact (length + 1, varint; 0 = null) in flexible versions,
+    else an int16 length (-1 = null)."""
+    if value is None:
+        return b"\x00" if flexible else b"\xff\xff"
+    encoded = value.encode("utf-8")
+    if flexible:
+        return write_unsigned_varint(len(encoded) + 1) + encoded
+    return len(encoded).to_bytes(2, "big") + encoded
+
+
 def read_tagged_fields(data: bytes | bytearray | memoryview, position: int) -> int:
     """Skips a tagged-field section and returns the position after it."""
     count, position = read_unsigned_varint(data, position)

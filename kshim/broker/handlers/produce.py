@@ -17,6 +17,12 @@ from kshim.broker.full_view.naming import source_of
 from kshim.broker.producer_state import Duplicate
 from kshim.broker.state import Broker
 from kshim.protocol.errors import ErrorCode
+from kshim.protocol.fetch_response import Part
+from kshim.protocol.produce_response import (
+    NO_TIMESTAMP,
+    PartitionAnswer,
+    encode_produce_response,
+)
 from kshim.protocol.record_batch import (
     BatchHeader,
     InvalidBatch,
@@ -26,8 +32,6 @@ from kshim.protocol.record_batch import (
 )
 from kshim.storage.interface import TopicPartition
 from kshim.storage.partition_log import LogFailed, PartitionLog
-
-NO_TIMESTAMP = -1
 
 
 @dataclass(slots=True)
@@ -41,19 +45,18 @@ class PartitionResult:
     durable_offset: int = -1  # the last offset that must be on disk before answering
     log: PartitionLog | None = field(default=None, repr=False)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "error_code": self.error_code,
-            "base_offset": self.base_offset,
-            "log_append_time": None if self.log_append_time < 0 else self.log_append_time,
-            "log_start_offset": self.log_start_offset,
-            "record_errors": [],
-            "error_message": self.error_message,
-        }
+    def answer(self) -> PartitionAnswer:
+        return PartitionAnswer(
+            self.index,
+            self.error_code,
+            self.base_offset,
+            self.log_append_time,
+            self.log_start_offset,
+            self.error_message,
+        )
 
 
-async def handle(request: Any, context: RequestContext) -> dict[str, Any] | None:
+async def handle(request: Any, context: RequestContext) -> list[Part] | None:
     broker = context.broker
     results = [
         (topic.name, [_append(broker, topic.name, data, request) for data in topic.partition_data])
@@ -64,13 +67,8 @@ async def handle(request: Any, context: RequestContext) -> dict[str, Any] | None
     await asyncio.gather(
         *(_wait_durable(result) for _, partitions in results for result in partitions)
     )
-    return {
-        "responses": [
-            {"name": name, "partition_responses": [result.as_dict() for result in partitions]}
-            for name, partitions in results
-        ],
-        "throttle_time": 0,
-    }
+    answers = [(name, [result.answer() for result in partitions]) for name, partitions in results]
+    return [encode_produce_response(context.header.api_version, answers)]
 
 
 def _append(broker: Broker, topic_name: str, data: Any, request: Any) -> PartitionResult:
