@@ -91,4 +91,5 @@ class BrokerConfig:
             flush_messages=int(topic_configs["flush.messages"]),
             flush_ms=int(topic_configs["flush.ms"]),
             memtable_bytes=self.get_int("kshim.memtable.bytes"),
+            inline_write_max_us=self.get_int("kshim.write.inline.max.us"),
         )

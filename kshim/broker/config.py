@@ -126,6 +126,10 @@ BROKER_DEFAULTS: dict[str, str] = {
     # sent from the page cache with sendfile, so a larger tail buys little and costs RSS for
     # every backlogged byte (LSMQ's accumulation test, benchmarks/accumulation.py).
     "kshim.memtable.bytes": str(1 << 20),
+    # Flush rounds (write plus fsync) faster than this on average run on the event loop: a
+    # thread hand-off costs more CPU than a fast disk's fsync. Slower disks get a worker
+    # thread so the loop keeps serving while they wait. 0 = always a worker thread.
+    "kshim.write.inline.max.us": "2000",
     # The full-data views are applied in a child process (decoding and LMDB writes then never
     # hold the broker's GIL); false applies them in worker threads of the broker process.
     "kshim.full.view.process": "true",
@@ -159,6 +163,7 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "max.connections": _integer(1, INT_MAX),
     "log.retention.check.interval.ms": _integer(1),
     "kshim.memtable.bytes": _integer(0),
+    "kshim.write.inline.max.us": _integer(0),
     "kshim.full.view.process": _boolean,
     "transaction.max.timeout.ms": _integer(1, INT_MAX),
     "transactional.id.expiration.ms": _integer(1, INT_MAX),

@@ -96,3 +96,6 @@ class LogConfig:
     flush_messages: int = 1  # flush.messages: 1 = fsync before every acknowledgement
     flush_ms: int = 0  # flush.ms: upper bound on unsynced time when flush.messages > 1
     memtable_bytes: int = 1 << 20  # kshim.memtable.bytes: recent batches served from memory
+    # kshim.write.inline.max.us: flush rounds whose write and fsync take less than this
+    # (moving average) run on the event loop instead of a worker thread; 0 = always a thread.
+    inline_write_max_us: int = 2000

@@ -2,9 +2,10 @@
 
 Appends run on the event loop and only touch memory: the batch gets its
 offsets, joins the memtable and a pending list. One flusher task per
-partition writes everything pending and fsyncs it in a worker thread (group
-commit: every append that arrived while the previous fsync ran shares the
-next one). The high watermark, the end of what consumers may see and what
+partition writes everything pending and fsyncs it (group commit: every append
+made before the flusher's turn, or while the previous fsync ran, shares the
+next one), on the event loop itself while the disk answers fast, otherwise in
+a worker thread (see _write_inline). The high watermark, the end of what consumers may see and what
 producers get acknowledged, advances only past bytes that are on disk.
 """
 
@@ -15,6 +16,7 @@ import bisect
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 
 from kshim.protocol.record_batch import (
@@ -34,6 +36,7 @@ from kshim.storage.segment import Segment, segment_file_name
 Clock = Callable[[], int]
 log = logging.getLogger(__name__)
 LEADER_EPOCH = 0  # a single broker stays leader of every partition in epoch 0
+PROBE_INTERVAL_S = 5.0  # how often a slow disk gets an inline round to re-measure it
 
 
 class LogFailed(Exception):
@@ -76,6 +79,8 @@ class PartitionLog:
         self._read_descriptors: dict[str, int] = {}
         self._read_lock = threading.Lock()
         self._unsynced_messages = 0
+        self._inline_write_us = 0.0  # moving average of an inline round's write and fsync
+        self._last_inline_write = 0.0  # time.monotonic() of the last inline round
         self._last_sync_ms = clock()
         self._failure: BaseException | None = None
         self.listeners: list[Callable[[], None]] = []
@@ -168,7 +173,10 @@ class PartitionLog:
                 sync = self._sync_due()
                 # Appends arriving during this round count towards the next fsync.
                 covered_messages = self._unsynced_messages
-                await asyncio.to_thread(self._write, pending, sync)
+                if self._write_inline():
+                    self._write_on_loop(pending, sync)
+                else:
+                    await asyncio.to_thread(self._write, pending, sync)
                 if sync:
                     self._unsynced_messages -= covered_messages
                     self._last_sync_ms = self._clock()
@@ -182,6 +190,27 @@ class PartitionLog:
         finally:
             self._flusher = None
 
+    def _write_inline(self) -> bool:
+        # On small VMs a hand-off to a worker thread and back costs ~100 µs of CPU (two
+        # cross-CPU wake-ups), more than a fast disk's whole write and fsync, and adds that
+        # much latency. A slow disk must not stall the event loop, though: once inline
+        # rounds average over the limit, rounds go to a worker thread, with one inline
+        # probe every PROBE_INTERVAL_S to notice when the disk is fast again. Sealing a
+        # rolled segment (a sealed index to write and fsync) always goes to the thread.
+        if self._to_seal or self.config.inline_write_max_us <= 0:
+            return False
+        if self._inline_write_us < self.config.inline_write_max_us:
+            return True
+        return time.monotonic() - self._last_inline_write >= PROBE_INTERVAL_S
+
+    def _write_on_loop(self, pending: list[tuple[Segment, bytes, IndexEntry]], sync: bool) -> None:
+        started = time.perf_counter()
+        self._write(pending, sync)
+        elapsed_us = (time.perf_counter() - started) * 1e6
+        self._last_inline_write = time.monotonic()
+        # A moving average, so one slow fsync does not send the next rounds to a thread.
+        self._inline_write_us += (elapsed_us - self._inline_write_us) / 8
+
     def _sync_due(self) -> bool:
         # flush.messages=1 (the default) syncs every round; larger values trade
         # safety for speed, bounded by flush.ms.
@@ -193,8 +222,8 @@ class PartitionLog:
         )
 
     def _write(self, pending: list[tuple[Segment, bytes, IndexEntry]], sync: bool) -> None:
-        """Worker thread: appends pending batches to their segment files, fsyncs them,
-        then indexes what is now durable."""
+        """Appends pending batches to their segment files, fsyncs them, then indexes
+        what is now durable (in a worker thread, or on the loop: see _write_inline)."""
         groups: dict[str, list[bytes | memoryview]] = {}
         for segment, data, entry in pending:
             groups.setdefault(segment.path, []).append(data)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -795,3 +796,49 @@ async def test_log_store_reopen_reports_recovered_producer_batches(tmp_path: Pat
     assert seen == [(0, 42, 1, 0, 1), (2, 42, 1, 2, 2)]
     assert reopened.log_end_offset == 5
     await reopened_store.close()
+
+
+class SlowFsyncFileSystem(CountingFileSystem):
+    """Records which thread ran each fsync; each takes ``delay_s`` longer than the disk."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+        self.fsync_threads: list[int] = []
+
+    def fsync(self, descriptor: int) -> None:
+        self.fsync_threads.append(threading.get_ident())
+        time.sleep(self.delay_s)
+        super().fsync(descriptor)
+
+
+async def test_fast_disk_writes_on_the_event_loop(tmp_path: Path) -> None:
+    filesystem = SlowFsyncFileSystem(0.0)
+    log = await open_log(tmp_path, LogConfig(inline_write_max_us=1_000_000), filesystem)
+    for _ in range(5):
+        await append_durable(log, 1)
+    assert filesystem.fsync_threads == [threading.get_ident()] * 5
+    await log.close()
+
+
+async def test_slow_disk_writes_move_to_a_worker_thread(tmp_path: Path) -> None:
+    filesystem = SlowFsyncFileSystem(0.02)  # 20 ms per fsync against a 1 ms limit
+    log = await open_log(tmp_path, LogConfig(inline_write_max_us=1000), filesystem)
+    for _ in range(12):
+        await append_durable(log, 1)
+    loop_thread = threading.get_ident()
+    on_loop = [thread == loop_thread for thread in filesystem.fsync_threads]
+    # The first round runs inline and measures 20 ms; later ones go to the worker (the
+    # next inline probe is seconds away), and nothing acknowledged skipped its fsync.
+    assert on_loop[0] and not any(on_loop[1:])
+    assert len(on_loop) == 12
+    await log.close()
+
+
+async def test_inline_writes_can_be_turned_off(tmp_path: Path) -> None:
+    filesystem = SlowFsyncFileSystem(0.0)
+    log = await open_log(tmp_path, LogConfig(inline_write_max_us=0), filesystem)
+    for _ in range(3):
+        await append_durable(log, 1)
+    assert threading.get_ident() not in filesystem.fsync_threads
+    await log.close()
