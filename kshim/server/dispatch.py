@@ -27,9 +27,11 @@ from kshim.protocol.headers import (
     peek_api,
 )
 from kshim.protocol.primitives import DecodeError
+from kshim.protocol.produce_request import decode_produce_request
 
 # ApiVersions v3+ uses flexible request headers even at versions this broker does not know.
 API_VERSIONS_FIRST_FLEXIBLE = 3
+PRODUCE_KEY = 0
 
 
 class ProtocolViolation(Exception):
@@ -39,7 +41,9 @@ class ProtocolViolation(Exception):
 @dataclass(frozen=True, slots=True)
 class Call:
     header: RequestHeader
-    request: Any  # kio request dataclass, or None for the ApiVersions fallback
+    # A kio request dataclass (produce_request.ProduceRequest for Produce), or None for
+    # the ApiVersions fallback.
+    request: Any
 
 
 def decode(frame_bytes: bytes) -> Call:
@@ -56,7 +60,10 @@ def decode(frame_bytes: bytes) -> Call:
         if not serves(api_key, version):
             raise ProtocolViolation(f"api {api_key} version {version} is not supported")
         header, body_offset = parse_request_header(frame_bytes, codec.is_flexible(api_key, version))
-        request = codec.decode_request(api_key, version, frame_bytes, body_offset)
+        if api_key == PRODUCE_KEY:  # nearly every received byte: decoded without copies
+            request = decode_produce_request(version, frame_bytes, body_offset)
+        else:
+            request = codec.decode_request(api_key, version, frame_bytes, body_offset)
     except DecodeError as error:
         raise ProtocolViolation(str(error)) from error
     return Call(header, request)
