@@ -21,8 +21,7 @@ from collections.abc import Callable
 
 from kshim.protocol.record_batch import (
     BatchHeader,
-    set_base_offset,
-    set_partition_leader_epoch,
+    stamped,
 )
 from kshim.storage.filesystem import FileSystem
 from kshim.storage.index_file import IndexEntry, decode_blocks, encode_block, index_path_for
@@ -118,7 +117,7 @@ class PartitionLog:
         log._unindexed = recovered.unindexed
         return log
 
-    def append(self, batch: bytearray, header: BatchHeader) -> int:
+    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> int:
         """Assigns offsets to a validated batch, stores it and returns its base offset.
 
         The batch becomes visible (and durable) only when the high watermark
@@ -128,9 +127,7 @@ class PartitionLog:
             raise LogFailed(str(self._failure))
         base_offset = self.log_end_offset
         next_offset = base_offset + header.last_offset_delta + 1
-        set_base_offset(batch, base_offset)
-        set_partition_leader_epoch(batch, LEADER_EPOCH)
-        data = bytes(batch)
+        data = stamped(batch, base_offset, LEADER_EPOCH)  # the caller's bytes stay as they are
         segment = self._segment_for(len(data))
         position = segment.add_batch(base_offset, len(data), next_offset, header.max_timestamp)
         self._memtable.append(base_offset, next_offset, data)

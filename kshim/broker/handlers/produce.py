@@ -104,9 +104,10 @@ def _append(broker: Broker, topic_name: str, data: Any, request: Any) -> Partiti
     if verdict is not None:
         result.error_code = verdict
         return result
-    batch = bytearray(records)
+    batch: bytes | bytearray | memoryview = records
     if topic.configs["message.timestamp.type"] == "LogAppendTime":
         result.log_append_time = broker.clock()
+        batch = bytearray(records)  # the CRC changes too
         set_log_append_time(batch, result.log_append_time)
     try:
         result.base_offset = log.append(batch, header)
