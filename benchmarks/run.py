@@ -79,6 +79,8 @@ def throughput(broker: RunningBroker, scale: Scale) -> Metrics:
             metrics[f"{label}_records_per_s"] = result.records_per_second
             metrics[f"{label}_mb_per_s"] = result.megabytes_per_second
             metrics[f"{label}_broker_cpu_us_per_record"] = result.broker_cpu_microseconds_per_record
+        # Whether the consumer itself was busy: near 1 core, it set the rate.
+        metrics[f"consume_{'100B' if size == 100 else '1KiB'}_client_cores"] = consumed.client_cores
     return metrics
 
 
@@ -96,6 +98,8 @@ def venus(broker: RunningBroker, scale: Scale) -> Metrics:
         metrics[f"{client}_seconds"] = result["seconds"]
         metrics[f"{client}_records_per_s"] = result["records_per_s"]
         metrics[f"{client}_send_seconds"] = result["send_seconds"]
+        metrics[f"{client}_producer_cpu_s"] = result["producer_cpu_s"]
+        metrics[f"{client}_consumer_cpu_s"] = result["consumer_cpu_s"]
     return metrics
 
 

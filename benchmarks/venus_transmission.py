@@ -46,10 +46,11 @@ def transmission(broker: RunningBroker, client: str, count: int) -> dict[str, fl
     try:
         if not ready.wait(60):
             raise RuntimeError(f"{client} consumer never became ready")
-        first_send = time.monotonic()
+        first_send, producer_cpu = time.monotonic(), time.process_time()
         _send(client, broker.bootstrap, topic, rows)
         sent = time.monotonic()  # every record acknowledged
-        last_receive, received = results.get(timeout=TIMEOUT_S)
+        producer_cpu = time.process_time() - producer_cpu
+        last_receive, received, consumer_cpu = results.get(timeout=TIMEOUT_S)
     finally:
         reader.join(TIMEOUT_S)
         if reader.is_alive():
@@ -57,7 +58,14 @@ def transmission(broker: RunningBroker, client: str, count: int) -> dict[str, fl
     if received < count:
         raise RuntimeError(f"{client} consumer received {received} of {count}")
     seconds = last_receive - first_send
-    return {"seconds": seconds, "records_per_s": count / seconds, "send_seconds": sent - first_send}
+    return {
+        "seconds": seconds,
+        "records_per_s": count / seconds,
+        "send_seconds": sent - first_send,
+        # The clients' own CPU: on 2 cores it competes with the broker's.
+        "producer_cpu_s": producer_cpu,
+        "consumer_cpu_s": consumer_cpu,
+    }
 
 
 def _send(client: str, bootstrap: str, topic: str, rows: list[tuple[bytes, bytes]]) -> None:
@@ -82,7 +90,8 @@ def _send(client: str, bootstrap: str, topic: str, rows: list[tuple[bytes, bytes
 def _receive(
     client: str, bootstrap: str, topic: str, count: int, ready: Event, results: Any
 ) -> None:
-    """Consumer process: signal ready once positioned, report (last receive time, count)."""
+    """Consumer process: signal ready once positioned, report (last receive time, count,
+    CPU seconds from ready to the last receive)."""
     received = 0
     last_receive = float("nan")
     deadline = time.monotonic() + TIMEOUT_S
@@ -93,6 +102,7 @@ def _receive(
         consumer.assign([TopicPartition(topic, 0)])
         consumer.seek(TopicPartition(topic, 0), 0)
         consumer.poll(200)  # connected and fetching before the producer starts
+        cpu_before = time.process_time()
         ready.set()
         while received < count and time.monotonic() < deadline:
             batches = consumer.poll(100, max_records=10_000)
@@ -105,10 +115,12 @@ def _receive(
                              "enable.auto.commit": False})  # fmt: skip
         consumer.assign([TopicPartition(topic, 0, 0)])
         consumer.consume(1, 0.2)
+        cpu_before = time.process_time()
         ready.set()
         while received < count and time.monotonic() < deadline:
             messages = consumer.consume(10_000, 0.1)
             received += sum(1 for message in messages if message.error() is None)
             last_receive = time.monotonic()
+    cpu_seconds = time.process_time() - cpu_before
     consumer.close()
-    results.put((last_receive, received))
+    results.put((last_receive, received, cpu_seconds))

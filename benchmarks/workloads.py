@@ -25,6 +25,7 @@ class Throughput:
     seconds: float
     record_bytes: int
     broker_cpu_seconds: float
+    client_cpu_seconds: float = float("nan")  # this process: the client's threads included
 
     @property
     def records_per_second(self) -> float:
@@ -37,6 +38,12 @@ class Throughput:
     @property
     def broker_cpu_microseconds_per_record(self) -> float:
         return self.broker_cpu_seconds / self.records * 1e6
+
+    @property
+    def client_cores(self) -> float:
+        """The client's CPU time over the elapsed time: near 1 when the client's own
+        Python thread is what sets the rate."""
+        return self.client_cpu_seconds / self.seconds
 
 
 def create_topic(
@@ -87,16 +94,17 @@ def consume(broker: RunningBroker, topic: str, count: int, record_bytes: int) ->
     )  # fmt: skip
     consumer.assign([TopicPartition(topic, 0, 0)])
     received = 0
-    cpu_before = broker.cpu_seconds()
+    cpu_before, client_before = broker.cpu_seconds(), time.process_time()
     started = time.perf_counter()
     deadline = started + TIMEOUT_S
     while received < count and time.perf_counter() < deadline:
         received += len(consumer.consume(10_000, 1.0))
     elapsed = time.perf_counter() - started
+    client_cpu = time.process_time() - client_before
     consumer.close()
     if received < count:
         raise RuntimeError(f"read {received} of {count} records")
-    return Throughput(count, elapsed, record_bytes, broker.cpu_seconds() - cpu_before)
+    return Throughput(count, elapsed, record_bytes, broker.cpu_seconds() - cpu_before, client_cpu)
 
 
 def end_to_end_latency(

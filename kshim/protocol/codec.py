@@ -71,7 +71,7 @@ def _writer(cls: type[Any]) -> Any:
     return _WRITERS[cls]
 
 
-def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any:
+def decode_request(api_key: int, version: int, frame: bytes | bytearray, offset: int) -> Any:
     """Decodes a request body starting at ``offset``.
 
     Raises DecodeError when the bytes do not match the schema (truncated or

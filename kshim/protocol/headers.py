@@ -28,13 +28,13 @@ class RequestHeader:
     client_id: str | None
 
 
-def peek_api(frame: bytes) -> tuple[int, int, int]:
+def peek_api(frame: bytes | bytearray) -> tuple[int, int, int]:
     """Returns (api_key, api_version, correlation_id) without parsing further."""
     api_key, api_version, correlation_id, _ = REQUEST_HEADER_FIXED.unpack_from(frame, 0)
     return api_key, api_version, correlation_id
 
 
-def parse_request_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
+def parse_request_header(frame: bytes | bytearray, flexible: bool) -> tuple[RequestHeader, int]:
     """Parses the header of a request frame.
 
     Returns the header and the offset where the body starts. Raises DecodeError

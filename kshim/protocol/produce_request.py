@@ -45,7 +45,7 @@ class ProduceRequest:
     topic_data: tuple[TopicData, ...]
 
 
-def decode_produce_request(version: int, frame: bytes, offset: int) -> ProduceRequest:
+def decode_produce_request(version: int, frame: bytes | bytearray, offset: int) -> ProduceRequest:
     """Decodes the body starting at ``offset``; raises DecodeError on malformed input."""
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise DecodeError(f"Produce v{version} is not decoded here")

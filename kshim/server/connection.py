@@ -15,8 +15,9 @@ import logging
 
 from kshim.broker.state import Broker
 from kshim.protocol.fetch_response import Part
-from kshim.protocol.framing import FRAME_SIZE_LENGTH, FrameError, frame_size
+from kshim.protocol.framing import FrameError
 from kshim.server.dispatch import ProtocolViolation, decode, respond
+from kshim.server.request_stream import RequestStream
 from kshim.storage.interface import FileRegion
 
 log = logging.getLogger(__name__)
@@ -25,56 +26,46 @@ MAX_IN_FLIGHT = 64
 ResponseTask = asyncio.Task[list[Part] | None]
 
 
-async def serve_connection(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    broker: Broker,
-    max_frame_size: int,
-) -> None:
+async def serve_connection(stream: RequestStream, broker: Broker) -> None:
     """Serves one connection until the peer closes it or breaks the protocol."""
-    peer = writer.get_extra_info("peername")
+    transport = stream.transport
+    assert transport is not None
+    peer = transport.get_extra_info("peername")
     in_flight: asyncio.Queue[ResponseTask | None] = asyncio.Queue(MAX_IN_FLIGHT)
-    writer_task = asyncio.create_task(_write_responses(in_flight, writer, peer))
+    writer_task = asyncio.create_task(_write_responses(in_flight, stream, peer))
     try:
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
-        await _read_requests(reader, broker, max_frame_size, in_flight, client_host)
+        await _read_requests(stream, broker, in_flight, client_host)
     except (FrameError, ProtocolViolation) as error:
         log.info("closing connection from %s: %s", peer, error)
-    except (ConnectionError, asyncio.IncompleteReadError):
+    except ConnectionError:
         pass
     finally:
         await in_flight.put(None)
         with contextlib.suppress(Exception):
             await writer_task
-        writer.close()
+        transport.close()
         with contextlib.suppress(Exception):
-            await writer.wait_closed()
+            await stream.wait_closed()
 
 
 async def _read_requests(
-    reader: asyncio.StreamReader,
+    stream: RequestStream,
     broker: Broker,
-    max_frame_size: int,
     in_flight: asyncio.Queue[ResponseTask | None],
     client_host: str,
 ) -> None:
-    while True:
-        try:
-            prefix = await reader.readexactly(FRAME_SIZE_LENGTH)
-        except asyncio.IncompleteReadError as error:
-            if error.partial:
-                raise
-            return  # the peer closed between requests
-        # Read straight out of the stream's buffer (one copy), not through a FrameDecoder,
-        # whose own buffer copied every produced byte three more times.
-        call = decode(await reader.readexactly(frame_size(prefix, max_frame_size)))
+    while (request_frame := await stream.next_frame()) is not None:
+        call = decode(request_frame)
         await in_flight.put(asyncio.create_task(respond(call, broker, client_host)))
 
 
 async def _write_responses(
-    in_flight: asyncio.Queue[ResponseTask | None], writer: asyncio.StreamWriter, peer: object
+    in_flight: asyncio.Queue[ResponseTask | None], stream: RequestStream, peer: object
 ) -> None:
     """Writes each response as its request's turn comes; stops at the sentinel."""
+    transport = stream.transport
+    assert transport is not None
     broken = False
     while (task := await in_flight.get()) is not None:
         try:
@@ -82,42 +73,42 @@ async def _write_responses(
         except Exception:
             log.exception("request from %s failed; closing the connection", peer)
             broken = True
-            writer.close()
+            transport.close()
             continue
         if parts is None:
             continue
-        if broken or writer.is_closing():
+        if broken or transport.is_closing():
             _close_regions(parts)
             continue
         try:
-            await _send(writer, parts)
+            await _send(stream, transport, parts)
         except (ConnectionError, OSError):
             broken = True
 
 
-async def _send(writer: asyncio.StreamWriter, parts: list[Part]) -> None:
+async def _send(stream: RequestStream, transport: asyncio.Transport, parts: list[Part]) -> None:
     """Writes one response: bytes through the transport, file regions with sendfile."""
     pending: list[bytes | memoryview] = []
     try:
         for index, part in enumerate(parts):
             if isinstance(part, FileRegion):
-                writer.writelines(pending)
+                transport.writelines(pending)
                 pending = []
-                await writer.drain()
-                await _send_region(writer, part)
+                await stream.drain()
+                await _send_region(transport, part)
                 parts[index] = b""  # sent and closed
             else:
                 pending.append(part)  # type: ignore[arg-type]
-        writer.writelines(pending)
-        await writer.drain()
+        transport.writelines(pending)
+        await stream.drain()
     finally:
         _close_regions(parts)
 
 
-async def _send_region(writer: asyncio.StreamWriter, region: FileRegion) -> None:
+async def _send_region(transport: asyncio.Transport, region: FileRegion) -> None:
     try:
         await asyncio.get_running_loop().sendfile(
-            writer.transport, region.as_file(), region.position, region.length
+            transport, region.as_file(), region.position, region.length
         )
     finally:
         region.close()

@@ -46,7 +46,7 @@ class Call:
     request: Any
 
 
-def decode(frame_bytes: bytes) -> Call:
+def decode(frame_bytes: bytes | bytearray) -> Call:
     """Parses a request frame; raises ProtocolViolation."""
     try:
         api_key, version, _ = peek_api(frame_bytes)

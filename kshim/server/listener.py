@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 
@@ -11,6 +12,7 @@ from kshim.broker.groups.maintenance import run_group_coordinator
 from kshim.broker.retention import run_retention
 from kshim.broker.state import Broker
 from kshim.server.connection import serve_connection
+from kshim.server.request_stream import RequestStream
 
 log = logging.getLogger(__name__)
 
@@ -33,29 +35,33 @@ class KafkaServer:
         self._background.append(asyncio.create_task(self.broker.reviewer.run()))
         self._background.append(asyncio.create_task(run_full_view(self.broker)))
         host, port = self.broker.config.listen_address()
-        self._server = await asyncio.start_server(
-            self._accept, host, port, reuse_address=True, limit=1 << 20
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: RequestStream(self._max_frame_size, self._accept),
+            host,
+            port,
+            reuse_address=True,
         )
         bound = self._server.sockets[0].getsockname()
         log.info("kshim listening on %s:%s", bound[0], bound[1])
         return bound[0], bound[1]
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _accept(self, stream: RequestStream) -> None:
+        transport = stream.transport
+        assert transport is not None
         if len(self._connections) >= self._max_connections:
-            writer.close()
+            transport.close()
             return
-        sock = writer.get_extra_info("socket")
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        task = asyncio.current_task()
-        assert task is not None
+        task = asyncio.create_task(self._serve(stream))
         self._connections.add(task)
-        try:
-            await serve_connection(reader, writer, self.broker, self._max_frame_size)
-        except asyncio.CancelledError:
-            pass  # stop() cancels open connections; that is a normal end, not an error
-        finally:
-            self._connections.discard(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _serve(self, stream: RequestStream) -> None:
+        # stop() cancels open connections; that is a normal end, not an error.
+        with contextlib.suppress(asyncio.CancelledError):
+            await serve_connection(stream, self.broker)
 
     async def stop(self) -> None:
         """Stops accepting, drops open connections, then flushes and closes the stores."""

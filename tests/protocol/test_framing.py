@@ -1,4 +1,4 @@
-"""Size-prefixed frames (FrameDecoder, sans-io) and the request/response headers inside them."""
+"""Size-prefixed frames (FrameReceiver, sans-io) and the request/response headers inside them."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from kshim.protocol.framing import (
     FRAME_SIZE_LENGTH,
     MIN_REQUEST_SIZE,
-    FrameDecoder,
     FrameError,
+    FrameReceiver,
     frame,
 )
 from kshim.protocol.headers import (
@@ -35,100 +35,108 @@ def request_body(correlation_id: int, padding: int = 0) -> bytes:
     return struct.pack(">hhih", 18, 0, correlation_id, 1) + b"c" + b"\x00" * padding
 
 
+def receive(receiver: FrameReceiver, data: bytes, chunk: int = 1 << 30) -> list[bytes]:
+    """Writes ``data`` into the receiver's buffers as a socket would (at most ``chunk``
+    bytes per read); returns the frames completed, as bytes."""
+    frames: list[bytes] = []
+    while data:
+        buffer = receiver.buffer()
+        assert len(buffer) > 0
+        count = min(len(buffer), len(data), chunk)
+        buffer[:count] = data[:count]
+        data = data[count:]
+        frames += [bytes(found) for found in receiver.received(count)]
+    return frames
+
+
 def test_needs_data_until_the_whole_frame_arrived() -> None:
     body = request_body(7, padding=5)
     wire = size_prefixed(body)
-    decoder = FrameDecoder(MAX_FRAME)
+    receiver = FrameReceiver(MAX_FRAME)
     for index in range(len(wire) - 1):
-        decoder.feed(wire[index : index + 1])
-        assert decoder.next_frame() is None
-        assert decoder.buffered_bytes() == index + 1
-    decoder.feed(wire[-1:])
-    assert decoder.next_frame() == body
-    assert decoder.buffered_bytes() == 0
-    assert decoder.next_frame() is None
+        assert receive(receiver, wire[index : index + 1]) == []
+    assert receive(receiver, wire[-1:]) == [body]
 
 
 def test_pipelined_frames_come_out_in_order() -> None:
     bodies = [request_body(number, padding=number) for number in range(5)]
-    decoder = FrameDecoder(MAX_FRAME)
-    decoder.feed(b"".join(size_prefixed(body) for body in bodies))
-    assert [decoder.next_frame() for _ in bodies] == bodies
-    assert decoder.next_frame() is None
-    assert decoder.buffered_bytes() == 0
+    receiver = FrameReceiver(MAX_FRAME)
+    assert receive(receiver, b"".join(size_prefixed(body) for body in bodies)) == bodies
 
 
-def test_partial_second_frame_is_kept_across_feeds() -> None:
+def test_partial_second_frame_is_kept_across_reads() -> None:
     first, second = request_body(1), request_body(2, padding=3)
     wire = size_prefixed(first) + size_prefixed(second)
     split = len(size_prefixed(first)) + 6
-    decoder = FrameDecoder(MAX_FRAME)
-    decoder.feed(wire[:split])
-    assert decoder.next_frame() == first
-    assert decoder.next_frame() is None
-    assert decoder.buffered_bytes() == 6
-    decoder.feed(wire[split:])
-    assert decoder.next_frame() == second
-    assert decoder.buffered_bytes() == 0
+    receiver = FrameReceiver(MAX_FRAME)
+    assert receive(receiver, wire[:split]) == [first]
+    assert receive(receiver, wire[split:]) == [second]
 
 
 @given(
     st.lists(st.binary(min_size=MIN_REQUEST_SIZE, max_size=300), min_size=1, max_size=6),
     st.lists(st.integers(min_value=1, max_value=50), min_size=1, max_size=40),
+    st.sampled_from([16, 64, 1 << 16]),
 )
-def test_any_chunking_yields_the_same_frames(bodies: list[bytes], chunk_sizes: list[int]) -> None:
+def test_any_chunking_yields_the_same_frames(
+    bodies: list[bytes], chunk_sizes: list[int], staging_bytes: int
+) -> None:
     wire = b"".join(size_prefixed(body) for body in bodies)
-    decoder = FrameDecoder(MAX_FRAME)
+    receiver = FrameReceiver(MAX_FRAME, staging_bytes)
     received: list[bytes] = []
     position = 0
     step = 0
     while position < len(wire):
         size = chunk_sizes[step % len(chunk_sizes)]
-        decoder.feed(wire[position : position + size])
+        received += receive(receiver, wire[position : position + size], chunk=size)
         position += size
         step += 1
-        while (found := decoder.next_frame()) is not None:
-            received.append(found)
     assert received == bodies
-    assert decoder.buffered_bytes() == 0
+
+
+def test_large_frames_are_read_into_their_own_buffer() -> None:
+    big = bytes(range(256)) * 40  # 10 KiB against a 1 KiB staging buffer
+    wire = size_prefixed(request_body(1)) + size_prefixed(big) + size_prefixed(request_body(2))
+    receiver = FrameReceiver(MAX_FRAME, staging_bytes=1024)
+    frames = receive(receiver, wire, chunk=700)
+    assert frames == [request_body(1), big, request_body(2)]
+    receiver = FrameReceiver(MAX_FRAME, staging_bytes=1024)
+    receive(receiver, wire[: len(size_prefixed(request_body(1))) + 100])
+    # The rest of the large frame goes straight into a buffer of exactly its size.
+    assert len(receiver.buffer()) == len(big) - (100 - FRAME_SIZE_LENGTH)
 
 
 def test_frame_of_exactly_the_maximum_size_is_accepted() -> None:
     body = b"\x01" * 100
-    decoder = FrameDecoder(max_frame_size=100)
-    decoder.feed(size_prefixed(body))
-    assert decoder.next_frame() == body
+    receiver = FrameReceiver(max_frame_size=100)
+    assert receive(receiver, size_prefixed(body)) == [body]
 
 
 def test_frame_above_the_maximum_size_is_refused_before_it_arrives() -> None:
-    decoder = FrameDecoder(max_frame_size=100)
-    decoder.feed(struct.pack(">i", 101))  # only the prefix: no need to buffer 101 bytes
-    with pytest.raises(FrameError, match="101"):
-        decoder.next_frame()
+    receiver = FrameReceiver(max_frame_size=100)
+    assert receive(receiver, struct.pack(">i", 101)) == []  # only the prefix: nothing buffered
+    assert receiver.error is not None and "101" in str(receiver.error)
 
 
 @pytest.mark.parametrize("size", [-1, 0, MIN_REQUEST_SIZE - 1, -(1 << 31)])
 def test_frame_below_the_minimum_request_size_is_refused(size: int) -> None:
-    decoder = FrameDecoder(MAX_FRAME)
-    decoder.feed(struct.pack(">i", size) + b"\x00" * 16)
-    with pytest.raises(FrameError):
-        decoder.next_frame()
+    receiver = FrameReceiver(MAX_FRAME)
+    assert receive(receiver, struct.pack(">i", size) + b"\x00" * 16) == []
+    assert isinstance(receiver.error, FrameError)
 
 
 def test_frame_of_the_minimum_request_size_is_accepted() -> None:
     body = b"\x00" * MIN_REQUEST_SIZE
-    decoder = FrameDecoder(MAX_FRAME)
-    decoder.feed(size_prefixed(body))
-    assert decoder.next_frame() == body
+    receiver = FrameReceiver(MAX_FRAME)
+    assert receive(receiver, size_prefixed(body)) == [body]
+    assert receiver.error is None
 
 
 def test_frame_error_after_a_good_frame() -> None:
     good = request_body(1)
-    decoder = FrameDecoder(MAX_FRAME)
-    decoder.feed(size_prefixed(good) + struct.pack(">i", MAX_FRAME + 1))
-    assert decoder.next_frame() == good
-    with pytest.raises(FrameError):
-        decoder.next_frame()
+    receiver = FrameReceiver(MAX_FRAME)
+    assert receive(receiver, size_prefixed(good) + struct.pack(">i", MAX_FRAME + 1)) == [good]
+    assert isinstance(receiver.error, FrameError)
 
 
 def test_frame_prefixes_the_total_size() -> None:
@@ -138,9 +146,7 @@ def test_frame_prefixes_the_total_size() -> None:
     assert framed[1:] == parts
     wire = b"".join(bytes(part) for part in framed)
     assert len(wire) == FRAME_SIZE_LENGTH + 10
-    decoder = FrameDecoder(MAX_FRAME)
-    decoder.feed(wire)
-    assert decoder.next_frame() == b"abcdefghij"
+    assert receive(FrameReceiver(MAX_FRAME), wire) == [b"abcdefghij"]
 
 
 # Headers (https://kafka.apache.org/protocol#protocol_messages).
