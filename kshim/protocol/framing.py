@@ -20,6 +20,9 @@ FRAME_SIZE_LENGTH = FRAME_SIZE.size
 # The smallest well-formed request: api_key(2) + api_version(2) + correlation_id(4)
 # + client_id length(2).
 MIN_REQUEST_SIZE = 10
+# A frame larger than this is read into parts of this size and joined once complete (one
+# copy): a size prefix alone commits no more memory than this.
+PART_BYTES = 1 << 20
 
 
 class FrameError(Exception):
@@ -46,8 +49,10 @@ class FrameReceiver:
     Small frames are cut out of a staging buffer, one copy each. A frame larger
     than half of it gets a buffer of its own that the rest of the frame is read
     into directly, so the bytes of a large produce request are copied only by the
-    kernel. A size prefix no valid request can have sets ``error`` (a FrameError)
-    after the frames before it are returned; nothing is read after that.
+    kernel (frames over PART_BYTES are read in parts and joined, one copy).
+
+    A size prefix no valid request can have sets ``error`` (a FrameError) after
+    the frames before it are returned; nothing is read after that.
     """
 
     def __init__(self, max_frame_size: int, staging_bytes: int = 1 << 14) -> None:
@@ -58,14 +63,21 @@ class FrameReceiver:
         self._stage = bytearray()
         self._start = 0  # the first unconsumed staged byte
         self._end = 0  # the end of the staged bytes
-        self._frame: bytearray | None = None  # a large frame being read in place
+        # A large frame being read in place: its parts (one, unless it exceeds PART_BYTES:
+        # memory is committed as bytes arrive, not on a size prefix alone), how many bytes
+        # the last part holds, and how many are still to come.
+        self._parts: list[bytearray] = []
         self._filled = 0
+        self._missing = 0
         self.error: FrameError | None = None
 
     def buffer(self) -> memoryview:
         """Where the next received bytes go (never empty while no error is set)."""
-        if self._frame is not None:
-            return memoryview(self._frame)[self._filled :]
+        if self._missing:
+            if self._filled == len(self._parts[-1]):
+                self._parts.append(bytearray(min(self._missing, PART_BYTES)))
+                self._filled = 0
+            return memoryview(self._parts[-1])[self._filled :]
         if not self._stage:
             self._stage = bytearray(self._staging_bytes)
         if self._start and len(self._stage) - self._end < len(self._stage) // 4:
@@ -75,12 +87,13 @@ class FrameReceiver:
     def received(self, count: int) -> list[bytes | bytearray]:
         """Takes note of ``count`` bytes written into the last buffer; returns the frames
         now complete, in order."""
-        if self._frame is not None:
+        if self._missing:
             self._filled += count
-            if self._filled < len(self._frame):
+            self._missing -= count
+            if self._missing:
                 return []
-            done, self._frame = self._frame, None
-            return [done]
+            parts, self._parts = self._parts, []
+            return [parts[0] if len(parts) == 1 else b"".join(parts)]
         self._end += count
         frames: list[bytes | bytearray] = []
         while self.error is None and self._end - self._start >= FRAME_SIZE_LENGTH:
@@ -103,9 +116,9 @@ class FrameReceiver:
         return frames
 
     def _read_in_place(self, size: int, body: int, available: int) -> None:
-        self._frame = bytearray(size)
-        self._frame[:available] = memoryview(self._stage)[body : self._end]
-        self._filled = available
+        first = bytearray(min(size, max(PART_BYTES, available)))
+        first[:available] = memoryview(self._stage)[body : self._end]
+        self._parts, self._filled, self._missing = [first], available, size - available
         self._stage, self._start, self._end = bytearray(), 0, 0
 
     def _compact(self) -> None:

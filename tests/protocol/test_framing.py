@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kshim.protocol import framing
 from kshim.protocol.framing import (
     FRAME_SIZE_LENGTH,
     MIN_REQUEST_SIZE,
@@ -208,3 +209,15 @@ def test_truncated_request_header_raises(frame_body: bytes, flexible: bool) -> N
 def test_response_headers() -> None:
     assert encode_response_header(0x01020304, flexible=False) == b"\x01\x02\x03\x04"
     assert encode_response_header(-1, flexible=True) == b"\xff\xff\xff\xff\x00"
+
+
+def test_a_size_prefix_alone_commits_at_most_one_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(framing, "PART_BYTES", 1000)
+    body = bytes(range(256)) * 20  # 5,120 bytes: six parts of at most 1,000
+    receiver = FrameReceiver(MAX_FRAME, staging_bytes=64)
+    assert receive(receiver, size_prefixed(body)[:40], chunk=13) == []
+    assert len(receiver.buffer()) <= 1000
+    assert receive(receiver, size_prefixed(body)[40:], chunk=333) == [body]
+    huge = FrameReceiver(1 << 30, staging_bytes=64)
+    assert receive(huge, struct.pack(">i", 1 << 29) + b"\x00" * 10) == []
+    assert len(huge.buffer()) <= 1000  # not half a gigabyte on the prefix's word
