@@ -86,11 +86,13 @@ def produce(
     return Throughput(count, elapsed, record_bytes, broker.cpu_seconds() - cpu_before)
 
 
-def consume(broker: RunningBroker, topic: str, count: int, record_bytes: int) -> Throughput:
-    """Reads ``count`` records from offset 0 of partition 0."""
+def consume(
+    broker: RunningBroker, topic: str, count: int, record_bytes: int, **config: object
+) -> Throughput:
+    """Reads ``count`` records from offset 0 of partition 0 (client defaults plus ``config``)."""
     consumer = Consumer(
         {"bootstrap.servers": broker.bootstrap, "group.id": "bench", "enable.auto.commit": False,
-         "isolation.level": "read_uncommitted"}
+         "isolation.level": "read_uncommitted", **config}
     )  # fmt: skip
     consumer.assign([TopicPartition(topic, 0, 0)])
     received = 0
