@@ -127,9 +127,10 @@ BROKER_DEFAULTS: dict[str, str] = {
     # every backlogged byte (LSMQ's accumulation test, benchmarks/accumulation.py).
     "kshim.memtable.bytes": str(1 << 20),
     # Flush rounds (write plus fsync) faster than this on average run on the event loop: a
-    # thread hand-off costs more CPU than a fast disk's fsync. Slower disks get a worker
-    # thread so the loop keeps serving while they wait. 0 = always a worker thread.
-    "kshim.write.inline.max.us": "2000",
+    # thread hand-off costs more CPU than a fast disk's fsync. SSDs and virtual disks stay
+    # under it (this VM's disk averages 1-3 ms per fsync at low rates); a spinning disk gets
+    # a worker thread so the loop keeps serving while it waits. 0 = always a worker thread.
+    "kshim.write.inline.max.us": "5000",
     # The full-data views are applied in a child process (decoding and LMDB writes then never
     # hold the broker's GIL); false applies them in worker threads of the broker process.
     "kshim.full.view.process": "true",

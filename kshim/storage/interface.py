@@ -98,4 +98,4 @@ class LogConfig:
     memtable_bytes: int = 1 << 20  # kshim.memtable.bytes: recent batches served from memory
     # kshim.write.inline.max.us: flush rounds whose write and fsync take less than this
     # (moving average) run on the event loop instead of a worker thread; 0 = always a thread.
-    inline_write_max_us: int = 2000
+    inline_write_max_us: int = 5000
