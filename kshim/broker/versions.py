@@ -45,6 +45,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
 
 MIN_SERVED: dict[int, int] = {0: 3}
 API_VERSIONS_KEY = 18
+PRODUCE_KEY = 0
 
 
 def serves(api_key: int, version: int) -> bool:

@@ -50,17 +50,19 @@ def decode_produce_request(version: int, frame: bytes | bytearray, offset: int) 
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise DecodeError(f"Produce v{version} is not decoded here")
     reader = _Reader(memoryview(frame), offset, version >= FIRST_FLEXIBLE_VERSION)
-    transactional_id = reader.string(nullable=True)
+    transactional_id = reader.nullable_string()
     acks, timeout_ms = reader.fixed(_ACKS_TIMEOUT)
     topics = []
     for _ in range(reader.array_length()):
-        name = reader.string(nullable=False)
+        name = reader.nullable_string()
+        if name is None:
+            raise DecodeError("null topic name")
         partitions = []
         for _ in range(reader.array_length()):
             (index,) = reader.fixed(_INT32)
             partitions.append(PartitionData(index, reader.records()))
             reader.tags()
-        topics.append(TopicData(name or "", tuple(partitions)))
+        topics.append(TopicData(name, tuple(partitions)))
         reader.tags()
     reader.tags()
     # Trailing bytes are ignored, as Kafka and kshim's kio path do.
@@ -98,12 +100,10 @@ class _Reader:
             raise DecodeError(f"array of {count} elements runs past the end of the body")
         return count
 
-    def string(self, nullable: bool) -> str | None:
+    def nullable_string(self) -> str | None:
         length = self._length(_INT16)
         if length < 0:
-            if nullable:
-                return None
-            raise DecodeError("null string where one is required")
+            return None
         start, self.position = self.position, self._claim(length)
         try:
             return str(self.data[start : self.position], "utf-8")

@@ -157,11 +157,6 @@ def validate_produced(batch: bytes | bytearray | memoryview) -> BatchHeader:
     return header
 
 
-def set_base_offset(batch: bytearray, base_offset: int) -> None:
-    """Stamps the offset assigned on append; BaseOffset is outside the CRC."""
-    _INT64.pack_into(batch, BASE_OFFSET_OFFSET, base_offset)
-
-
 def stamped(batch: bytes | bytearray | memoryview, base_offset: int, epoch: int) -> bytes:
     """A copy of the batch with its base offset and leader epoch set (both outside the
     CRC), made in one pass: the stored bytes, without patching a mutable copy first."""
@@ -174,11 +169,6 @@ def stamped(batch: bytes | bytearray | memoryview, base_offset: int, epoch: int)
             view[MAGIC_OFFSET:],
         )
     )
-
-
-def set_partition_leader_epoch(batch: bytearray, epoch: int) -> None:
-    """Stamps the leader epoch; outside the CRC, so no recompute."""
-    _INT32.pack_into(batch, PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
 def set_log_append_time(batch: bytearray, now_ms: int) -> None:

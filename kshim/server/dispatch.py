@@ -15,7 +15,7 @@ from typing import Any
 from kshim.broker.context import RequestContext
 from kshim.broker.registry import HANDLERS
 from kshim.broker.state import Broker
-from kshim.broker.versions import ADVERTISED, API_VERSIONS_KEY, serves
+from kshim.broker.versions import ADVERTISED, API_VERSIONS_KEY, PRODUCE_KEY, serves
 from kshim.protocol import codec
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import Part
@@ -31,7 +31,6 @@ from kshim.protocol.produce_request import decode_produce_request
 
 # ApiVersions v3+ uses flexible request headers even at versions this broker does not know.
 API_VERSIONS_FIRST_FLEXIBLE = 3
-PRODUCE_KEY = 0
 
 
 class ProtocolViolation(Exception):

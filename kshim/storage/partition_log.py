@@ -5,8 +5,9 @@ offsets, joins the memtable and a pending list. One flusher task per
 partition writes everything pending and fsyncs it (group commit: every append
 made before the flusher's turn, or while the previous fsync ran, shares the
 next one), on the event loop itself while the disk answers fast, otherwise in
-a worker thread (see _write_inline). The high watermark, the end of what consumers may see and what
-producers get acknowledged, advances only past bytes that are on disk.
+a worker thread (see _write_inline). The high watermark, the end of what
+consumers may see and what producers get acknowledged, advances only past
+bytes that are on disk.
 """
 
 from __future__ import annotations

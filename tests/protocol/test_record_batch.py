@@ -22,9 +22,8 @@ from kshim.protocol.record_batch import (
     crc_of,
     iter_batches,
     read_header,
-    set_base_offset,
     set_log_append_time,
-    set_partition_leader_epoch,
+    stamped,
     validate_produced,
 )
 from kshim.protocol.records import BatchSpec, Record, build_batch, decode_records
@@ -239,9 +238,9 @@ def test_producer_id_without_sequence_is_invalid_record() -> None:
     assert_refused(batch, corrupt=False, match="sequence")
 
 
-def test_set_base_offset_leaves_the_crc_valid() -> None:
-    batch = bytearray(GOLDEN_BATCH)
-    set_base_offset(batch, 123_456_789_012)
+def test_stamped_base_offset_leaves_the_crc_valid() -> None:
+    epoch = read_header(GOLDEN_BATCH).partition_leader_epoch
+    batch = stamped(GOLDEN_BATCH, 123_456_789_012, epoch)
     assert batch[:8] == struct.pack(">q", 123_456_789_012)
     assert batch[8:] == GOLDEN_BATCH[8:]
     header = validate_produced(batch)
@@ -256,9 +255,8 @@ def test_set_base_offset_leaves_the_crc_valid() -> None:
     ]
 
 
-def test_set_partition_leader_epoch_leaves_the_crc_valid() -> None:
-    batch = bytearray(GOLDEN_BATCH)
-    set_partition_leader_epoch(batch, 7)
+def test_stamped_partition_leader_epoch_leaves_the_crc_valid() -> None:
+    batch = stamped(GOLDEN_BATCH, read_header(GOLDEN_BATCH).base_offset, 7)
     assert batch[PARTITION_LEADER_EPOCH_OFFSET : PARTITION_LEADER_EPOCH_OFFSET + 4] == (
         b"\x00\x00\x00\x07"
     )
@@ -293,9 +291,8 @@ def test_set_log_append_time_keeps_other_attribute_bits() -> None:
 
 
 def test_iter_batches_yields_positions_and_stops_at_a_partial_batch() -> None:
-    second = bytearray(GOLDEN_BATCH)
-    set_base_offset(second, 2)
-    buffer = GOLDEN_BATCH + bytes(second) + GOLDEN_BATCH[:70]
+    second = stamped(GOLDEN_BATCH, 2, read_header(GOLDEN_BATCH).partition_leader_epoch)
+    buffer = GOLDEN_BATCH + second + GOLDEN_BATCH[:70]
     found = list(iter_batches(buffer))
     assert [(position, header.base_offset) for position, header in found] == [
         (0, 0),

@@ -19,7 +19,7 @@ from kshim.protocol.record_batch import (
     RECORDS_OFFSET,
     crc_of,
     read_header,
-    set_base_offset,
+    stamped,
     validate_produced,
 )
 from kshim.protocol.records import BatchSpec, Record, build_batch, decode_records, iter_records
@@ -86,8 +86,7 @@ def test_decode_from_a_memoryview_and_a_longer_buffer(codec: int) -> None:
 
 
 def test_records_offsets_stamped_after_build_follow_the_base_offset() -> None:
-    batch = bytearray(build_batch([Record(0, 1, b"a", b"b"), Record(1, 2, b"c", b"d")]))
-    set_base_offset(batch, 500)
+    batch = stamped(build_batch([Record(0, 1, b"a", b"b"), Record(1, 2, b"c", b"d")]), 500, 0)
     assert [record.offset for record in decode_records(bytes(batch))[1]] == [500, 501]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import struct
 import tempfile
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -24,8 +25,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from kshim.protocol.record_batch import (
     iter_batches,
-    set_base_offset,
-    set_partition_leader_epoch,
     validate_produced,
 )
 from kshim.protocol.records import BatchSpec, Record, build_batch
@@ -111,8 +110,8 @@ class PartitionLogMachine(RuleBasedStateMachine):
         ]
         batch = bytearray(build_batch(records, BatchSpec()))
         expected = bytearray(batch)
-        set_base_offset(expected, self.end_offset)
-        set_partition_leader_epoch(expected, 0)
+        struct.pack_into(">q", expected, 0, self.end_offset)  # BaseOffset
+        struct.pack_into(">i", expected, 12, 0)  # PartitionLeaderEpoch
         return batch, bytes(expected)
 
     @rule(timestamps=record_timestamps)

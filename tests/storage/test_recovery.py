@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
 import pytest
 
-from kshim.protocol.record_batch import BatchHeader, read_header, set_base_offset
+from kshim.protocol.record_batch import BatchHeader, read_header
 from kshim.protocol.records import BatchSpec, Record, build_batch
 from kshim.storage.filesystem import OsFileSystem
 from kshim.storage.index_file import index_path_for
@@ -31,7 +32,7 @@ def stored_batch(
     if producer_id >= 0:
         spec = BatchSpec(producer_id=producer_id, producer_epoch=0, base_sequence=base_offset)
     batch = bytearray(build_batch(records, spec))
-    set_base_offset(batch, base_offset)
+    struct.pack_into(">q", batch, 0, base_offset)  # BaseOffset, as an append stamps it
     return bytes(batch)
 
 

@@ -10,6 +10,7 @@ Event-loop thread only.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from kshim.broker.full_view.worker import ChunkApplier
 from kshim.storage.full_view_store import FullViewStore
@@ -33,11 +34,7 @@ class FullView:
 
     async def applied_position(self, topic_partition: TopicPartition) -> int:
         """The view's high watermark: the next source offset not yet applied."""
-        position = self._positions.get(topic_partition)
-        if position is None:
-            position = await asyncio.to_thread(self.store.applied_position, topic_partition)
-            self._positions.setdefault(topic_partition, position)
-        return self._positions[topic_partition]
+        return await _cached(self._positions, self.store.applied_position, topic_partition)
 
     def set_position(self, topic_partition: TopicPartition, position: int) -> None:
         """Records an applied position; never moves back (two appliers may race, and the
@@ -47,11 +44,7 @@ class FullView:
 
     async def start_offset(self, topic_partition: TopicPartition) -> int:
         """The view's log start: where it was built from (read from the store once)."""
-        start = self._starts.get(topic_partition)
-        if start is None:
-            start = await asyncio.to_thread(self.store.start_offset, topic_partition)
-            self._starts.setdefault(topic_partition, start)
-        return self._starts[topic_partition]
+        return await _cached(self._starts, self.store.start_offset, topic_partition)
 
     def reset_position(self, topic_partition: TopicPartition, position: int) -> None:
         """A partition's view was dropped for a rebuild from ``position``, which is both
@@ -67,3 +60,16 @@ class FullView:
                     del cache[topic_partition]
             self.pending = {tp for tp in self.pending if tp.topic != topic}
             await asyncio.to_thread(self.store.delete_topic, topic)
+
+
+async def _cached(
+    cache: dict[TopicPartition, int],
+    load: Callable[[TopicPartition], int],
+    topic_partition: TopicPartition,
+) -> int:
+    """The cached value, read from the store (in a worker thread) the first time. A value
+    set while the read ran wins: it is newer than what the store held."""
+    if topic_partition not in cache:
+        value = await asyncio.to_thread(load, topic_partition)
+        cache.setdefault(topic_partition, value)
+    return cache[topic_partition]
