@@ -20,13 +20,18 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from kshim.testing import BrokerProcess, free_port
 from spark_examples import capture_review
+from spark_examples.apply_pipeline import registry_environment
 from spark_examples.databases import Database, open_database
 from tests.sync.capture_helpers import create_items
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ROLE = "kshim"
 REVIEW_HOOK = "kshim.review.hook=spark_examples.capture_review:decide"
@@ -127,3 +132,22 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
     with psycopg.connect(postgres_server + "postgres", autocommit=True) as connection:
         connection.execute(f"CREATE DATABASE {name} OWNER {ROLE}")
     yield postgres_server + name
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    """One SparkSession with the Kafka connector per test module (spark_marks skips the
+    modules that need it when the connector's jars are absent)."""
+    from spark_examples.spark_session import kafka_spark_session
+
+    session = kafka_spark_session("kshim-sync-pipeline")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The capture registry, in the environment the broker and the capture inherit."""
+    for name, value in registry_environment(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    return tmp_path / "capture-registry"

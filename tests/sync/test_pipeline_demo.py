@@ -10,19 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from spark_examples.apply_pipeline import REPOSITORY_ROOT
-from spark_examples.spark_session import connector_unavailable_reason
+from tests.sync.spark_marks import SPARK_PIPELINE
 
-UNAVAILABLE = connector_unavailable_reason()
-
-pytestmark = [
-    pytest.mark.spark,
-    pytest.mark.slow,
-    pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or ""),
-    pytest.mark.timeout(400),
-]
+pytestmark = SPARK_PIPELINE
 
 
 def test_the_demo_reports_every_destination_equal(tmp_path: Path) -> None:

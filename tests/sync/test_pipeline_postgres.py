@@ -10,36 +10,16 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_examples.apply_pipeline import registry_environment
-from spark_examples.spark_session import kafka_spark_session
-from tests.sync.test_pipeline_spark import UNAVAILABLE, Scenario, run_scenario
+from tests.sync.spark_marks import SPARK_PIPELINE
+from tests.sync.test_pipeline_spark import Scenario, run_scenario
 
-pytestmark = [
-    pytest.mark.spark,
-    pytest.mark.slow,
-    pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or ""),
-    pytest.mark.timeout(400),
-]
+pytestmark = SPARK_PIPELINE
 _names = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = kafka_spark_session("kshim-sync-pipeline-postgres")
-    yield session
-    session.stop()
-
-
-@pytest.fixture
-def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in registry_environment(tmp_path).items():
-        monkeypatch.setenv(name, value)
 
 
 def another_database(postgres_server: str) -> str:

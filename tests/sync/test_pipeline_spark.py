@@ -18,7 +18,6 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,43 +36,20 @@ from spark_examples.apply_pipeline import (
     capture_drained,
     create_source_tables,
     last_record_offset,
-    registry_environment,
     topic_end_offset,
     wait_until,
 )
 from spark_examples.capture import SEQ_HEADER, ensure_topic
 from spark_examples.change_format import encode_key, encode_value
 from spark_examples.databases import open_database
-from spark_examples.spark_session import connector_unavailable_reason, kafka_spark_session
 from spark_examples.verify import compare_tables
+from tests.sync.spark_marks import SPARK_PIPELINE
 
-UNAVAILABLE = connector_unavailable_reason()
-
-pytestmark = [
-    pytest.mark.spark,
-    pytest.mark.slow,
-    pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or ""),
-    pytest.mark.timeout(400),
-]
+pytestmark = SPARK_PIPELINE
 TOPIC = "shop"
 REVIEW_SETTINGS = ["kshim.review.hook=spark_examples.capture_review:decide"]
 APPLY_TIMEOUT_S = 180
 DRAIN_TIMEOUT_S = 180
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = kafka_spark_session("kshim-sync-pipeline")
-    yield session
-    session.stop()
-
-
-@pytest.fixture
-def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The capture registry, in the environment the broker and the capture inherit."""
-    for name, value in registry_environment(tmp_path).items():
-        monkeypatch.setenv(name, value)
-    return tmp_path / "capture-registry"
 
 
 def apply_once(
