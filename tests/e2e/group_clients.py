@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any, Protocol, TypeVar
 
@@ -26,6 +27,7 @@ SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 500
 RECORDS_PER_POLL = 2
 CALL_TIMEOUT_S = 30.0
+CLOSE_REVOKE_TIMEOUT_S = 10.0
 
 Consumed = tuple[int, int]  # (partition, offset)
 
@@ -216,4 +218,11 @@ class ConfluentMember:
             self._consumer.commit(asynchronous=False)
 
     def close(self) -> None:
+        # librdkafka #4884: a revocation first served inside close() runs rd_kafka_assign from
+        # the rebalance callback, which can wait forever for the closing consumer while holding
+        # the GIL. Leave through unsubscribe() and serve the revocation by polling, then close.
+        self._consumer.unsubscribe()
+        deadline = time.monotonic() + CLOSE_REVOKE_TIMEOUT_S
+        while self._assigned and time.monotonic() < deadline:
+            self._consumer.poll(0.1)
         self._consumer.close()
