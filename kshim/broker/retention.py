@@ -60,6 +60,7 @@ async def _enforce(
             plan.log_start_offset,
         )
     await partition_log.drop_oldest_segments(plan.drop_count, plan.log_start_offset)
+    broker.transactions.forget_below(partition_log.topic_partition, partition_log.log_start_offset)
     log.info("%s: dropped %d segments, log start now %d", partition_log.topic_partition,
              plan.drop_count, partition_log.log_start_offset)  # fmt: skip
     return plan.drop_count

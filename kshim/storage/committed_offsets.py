@@ -23,6 +23,7 @@ from typing import Any
 
 from kshim.storage import lmdb_keys as keys
 from kshim.storage.interface import TopicPartition
+from kshim.storage.lmdb_ranges import delete_prefixed
 
 _FIXED = struct.Struct(">qiqq")
 NO_EXPIRY = -1
@@ -86,9 +87,4 @@ class CommittedOffsetStore:
         """Removes every offset the group committed."""
         prefix = keys.group_prefix(group_id)
         with self._env.begin(db=self._db, write=True) as txn:
-            cursor = txn.cursor()
-            if not cursor.set_range(prefix):
-                return
-            while cursor.key().startswith(prefix):
-                if not cursor.delete():
-                    break
+            delete_prefixed(txn.cursor(), prefix)

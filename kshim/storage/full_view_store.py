@@ -27,6 +27,7 @@ import lmdb
 
 from kshim.storage import lmdb_keys as keys
 from kshim.storage.interface import TopicPartition
+from kshim.storage.lmdb_ranges import delete_prefixed
 
 MAP_SIZE_BYTES = 1 << 36
 NOT_APPLIED = 0
@@ -185,12 +186,7 @@ class FullViewStore:
     def _delete_prefix(self, prefix: bytes) -> None:
         with self._env.begin(write=True) as txn:
             for db in (self._records, self._keys, self._tombstones, self._applied):
-                cursor = txn.cursor(db=db)
-                if not cursor.set_range(prefix):
-                    continue
-                while cursor.key().startswith(prefix):
-                    if not cursor.delete():
-                        break
+                delete_prefixed(txn.cursor(db=db), prefix)
 
     def close(self) -> None:
         self._env.close()

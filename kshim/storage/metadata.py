@@ -16,6 +16,7 @@ import lmdb
 from kshim.storage import lmdb_keys as keys
 from kshim.storage.committed_offsets import CommittedOffsetStore
 from kshim.storage.interface import TopicPartition
+from kshim.storage.lmdb_ranges import delete_prefixed
 from kshim.storage.transaction_store import TransactionStore
 
 MAP_SIZE_BYTES = 1 << 32
@@ -65,15 +66,12 @@ class MetadataStore:
             txn.put(keys.topic_key(record.name), record.to_json())
 
     def delete_topic(self, name: str) -> None:
-        """Removes the topic and every per-partition entry it had."""
+        """Removes the topic and every per-partition entry it had (log starts, aborted
+        transactions), in one transaction."""
         with self._env.begin(write=True) as txn:
             txn.delete(keys.topic_key(name), db=self._topics)
-            cursor = txn.cursor(db=self._log_starts)
-            prefix = keys.topic_prefix(name)
-            if cursor.set_range(prefix):
-                while cursor.key().startswith(prefix):
-                    if not cursor.delete():
-                        break
+            delete_prefixed(txn.cursor(db=self._log_starts), keys.topic_prefix(name))
+            self.transactions.forget_topic(txn, name)
 
     def log_start_offset(self, topic_partition: TopicPartition) -> int:
         with self._env.begin(db=self._log_starts) as txn:
@@ -81,8 +79,13 @@ class MetadataStore:
         return 0 if value is None else keys.decode_int64(value)
 
     def set_log_start_offset(self, topic_partition: TopicPartition, offset: int) -> None:
-        with self._env.begin(db=self._log_starts, write=True) as txn:
-            txn.put(keys.partition_key(topic_partition), keys.encode_int64(offset))
+        """Moves the log start and, in the same transaction, forgets the aborted
+        transactions wholly below it."""
+        with self._env.begin(write=True) as txn:
+            txn.put(
+                keys.partition_key(topic_partition), keys.encode_int64(offset), db=self._log_starts
+            )
+            self.transactions.forget_below(txn, topic_partition, offset)
 
     def allocate_producer_id(self) -> int:
         """Returns a producer id never handed out before, even across restarts."""

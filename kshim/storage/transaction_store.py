@@ -17,6 +17,7 @@ from typing import Any
 
 from kshim.storage import lmdb_keys as keys
 from kshim.storage.interface import TopicPartition
+from kshim.storage.lmdb_ranges import delete_between, delete_prefixed
 
 _ABORTED_VALUE = struct.Struct(">qq")
 
@@ -95,11 +96,14 @@ class TransactionStore:
                     found.append(AbortedTransaction(producer_id, first_offset, last_offset))
         return found
 
-    def delete_partition(self, topic_partition: TopicPartition) -> None:
-        prefix = keys.aborted_prefix(topic_partition)
-        with self._env.begin(db=self._aborted, write=True) as txn:
-            cursor = txn.cursor()
-            if cursor.set_range(prefix):
-                while cursor.key().startswith(prefix):
-                    if not cursor.delete():
-                        break
+    def forget_topic(self, txn: Any, topic: str) -> None:
+        """Within ``txn``: drops every aborted entry of the topic's partitions (the topic
+        is being deleted; one recreated under its name starts with none)."""
+        delete_prefixed(txn.cursor(db=self._aborted), keys.topic_prefix(topic))
+
+    def forget_below(self, txn: Any, topic_partition: TopicPartition, log_start: int) -> None:
+        """Within ``txn``: drops the partition's aborted entries whose ABORT marker lies
+        below ``log_start`` (retention or DeleteRecords removed their records)."""
+        start = keys.aborted_prefix(topic_partition)
+        stop = keys.aborted_key(topic_partition, log_start)
+        delete_between(txn.cursor(db=self._aborted), start, stop)

@@ -11,6 +11,7 @@ from kshim.broker.state import Broker
 from kshim.protocol.record_batch import validate_produced
 from kshim.protocol.records import Record, build_batch
 from kshim.storage.interface import TopicPartition, chunk_bytes
+from kshim.storage.transaction_store import AbortedTransaction
 
 TOPIC_PARTITION = TopicPartition("t", 0)
 # Plain retention: no full-data view holds segments back (tests/full_view covers that).
@@ -72,6 +73,28 @@ async def test_time_retention_drops_old_segments_and_survives_restart(tmp_path: 
             chunk_bytes(chunk)
         offset = result.end_offset
     assert offset == 6
+    await broker.close()
+
+
+async def test_retention_forgets_aborted_transactions_below_the_new_log_start(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock(1_000_000)
+    broker = await _broker(tmp_path, clock)
+    await broker.topics.create("t", 1, {**NO_VIEW, "segment.bytes": "200", "retention.ms": "10000"})
+    for index in range(6):  # one batch per segment, as above
+        await _append(broker, timestamp=1_000_000 + index * 1000)
+    gone, kept = AbortedTransaction(7, 0, 1), AbortedTransaction(7, 2, 4)  # (pid, first, marker)
+    for entry in (gone, kept):
+        broker.metadata.transactions.add_aborted(TOPIC_PARTITION, entry)
+        broker.transactions.partition(TOPIC_PARTITION).record_abort(entry)
+    clock.now_ms = 1_000_000 + 12_500
+    assert await enforce_retention_once(broker) == 3  # log start 3: the marker at 1 is gone
+    assert broker.transactions.partition(TOPIC_PARTITION).aborted == [kept]
+    await broker.close()
+
+    broker = await _broker(tmp_path, clock)
+    assert broker.transactions.partition(TOPIC_PARTITION).aborted == [kept]
     await broker.close()
 
 

@@ -556,6 +556,22 @@ def assert_reads(
         ), f"{reader} read_uncommitted"
 
 
+def run_transactions(
+    client: str, bootstrap: str, transactional_id: str, topic: str,
+    transactions: Sequence[Transaction],
+) -> None:  # fmt: skip
+    with producing(client, bootstrap, transactional_id) as producer:
+        for transaction in transactions:
+            producer.begin()
+            for partition, value in transaction.writes:
+                producer.send(topic, partition, value)
+            producer.flush()
+            if transaction.commit:
+                producer.commit()
+            else:
+                producer.abort()
+
+
 def fenced(client: str) -> tuple[type[BaseException], ...]:
     """What a fenced producer's commit raises in ``client``."""
     if client == "kafka-python":
@@ -581,17 +597,7 @@ def test_committed_visible_aborted_never(client: str, shared_broker: BrokerProce
     bootstrap = shared_broker.bootstrap
     topic = create_topic(bootstrap, f"txn-{client}", partitions=2)
     transactional_id = unique_topic(f"visibility-{client}")
-    with producing(client, bootstrap, transactional_id) as producer:
-        for transaction in COMMIT_ABORT_COMMIT:
-            producer.begin()
-            for partition, value in transaction.writes:
-                producer.send(topic, partition, value)
-            producer.flush()
-            if transaction.commit:
-                producer.commit()
-            else:
-                producer.abort()
-
+    run_transactions(client, bootstrap, transactional_id, topic, COMMIT_ABORT_COMMIT)
     expected = layout(COMMIT_ABORT_COMMIT, partitions=2)
     # p0: a0 a1 C b0 A c0 C; p1: a2 C b1 b2 A c1 C
     assert expected.end_offsets == {0: 7, 1: 7}
@@ -693,6 +699,33 @@ def test_consume_transform_produce(client: str, shared_broker: BrokerProcess) ->
     # A new member of the group resumes where the committed transaction left off.
     with contextlib.closing(group_consumer(client, bootstrap, source, group)) as restarted:
         assert restarted.consume(2) == [(4, b"v4"), (5, b"v5")]
+
+
+def _recreate_topic(bootstrap: str, topic: str) -> None:
+    """Deletes ``topic`` and creates it again under the same name, empty."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics([topic]).values():
+        future.result(timeout=WAIT_S)
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(timeout=WAIT_S)
+
+
+def test_recreated_topic_forgets_the_deleted_topics_aborted_transactions(
+    shared_broker: BrokerProcess,
+) -> None:
+    """The same transactional id keeps its producer id across sessions, so an aborted
+    transaction left listed for a deleted topic would hide that producer's committed
+    records at the same offsets of the topic recreated under the same name."""
+    bootstrap = shared_broker.bootstrap
+    topic = create_topic(bootstrap, "recreated")
+    transactional_id = unique_topic("recreated")
+    aborted = Transaction(((0, b"a0"), (0, b"a1")), commit=False)
+    run_transactions("confluent", bootstrap, transactional_id, topic, [aborted])
+    _recreate_topic(bootstrap, topic)
+    committed = Transaction(((0, b"c0"), (0, b"c1")), commit=True)
+    run_transactions("confluent", bootstrap, transactional_id, topic, [committed])
+    expected = layout([committed], partitions=1)
+    assert_reads(bootstrap, topic, 0, expected.committed[0], expected.everything[0], 3, 3)
 
 
 @pytest.mark.parametrize("client", CLIENTS)

@@ -10,6 +10,7 @@ import pytest
 from kshim.storage import lmdb_keys
 from kshim.storage.interface import TopicPartition
 from kshim.storage.metadata import MetadataStore, TopicRecord
+from kshim.storage.transaction_store import AbortedTransaction
 
 ORDERS = TopicRecord("orders", bytes(range(16)), 3, {"retention.ms": "1000"})
 PAYMENTS = TopicRecord("payments", bytes(range(16, 32)), 1)
@@ -82,6 +83,45 @@ def test_delete_topic_spares_topics_sharing_a_name_prefix(store: MetadataStore) 
     for name in ("orders2", "orders-eu", "order"):
         for partition in range(2):
             assert store.log_start_offset(TopicPartition(name, partition)) == len(name) + partition
+
+
+def _abort(store: MetadataStore, topic_partition: TopicPartition, first: int, marker: int) -> None:
+    store.transactions.add_aborted(topic_partition, AbortedTransaction(7, first, marker))
+
+
+def _markers(store: MetadataStore, topic_partition: TopicPartition) -> list[int]:
+    return [entry.last_offset for entry in store.transactions.aborted(topic_partition)]
+
+
+def test_delete_topic_forgets_its_aborted_transactions(store: MetadataStore) -> None:
+    for name in ("orders", "orders2", "order"):
+        store.put_topic(TopicRecord(name, bytes(16), 2))
+        for partition in range(2):
+            _abort(store, TopicPartition(name, partition), 0, 3)
+    store.delete_topic("orders")
+    assert [_markers(store, TopicPartition("orders", p)) for p in range(2)] == [[], []]
+    for name in ("orders2", "order"):
+        assert [_markers(store, TopicPartition(name, p)) for p in range(2)] == [[3], [3]]
+
+
+def test_log_start_forgets_aborted_transactions_whose_marker_lies_below(
+    tmp_path: Path, store: MetadataStore
+) -> None:
+    orders, other = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    for first, marker in ((0, 3), (4, 9), (8, 10), (12, 300)):
+        _abort(store, orders, first, marker)
+    _abort(store, other, 0, 3)
+    store.set_log_start_offset(orders, 10)  # the marker at 10 is still in the log
+    assert _markers(store, orders) == [10, 300]
+    assert _markers(store, other) == [3]
+    again = reopened(tmp_path, store)
+    try:
+        assert _markers(again, orders) == [10, 300]
+        again.set_log_start_offset(orders, 2**40)
+        assert _markers(again, orders) == []
+        assert _markers(again, other) == [3]
+    finally:
+        again.close()
 
 
 def test_delete_a_missing_topic_is_harmless(store: MetadataStore) -> None:

@@ -55,5 +55,6 @@ async def _delete(broker: Broker, topic_partition: TopicPartition, offset: int) 
     if target > log.log_start_offset:
         await asyncio.to_thread(broker.metadata.set_log_start_offset, topic_partition, target)
         log.advance_log_start_offset(target)
+        broker.transactions.forget_below(topic_partition, target)
     answer.update(error_code=ErrorCode.none, low_watermark=log.log_start_offset)
     return answer

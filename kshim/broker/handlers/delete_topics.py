@@ -50,6 +50,7 @@ async def _delete(broker: Broker, name: str | None, topic_id: uuid.UUID | None) 
     answer["topic_id"] = uuid.UUID(bytes=topic.record.topic_id)
     try:
         await broker.topics.delete(topic.record.name)
+        broker.transactions.forget_topic(topic.record.name)
         await broker.full_view.forget_topic(topic.record.name)
     except TopicError as error:
         answer.update(error_code=ErrorCode(error.code), error_message=str(error))

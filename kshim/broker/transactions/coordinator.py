@@ -72,6 +72,18 @@ class TransactionCoordinator:
             self.partitions[topic_partition] = state
         return state
 
+    def forget_below(self, topic_partition: TopicPartition, log_start: int) -> None:
+        """Drops the aborted transactions retention or DeleteRecords left without records
+        (LMDB forgets them with the new log start: MetadataStore.set_log_start_offset)."""
+        state = self.partitions.get(topic_partition)
+        if state is not None:
+            state.forget_below(log_start)
+
+    def forget_topic(self, topic: str) -> None:
+        """Drops a deleted topic's partition states (LMDB forgets them with the topic)."""
+        for topic_partition in [tp for tp in self.partitions if tp.topic == topic]:
+            del self.partitions[topic_partition]
+
     def recovery_callback(self, topic_partition: TopicPartition) -> Callable[[BatchHeader], None]:
         """Replays a partition's batch headers at start-up (open transactions)."""
         self.partitions.pop(topic_partition, None)
