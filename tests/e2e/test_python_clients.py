@@ -32,6 +32,7 @@ from aiokafka.admin.config_resource import ConfigResource as AioConfigResource
 from aiokafka.admin.config_resource import ConfigResourceType as AioConfigResourceType
 from confluent_kafka import (
     OFFSET_BEGINNING,
+    OFFSET_INVALID,
     TIMESTAMP_CREATE_TIME,
     Consumer,
     KafkaError,
@@ -871,6 +872,26 @@ def test_confluent_list_all_topics(shared_broker: BrokerProcess) -> None:
     topics = admin.list_topics(timeout=WAIT_S).topics
     assert kept in topics
     assert deleted not in topics
+
+
+def test_confluent_recreated_topic_has_no_committed_offsets(shared_broker: BrokerProcess) -> None:
+    """Deleting a topic drops the groups' offsets of it at once (as Kafka does): a group
+    reading a topic recreated under the same name starts by auto.offset.reset, not at
+    the positions it had committed in the deleted one."""
+    bootstrap = shared_broker.bootstrap
+    topic, group = unique_topic("ck-recreated"), unique_topic("ck-recreated-group")
+    admin = confluent_admin(bootstrap)
+    confluent_create_topic(admin, topic)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(offsets=[ConfluentTopicPartition(topic, 0, 3)], asynchronous=False)
+        futures = admin.delete_topics([topic], operation_timeout=10, request_timeout=WAIT_S)
+        assert futures[topic].result(timeout=WAIT_S) is None
+        confluent_create_topic(admin, topic)
+        [committed] = consumer.committed([ConfluentTopicPartition(topic, 0)], timeout=WAIT_S)
+        assert committed.offset == OFFSET_INVALID
+    finally:
+        consumer.close()
 
 
 # --------------------------------------------------------------------------------------

@@ -170,6 +170,14 @@ async def test_offsets_of_deleted_topics_are_dropped(coordinator: GroupCoordinat
     assert set(coordinator.offsets.committed("g")) == {TP0}
 
 
+async def test_deleting_a_topic_drops_its_offsets_at_once(coordinator: GroupCoordinator) -> None:
+    await coordinator.offsets.commit("g", {TP0: offset(1), TP1: offset(3), OTHER: offset(2)})
+    await coordinator.offsets.commit("g2", {TP0: offset(4)})
+    assert await admin.drop_topic_offsets(coordinator, "t") == 3
+    assert set(coordinator.offsets.committed("g")) == {OTHER}
+    assert "g2" not in coordinator.offsets.group_ids()
+
+
 async def test_delete_groups_rules(coordinator: GroupCoordinator) -> None:
     assert await admin.delete_group(coordinator, "nothing") == ErrorCode.group_id_not_found
     assert await admin.delete_group(coordinator, "") == ErrorCode.invalid_group_id

@@ -179,6 +179,18 @@ async def expire_offsets_once(
     return removed
 
 
+async def drop_topic_offsets(coordinator: GroupCoordinator, topic: str) -> int:
+    """Removes every group's offsets of ``topic`` as it is deleted, as Kafka does; the
+    retention pass would only catch them minutes later, after a topic recreated under
+    the name could already be read from the old positions. Returns how many."""
+    removed = 0
+    for group_id in coordinator.offsets.group_ids():
+        doomed = coordinator.offsets.partitions_where(group_id, lambda tp: tp.topic == topic)
+        await coordinator.offsets.delete(group_id, doomed)
+        removed += len(doomed)
+    return removed
+
+
 def _topic_gone(topic_exists: Callable[[str], bool]) -> Callable[[TopicPartition], bool]:
     return lambda topic_partition: not topic_exists(topic_partition.topic)
 

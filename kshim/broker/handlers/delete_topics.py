@@ -7,6 +7,7 @@ from typing import Any
 
 from kshim.broker.context import RequestContext
 from kshim.broker.full_view.naming import source_of
+from kshim.broker.groups.admin import drop_topic_offsets
 from kshim.broker.state import Broker
 from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
@@ -51,6 +52,7 @@ async def _delete(broker: Broker, name: str | None, topic_id: uuid.UUID | None) 
     try:
         await broker.topics.delete(topic.record.name)
         broker.transactions.forget_topic(topic.record.name)
+        await drop_topic_offsets(broker.groups, topic.record.name)
         await broker.full_view.forget_topic(topic.record.name)
     except TopicError as error:
         answer.update(error_code=ErrorCode(error.code), error_message=str(error))
