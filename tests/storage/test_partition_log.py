@@ -842,3 +842,27 @@ async def test_inline_writes_can_be_turned_off(tmp_path: Path) -> None:
         await append_durable(log, 1)
     assert threading.get_ident() not in filesystem.fsync_threads
     await log.close()
+
+
+async def test_appends_a_few_loop_turns_apart_share_one_inline_fsync(tmp_path: Path) -> None:
+    """A client's pipelined requests reach their appends a few loop turns apart (read,
+    decode, handle); an inline round waits those turns instead of blocking the loop on
+    an fsync that only the first of them could join."""
+    filesystem = SlowFsyncFileSystem(0.0)
+    log = await open_log(tmp_path, LogConfig(inline_write_max_us=1_000_000), filesystem)
+    acknowledged: list[int] = []
+
+    async def request(turns_before_append: int) -> None:
+        for _ in range(turns_before_append):
+            await asyncio.sleep(0)
+        batch, header = producer_batch(1, label=f"r{turns_before_append}")
+        base_offset = log.append(batch, header)
+        await log.wait_durable(base_offset)
+        acknowledged.append(base_offset)
+
+    await asyncio.gather(*(request(turns) for turns in range(5)))
+    assert sorted(acknowledged) == [0, 1, 2, 3, 4]
+    assert filesystem.fsync_threads == [threading.get_ident()]  # one round, on the loop
+    await append_durable(log, 1)  # a lone append still gets its own round
+    assert len(filesystem.fsync_threads) == 2
+    await log.close()
