@@ -8,7 +8,6 @@ acks=0 gets none. One bad partition never fails the others.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
