@@ -15,7 +15,10 @@ STRING_TYPE = 2
 
 
 def describe_topic_configs(
-    configs: Mapping[str, str], overridden: Collection[str], only: Collection[str] | None
+    configs: Mapping[str, str],
+    overridden: Collection[str],
+    only: Collection[str] | None,
+    read_only: bool = False,
 ) -> list[dict[str, Any]]:
     """Describes a topic's effective configs, ``only`` the named ones when given."""
     described = []
@@ -27,7 +30,7 @@ def describe_topic_configs(
             {
                 "name": name,
                 "value": value,
-                "read_only": False,
+                "read_only": read_only,
                 "is_default": source == DEFAULT_CONFIG,
                 "config_source": source,
                 "is_sensitive": False,

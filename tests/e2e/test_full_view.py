@@ -18,7 +18,14 @@ from aiokafka import AIOKafkaConsumer  # type: ignore[import-untyped]
 from aiokafka.structs import TopicPartition as AioTopicPartition  # type: ignore[import-untyped]
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
 from kafka import TopicPartition as KafkaTopicPartition
 
@@ -160,6 +167,27 @@ def test_kafka_python_reads_view_and_writes_are_refused(shared_broker: BrokerPro
     with pytest.raises(KafkaException) as delete_refused:
         admin.delete_topics([topic + ".full"])[topic + ".full"].result(timeout=20)
     assert delete_refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
+
+
+def test_view_configs_are_described_read_only(shared_broker: BrokerProcess) -> None:
+    """Admin tools describe every listed topic: the view answers with its topic's
+    settings, compacted and read-only, and refuses changes."""
+    topic = unique_topic("full-configs")
+    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"delete.retention.ms": "1234"})])[
+        topic
+    ].result(timeout=20)
+    view = ConfigResource(ResourceType.TOPIC, topic + ".full")
+    configs = admin.describe_configs([view])[view].result(timeout=20)
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["delete.retention.ms"].value == "1234"
+    assert configs["kshim.full.view"].value == "false"
+    assert all(entry.is_read_only for entry in configs.values())
+    entry = ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)
+    change = ConfigResource(ResourceType.TOPIC, topic + ".full", incremental_configs=[entry])
+    with pytest.raises(KafkaException) as refused:
+        admin.incremental_alter_configs([change])[change].result(timeout=20)
+    assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
 
 
 def test_transactions_only_committed_data(shared_broker: BrokerProcess) -> None:

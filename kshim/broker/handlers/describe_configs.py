@@ -6,6 +6,8 @@ from typing import Any
 
 from kshim.broker.context import RequestContext
 from kshim.broker.describe import describe_broker_configs, describe_topic_configs
+from kshim.broker.full_view.naming import VIEW_CONFIG, source_of
+from kshim.broker.state import Broker
 from kshim.protocol.errors import ErrorCode
 
 TOPIC_RESOURCE = 2
@@ -34,15 +36,7 @@ def _describe(resource: Any, context: RequestContext) -> dict[str, Any]:
         "configs": [],
     }
     if resource.resource_type == TOPIC_RESOURCE:
-        topic = broker.topic(resource.resource_name)
-        if topic is None:
-            answer.update(
-                error_code=ErrorCode.unknown_topic_or_partition, error_message="unknown topic"
-            )
-        else:
-            answer["configs"] = describe_topic_configs(
-                topic.configs, topic.record.configs.keys(), only
-            )
+        answer.update(_describe_topic(broker, resource.resource_name, only))
     elif resource.resource_type == BROKER_RESOURCE and resource.resource_name in (
         "",
         str(broker.config.node_id),
@@ -51,3 +45,20 @@ def _describe(resource: Any, context: RequestContext) -> dict[str, Any]:
     else:
         answer.update(error_code=ErrorCode.invalid_request, error_message="unsupported resource")
     return answer
+
+
+def _describe_topic(broker: Broker, name: str, only: set[str] | None) -> dict[str, Any]:
+    topic = broker.topic(name)
+    if topic is not None:
+        return {"configs": describe_topic_configs(topic.configs, topic.record.configs, only)}
+    source = source_of(broker.topics.topics, name)
+    if source is None:
+        return {
+            "error_code": ErrorCode.unknown_topic_or_partition,
+            "error_message": "unknown topic",
+        }
+    # A view is its topic's data compacted: its topic's settings, every one read-only
+    # (AlterConfigs on a view is refused), and no view of its own.
+    configs = {**source.configs, "cleanup.policy": "compact", VIEW_CONFIG: "false"}
+    overridden = {*source.record.configs, "cleanup.policy", VIEW_CONFIG}
+    return {"configs": describe_topic_configs(configs, overridden, only, read_only=True)}
