@@ -556,20 +556,25 @@ def assert_reads(
         ), f"{reader} read_uncommitted"
 
 
+def play(producer: TransactionalProducer, topic: str, transactions: Sequence[Transaction]) -> None:
+    """Writes each transaction, then commits or aborts it as it says."""
+    for transaction in transactions:
+        producer.begin()
+        for partition, value in transaction.writes:
+            producer.send(topic, partition, value)
+        producer.flush()
+        if transaction.commit:
+            producer.commit()
+        else:
+            producer.abort()
+
+
 def run_transactions(
     client: str, bootstrap: str, transactional_id: str, topic: str,
     transactions: Sequence[Transaction],
 ) -> None:  # fmt: skip
     with producing(client, bootstrap, transactional_id) as producer:
-        for transaction in transactions:
-            producer.begin()
-            for partition, value in transaction.writes:
-                producer.send(topic, partition, value)
-            producer.flush()
-            if transaction.commit:
-                producer.commit()
-            else:
-                producer.abort()
+        play(producer, topic, transactions)
 
 
 def fenced(client: str) -> tuple[type[BaseException], ...]:
@@ -863,15 +868,7 @@ def test_spark_read_committed_returns_committed_rows_only(shared_broker: BrokerP
     bootstrap = shared_broker.bootstrap
     topic = create_topic(bootstrap, "txn-spark", partitions=2)
     with producing("confluent", bootstrap, unique_topic("spark")) as producer:
-        for transaction in COMMIT_ABORT_COMMIT:
-            producer.begin()
-            for partition, value in transaction.writes:
-                producer.send(topic, partition, value)
-            producer.flush()
-            if transaction.commit:
-                producer.commit()
-            else:
-                producer.abort()
+        play(producer, topic, COMMIT_ABORT_COMMIT)
         producer.begin()  # left open while Spark reads: offset 7 of partition 0 on
         producer.send(topic, 0, b"open")
         producer.flush()
