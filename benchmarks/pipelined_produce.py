@@ -108,9 +108,9 @@ def main() -> None:
     print("| broker | in flight | requests/s | user µs/request | system µs/request |")
     print("|---|---|---|---|---|")
     for name, by_depth in found.items():
-        for depth, metrics in by_depth.items():
+        for label, metrics in by_depth.items():
             rate, user, system = (statistics.median(metrics[key]) for key in metrics)
-            print(f"| {name} | {depth.split()[1]} | {rate:,.0f} | {user:.0f} | {system:.0f} |")
+            print(f"| {name} | {label.split()[1]} | {rate:,.0f} | {user:.0f} | {system:.0f} |")
     RESULTS.write_text(json.dumps({"requests": arguments.requests, "results": found}, indent=1))
 
 
