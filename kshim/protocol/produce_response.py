@@ -20,7 +20,7 @@ from kshim.protocol.primitives import write_array_length, write_string
 FIRST_FLEXIBLE_VERSION = 9
 MIN_VERSION, MAX_VERSION = 3, 11  # v0-v2 are advertised but never served (versions.py)
 NO_TAGGED_FIELDS = b"\x00"
-_INDEX_ERROR_OFFSET = struct.Struct(">ihq")
+_INDEX_OFFSET_TIME = struct.Struct(">ihqq")  # v2+ fields: every served version has them
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 NO_TIMESTAMP = -1
@@ -53,17 +53,16 @@ def encode_produce_response(
             out += _partition(version, partition, flexible)
         if flexible:
             out += NO_TAGGED_FIELDS
-    if version >= 1:
-        out += _INT32.pack(throttle_ms)
+    out += _INT32.pack(throttle_ms)
     if flexible:
         out += NO_TAGGED_FIELDS
     return bytes(out)
 
 
 def _partition(version: int, partition: PartitionAnswer, flexible: bool) -> bytes:
-    out = _INDEX_ERROR_OFFSET.pack(partition.index, partition.error_code, partition.base_offset)
-    if version >= 2:
-        out += _INT64.pack(partition.log_append_time)
+    out = _INDEX_OFFSET_TIME.pack(
+        partition.index, partition.error_code, partition.base_offset, partition.log_append_time
+    )
     if version >= 5:
         out += _INT64.pack(partition.log_start_offset)
     if version >= 8:

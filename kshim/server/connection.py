@@ -32,7 +32,7 @@ async def serve_connection(stream: RequestStream, broker: Broker) -> None:
     assert transport is not None
     peer = transport.get_extra_info("peername")
     in_flight: asyncio.Queue[ResponseTask | None] = asyncio.Queue(MAX_IN_FLIGHT)
-    writer_task = asyncio.create_task(_write_responses(in_flight, stream, peer))
+    writer_task = asyncio.create_task(_write_responses(in_flight, stream, transport, peer))
     try:
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
         await _read_requests(stream, broker, in_flight, client_host)
@@ -61,11 +61,12 @@ async def _read_requests(
 
 
 async def _write_responses(
-    in_flight: asyncio.Queue[ResponseTask | None], stream: RequestStream, peer: object
+    in_flight: asyncio.Queue[ResponseTask | None],
+    stream: RequestStream,
+    transport: asyncio.Transport,
+    peer: object,
 ) -> None:
     """Writes each response as its request's turn comes; stops at the sentinel."""
-    transport = stream.transport
-    assert transport is not None
     broken = False
     while (task := await in_flight.get()) is not None:
         try:
