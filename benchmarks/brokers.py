@@ -51,12 +51,16 @@ class RunningBroker:
 
     def cpu_seconds(self) -> float:
         """User plus system CPU time the broker has used so far."""
-        total = 0
+        return sum(self.user_and_system_seconds())
+
+    def user_and_system_seconds(self) -> tuple[float, float]:
+        """The broker's user and system CPU time so far, apart."""
+        user = system = 0
         for pid in self.pids():
             with contextlib.suppress(OSError):
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])
-        return total / CLOCK_TICKS
+                user, system = user + int(fields[11]), system + int(fields[12])
+        return user / CLOCK_TICKS, system / CLOCK_TICKS
 
     def rss_bytes(self) -> int:
         total = 0

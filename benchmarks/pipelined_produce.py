@@ -14,79 +14,48 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
-import struct
 import time
 from pathlib import Path
 
 from benchmarks.brokers import RunningBroker, running
 from benchmarks.workloads import create_topic
-from kshim.protocol import codec
 from kshim.protocol.records import Record, build_batch
+from tests.raw_client import RawConnection, encode_request
 
 PRODUCE_KEY, PRODUCE_VERSION = 0, 9
 DEPTHS = (1, 5)
 RESULTS = Path(__file__).parent / "results" / "pipelined_produce.json"
-_SIZE = struct.Struct(">i")
 
 
 def produce_frame(topic: str) -> bytes:
     """One size-prefixed acks=all Produce request of one plain (non-idempotent) batch, so
     the same bytes can be sent again and again."""
     records = [Record(i, 1_700_000_000_000, b"k%d" % i, b"v" * 170) for i in range(89)]
-    request_class = codec.request_class(PRODUCE_KEY, PRODUCE_VERSION)
     fields = {"transactional_id": None, "acks": -1, "timeout": 30_000,
               "topic_data": [{"name": topic, "partition_data": [
                   {"index": 0, "records": build_batch(records)}]}]}  # fmt: skip
-    body = codec.encode_entity(request_class, codec.build(request_class, fields))
-    client_id = b"bench"
-    header = struct.pack(">hhih", PRODUCE_KEY, PRODUCE_VERSION, 1, len(client_id)) + client_id
-    flexible = codec.is_flexible(PRODUCE_KEY, PRODUCE_VERSION)
-    message = header + (b"\x00" if flexible else b"") + body
-    return _SIZE.pack(len(message)) + message
-
-
-def cpu_split(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of one process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) / 100, int(fields[12]) / 100
+    return encode_request(PRODUCE_KEY, PRODUCE_VERSION, 1, fields)
 
 
 def run(broker: RunningBroker, frame: bytes, requests: int, depth: int) -> dict[str, float]:
-    host, port = broker.bootstrap.split(":")
-    with socket.create_connection((host, int(port)), timeout=30) as connection:
-        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        user, system = cpu_split(broker.pid)
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+    with RawConnection(port, timeout_s=30) as connection:
+        user, system = broker.user_and_system_seconds()
         started = time.perf_counter()
         for _ in range(depth):
-            connection.sendall(frame)
+            connection.send(frame)
         for sent in range(depth, requests + depth):
-            _read_frame(connection)
+            connection.read_frame()
             if sent < requests:
-                connection.sendall(frame)
+                connection.send(frame)
         elapsed = time.perf_counter() - started
-        user_after, system_after = cpu_split(broker.pid)
+        user_after, system_after = broker.user_and_system_seconds()
     return {
         "requests_per_s": requests / elapsed,
         "user_us_per_request": (user_after - user) / requests * 1e6,
         "system_us_per_request": (system_after - system) / requests * 1e6,
     }
-
-
-def _read_frame(connection: socket.socket) -> bytes:
-    size = _SIZE.unpack(_read_exactly(connection, 4))[0]
-    return _read_exactly(connection, size)
-
-
-def _read_exactly(connection: socket.socket, count: int) -> bytes:
-    data = bytearray()
-    while len(data) < count:
-        chunk = connection.recv(count - len(data))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        data += chunk
-    return bytes(data)
 
 
 def main() -> None:
