@@ -14,6 +14,7 @@ from kshim.broker.config import ConfigError, from_environment, parse_properties
 from kshim.broker.groups.status import format_table
 from kshim.broker.state import Broker
 from kshim.broker.transactions.review import ReviewHookError, load_review_hook
+from kshim.cli.event_loop import run_on
 from kshim.cli.group_query import QueryError, query_status
 from kshim.server.listener import KafkaServer
 
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OSError, ReviewHookError) as error:
         print(f"kshim: configuration error: {error}", file=sys.stderr)
         return 2
-    asyncio.run(serve(config))
+    run_on(config.values["kshim.event.loop"], serve(config))
     return 0
 
 

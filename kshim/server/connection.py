@@ -17,6 +17,7 @@ from kshim.broker.state import Broker
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.framing import FrameError
 from kshim.server.dispatch import ProtocolViolation, decode, respond
+from kshim.server.region_sender import send_region
 from kshim.server.request_stream import RequestStream
 from kshim.storage.interface import FileRegion
 
@@ -96,7 +97,7 @@ async def _send(stream: RequestStream, transport: asyncio.Transport, parts: list
                 transport.writelines(pending)
                 pending = []
                 await stream.drain()
-                await _send_region(transport, part)
+                await send_region(transport, part)
                 parts[index] = b""  # sent and closed
             else:
                 pending.append(part)  # type: ignore[arg-type]
@@ -104,15 +105,6 @@ async def _send(stream: RequestStream, transport: asyncio.Transport, parts: list
         await stream.drain()
     finally:
         _close_regions(parts)
-
-
-async def _send_region(transport: asyncio.Transport, region: FileRegion) -> None:
-    try:
-        await asyncio.get_running_loop().sendfile(
-            transport, region.as_file(), region.position, region.length
-        )
-    finally:
-        region.close()
 
 
 def _close_regions(parts: list[Part]) -> None:

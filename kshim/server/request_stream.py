@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Callable
+from typing import cast
 
 from kshim.protocol.framing import FrameError, FrameReceiver
 
@@ -35,8 +36,8 @@ class RequestStream(asyncio.BufferedProtocol):
     # asyncio's side
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's TCP transports have asyncio.Transport's methods without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
         self._on_open(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:

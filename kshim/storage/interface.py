@@ -46,10 +46,14 @@ class FileRegion:
             self._file = io.FileIO(self.descriptor, "rb", closefd=True)
         return self._file
 
+    def read_from(self, skip: int) -> bytes:
+        """Reads the range's bytes after the first ``skip`` into memory (blocking)."""
+        return os.pread(self.descriptor, self.length - skip, self.position + skip)
+
     def read_bytes(self) -> bytes:
         """Reads the range into memory and closes the region (blocking: tools and tests)."""
         try:
-            return os.pread(self.descriptor, self.length, self.position)
+            return self.read_from(0)
         finally:
             self.close()
 

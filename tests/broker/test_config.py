@@ -98,6 +98,7 @@ def test_unknown_key_has_no_validator() -> None:
         ("log.cleanup.policy", "compact, delete", "compact,delete"),
         ("log.message.timestamp.type", "LogAppendTime", "LogAppendTime"),
         ("kshim.memtable.bytes", "0", "0"),
+        ("kshim.event.loop", "asyncio", "asyncio"),
         ("log.dirs", "/var/kshim", "/var/kshim"),
     ],
 )
@@ -127,6 +128,8 @@ def test_valid_values_are_normalized(key: str, value: str, normalized: str) -> N
         ("compression.type", "gzip"),
         ("socket.request.max.bytes", "1023"),
         ("log.flush.interval.messages", "0"),
+        ("kshim.event.loop", "tokio"),
+        ("kshim.event.loop", "UVLOOP"),
     ],
 )
 def test_invalid_values_are_refused(key: str, value: str) -> None:

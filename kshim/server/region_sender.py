@@ -1,0 +1,52 @@
+"""Sends a stored file region to a client's socket, zero-copy where the loop allows.
+
+asyncio's own loops implement ``loop.sendfile``. uvloop's transports do not (it raises
+NotImplementedError), so there the region goes to the socket with ``os.sendfile``
+directly, which keeps the bytes in order as long as the transport has nothing queued
+ahead of them. Whatever the socket does not take at once (its send buffer is full: a
+client slow to read) is read into memory and queued on the transport, which then waits
+for the socket as it does for every other response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from kshim.storage.interface import FileRegion
+
+
+async def send_region(transport: asyncio.Transport, region: FileRegion) -> None:
+    """Writes the region after everything already written; closes it."""
+    try:
+        loop = asyncio.get_running_loop()
+        if isinstance(loop, asyncio.BaseEventLoop):
+            await loop.sendfile(transport, region.as_file(), region.position, region.length)
+            return
+        sent = _sendfile_while_taken(transport, region)
+        if sent < region.length:
+            # A page-cache read; the data left the disk when it was produced or fetched.
+            transport.write(region.read_from(sent))
+    finally:
+        region.close()
+
+
+def _sendfile_while_taken(transport: asyncio.Transport, region: FileRegion) -> int:
+    """Bytes of the region the socket took without waiting; 0 when the transport still
+    holds earlier bytes (sending around them would reorder the stream)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or transport.get_write_buffer_size() > 0:
+        return 0
+    descriptor = sock.fileno()
+    sent = 0
+    while sent < region.length:
+        try:
+            count = os.sendfile(
+                descriptor, region.descriptor, region.position + sent, region.length - sent
+            )
+        except (BlockingIOError, InterruptedError):
+            break
+        if count == 0:  # the file is shorter than the region: nothing more to send
+            break
+        sent += count
+    return sent
