@@ -25,7 +25,8 @@ async def send_region(transport: asyncio.Transport, region: FileRegion) -> None:
             return
         sent = _sendfile_while_taken(transport, region)
         if sent < region.length:
-            # A page-cache read; the data left the disk when it was produced or fetched.
+            # Blocks the loop while it reads, as os.sendfile above and asyncio's sendfile do;
+            # segment data is usually in the page cache.
             transport.write(region.read_from(sent))
     finally:
         region.close()
