@@ -22,6 +22,7 @@ from kshim.testing import BrokerProcess
 from spark_examples import capture_review, capture_triggers
 from spark_examples.capture import run_capture
 from spark_examples.databases import Database, open_database
+from tests.raw_client import RawConnection
 from tests.sync.capture_helpers import (
     final_state,
     last_sequence,
@@ -31,6 +32,7 @@ from tests.sync.capture_helpers import (
 )
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+LIST_TRANSACTIONS = 66
 
 CRASH_SCRIPT = """
 import os, sys
@@ -91,8 +93,26 @@ def _writer(url: str, seed: int, stop: threading.Event) -> None:
         db.close()
 
 
-def _kill_mid_stream(command: list[str], chooser: random.Random, log: Any) -> None:
-    """Starts the capture, waits for a random number of batches, kills it (-9) soon after."""
+def _wait_for_open_transaction(port: int, transactional_id: str, timeout_s: float) -> bool:
+    """Polls the broker's ListTransactions until ``transactional_id`` is Ongoing (its half
+    messages written, no EndTxn yet); False after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    with RawConnection(port) as connection:
+        while time.monotonic() < deadline:
+            answer = connection.call(
+                LIST_TRANSACTIONS, 0, {"state_filters": ["Ongoing"], "producer_id_filters": []}
+            )
+            if any(t.transactional_id == transactional_id for t in answer.transaction_states):
+                return True
+    return False
+
+
+def _kill_mid_stream(
+    command: list[str], chooser: random.Random, log: Any, inside_transaction: tuple[int, str] | None
+) -> None:
+    """Starts the capture, waits for a random number of batches, kills it (-9) soon after:
+    at a random moment, or, given (broker port, transactional id), while the broker holds
+    its transaction open, so that the next instance's InitProducerId has one to review."""
     process = subprocess.Popen(command, cwd=REPOSITORY, stdout=subprocess.PIPE, stderr=log)
     assert process.stdout is not None
     wanted, seen = chooser.randint(1, 6), 0
@@ -106,7 +126,10 @@ def _kill_mid_stream(command: list[str], chooser: random.Random, log: Any) -> No
                 seen += line.startswith(b"captured")
                 if not line:
                     break
-        time.sleep(chooser.uniform(0.0, 0.02))  # somewhere inside the next batch
+        if inside_transaction is not None:
+            assert _wait_for_open_transaction(*inside_transaction, timeout_s=30)
+        else:
+            time.sleep(chooser.uniform(0.0, 0.02))  # somewhere inside the next batch
     finally:
         process.kill()
         process.wait(30)
@@ -130,10 +153,13 @@ def test_capture_killed_at_random_points_loses_and_doubles_nothing(
     writer.start()
     with (tmp_path / "capture.log").open("ab") as log:
         try:
-            for _round in range(8):
+            for round_number in range(8):
                 for _ in range(150):  # a backlog, so that the capture is busy when killed
                     random_change(source, chooser, next_id)
-                _kill_mid_stream(command, chooser, log)
+                # Every other kill waits for an open transaction: a random moment often
+                # falls between transactions, the more so the faster the broker answers.
+                open_one = (review_broker.port, "kshim-capture-crash")
+                _kill_mid_stream(command, chooser, log, open_one if round_number % 2 else None)
         finally:
             stop.set()
             writer.join(30)
