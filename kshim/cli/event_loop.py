@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
+Result = TypeVar("Result")
 
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 
@@ -31,8 +32,8 @@ def loop_factory(name: str) -> LoopFactory | None:
     return factory
 
 
-def run_on(name: str, main: Coroutine[Any, Any, None]) -> None:
-    """Runs ``main`` to completion on a new loop of the named kind."""
+def run_on(name: str, main: Coroutine[Any, Any, Result]) -> Result:
+    """Runs ``main`` to completion on a new loop of the named kind; returns its result."""
     with asyncio.Runner(loop_factory=loop_factory(name)) as runner:
         log.info("event loop: %s", type(runner.get_loop()).__module__)
-        runner.run(main)
+        return runner.run(main)

@@ -11,26 +11,17 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import uvloop
 
+from kshim.cli.event_loop import run_on
 from kshim.server.region_sender import send_region
 from kshim.storage.interface import FileRegion
 
-LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
-    "uvloop": uvloop.new_event_loop,
-    "asyncio": asyncio.new_event_loop,
-}
+LOOPS = ["asyncio", "uvloop"]  # kshim.event.loop's choices
 CLIENT_RECEIVE_BUFFER = 64 * 1024
 MIB = 1 << 20
-
-
-def run_on(loop_name: str, scenario: Callable[[], object]) -> object:
-    with asyncio.Runner(loop_factory=LOOPS[loop_name]) as runner:
-        return runner.run(scenario())  # type: ignore[arg-type]
 
 
 def segment_file(tmp_path: Path, size: int) -> Path:
@@ -68,14 +59,14 @@ async def serve_once(before: bytes, region: FileRegion, client_delay_s: float) -
     return received, held_after_send[0]
 
 
-@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+@pytest.mark.parametrize("loop_name", LOOPS)
 def test_a_region_larger_than_the_socket_takes_arrives_whole(
     loop_name: str, tmp_path: Path
 ) -> None:
     path = segment_file(tmp_path, 12 * MIB)
     region = FileRegion(os.open(path, os.O_RDONLY), MIB, 10 * MIB)
 
-    received, held = run_on(loop_name, lambda: serve_once(b"HEAD", region, 0.3))  # type: ignore[misc]
+    received, held = run_on(loop_name, serve_once(b"HEAD", region, 0.3))
 
     assert received == b"HEAD" + path.read_bytes()[MIB : 11 * MIB] + b"END"
     assert region.descriptor == -1  # closed once sent
@@ -85,7 +76,7 @@ def test_a_region_larger_than_the_socket_takes_arrives_whole(
         assert held > 0
 
 
-@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+@pytest.mark.parametrize("loop_name", LOOPS)
 def test_a_region_waits_behind_bytes_the_transport_still_holds(
     loop_name: str, tmp_path: Path
 ) -> None:
@@ -93,17 +84,17 @@ def test_a_region_waits_behind_bytes_the_transport_still_holds(
     region = FileRegion(os.open(path, os.O_RDONLY), 0, 2 * MIB)
     before = os.urandom(16 * MIB)  # more than the socket takes: the transport keeps the rest
 
-    received, _ = run_on(loop_name, lambda: serve_once(before, region, 0.3))  # type: ignore[misc]
+    received, _ = run_on(loop_name, serve_once(before, region, 0.3))
 
     assert received == before + path.read_bytes() + b"END"
 
 
-@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+@pytest.mark.parametrize("loop_name", LOOPS)
 def test_a_small_region_to_a_reading_client(loop_name: str, tmp_path: Path) -> None:
     path = segment_file(tmp_path, 4096)
     region = FileRegion(os.open(path, os.O_RDONLY), 100, 1000)
 
-    received, held = run_on(loop_name, lambda: serve_once(b"", region, 0))  # type: ignore[misc]
+    received, held = run_on(loop_name, serve_once(b"", region, 0))
 
     assert received == path.read_bytes()[100:1100] + b"END"
     assert held == 0  # all of it went straight to the socket
@@ -135,7 +126,7 @@ def test_uvloop_path_never_sends_around_bytes_the_transport_holds(tmp_path: Path
         receiver.setblocking(False)
         transport = HoldingTransport(sender)
 
-        run_on("uvloop", lambda: send_region(transport, region))  # type: ignore[arg-type]
+        run_on("uvloop", send_region(transport, region))  # type: ignore[arg-type]
 
         assert transport.queued == [path.read_bytes()]  # queued behind the held bytes
         with pytest.raises(BlockingIOError):
