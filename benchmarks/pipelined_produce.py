@@ -28,13 +28,13 @@ DEPTHS = (1, 5)
 RESULTS = Path(__file__).parent / "results" / "pipelined_produce.json"
 
 
-def produce_frame(topic: str) -> bytes:
+def produce_frame(topic: str, records: int = 89, value_bytes: int = 170) -> bytes:
     """One size-prefixed acks=all Produce request of one plain (non-idempotent) batch, so
     the same bytes can be sent again and again."""
-    records = [Record(i, 1_700_000_000_000, b"k%d" % i, b"v" * 170) for i in range(89)]
+    batch = [Record(i, 1_700_000_000_000, b"k%d" % i, b"v" * value_bytes) for i in range(records)]
     fields = {"transactional_id": None, "acks": -1, "timeout": 30_000,
               "topic_data": [{"name": topic, "partition_data": [
-                  {"index": 0, "records": build_batch(records)}]}]}  # fmt: skip
+                  {"index": 0, "records": build_batch(batch)}]}]}  # fmt: skip
     return encode_request(PRODUCE_KEY, PRODUCE_VERSION, 1, fields)
 
 

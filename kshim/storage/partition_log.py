@@ -342,6 +342,10 @@ class PartitionLog:
     def _advance_high_watermark(self, offset: int) -> None:
         self.high_watermark = offset
         self._memtable.evict(offset)
+        # Listeners (long-polling fetches) first: their answers then go out before the
+        # producers' acknowledgements, which nobody downstream waits on.
+        for listener in self.listeners:
+            listener()
         still_waiting = []
         for waited, future in self._waiters:
             if waited < offset:
@@ -350,8 +354,6 @@ class PartitionLog:
             else:
                 still_waiting.append((waited, future))
         self._waiters = still_waiting
-        for listener in self.listeners:
-            listener()
 
     async def read(
         self, offset: int, max_bytes: int, upper_offset: int | None = None

@@ -349,6 +349,29 @@ async def test_high_watermark_waits_for_the_write(tmp_path: Path) -> None:
     await log.close()
 
 
+async def test_listeners_hear_of_durable_data_before_the_producers(tmp_path: Path) -> None:
+    """Long-polling fetches (listeners) are woken before the appends' acknowledgements, so
+    the consumer's answer is not queued behind the producer's."""
+    log = await open_log(tmp_path)
+    woken: list[str] = []
+    fetch_wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    log.listeners.append(lambda: fetch_wake.done() or fetch_wake.set_result(None))
+
+    async def fetch() -> None:
+        await fetch_wake
+        woken.append("fetch")
+
+    async def produce() -> None:
+        batch, header = producer_batch(3)
+        log.append(batch, header)
+        await log.wait_durable(2)
+        woken.append("acknowledgement")
+
+    await asyncio.wait_for(asyncio.gather(fetch(), produce()), 10)
+    assert woken == ["fetch", "acknowledgement"]
+    await log.close()
+
+
 async def test_segment_roll_by_size(tmp_path: Path) -> None:
     one = len(producer_batch(2, label="r0")[0])
     config = LogConfig(segment_bytes=3 * one, memtable_bytes=0)
