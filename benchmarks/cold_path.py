@@ -25,6 +25,7 @@ from pathlib import Path
 
 from benchmarks.brokers import running
 from benchmarks.pipelined_produce import produce_frame
+from benchmarks.samples import Samples, add_samples, median_rows
 from benchmarks.workloads import create_topic
 from tests.bad_input_support import fetch_fields
 from tests.raw_client import RawConnection, encode_request
@@ -103,24 +104,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     arguments = parser.parse_args()
     machine: dict[str, list[float]] = {"back to back": [], f"after {PAUSE_S * 1000:g} ms": []}
-    brokers: dict[str, dict[str, dict[str, list[float]]]] = {}
+    brokers: Samples = {}
     for _ in range(arguments.repeats):
         machine["back to back"].append(python_work_cpu_us(0.0, 10_000))
         machine[f"after {PAUSE_S * 1000:g} ms"].append(python_work_cpu_us(PAUSE_S, 1_000))
         for variant in VARIANTS:
-            for gap, metrics in measure(variant, arguments.trips).items():
-                slot = brokers.setdefault(variant, {}).setdefault(gap, {})
-                for metric, value in metrics.items():
-                    slot.setdefault(metric, []).append(value)
+            for gap, trip in measure(variant, arguments.trips).items():
+                add_samples(brokers, variant, gap, trip)
     print("| pure-Python work | CPU µs per piece |\n|---|---|")
     for label, values in machine.items():
         print(f"| {label} | {statistics.median(values):.0f} |")
     print("\n| broker | gap | trip p50 µs | trip p90 µs | broker CPU µs per trip |")
     print("|---|---|---|---|---|")
-    for variant, by_gap in brokers.items():
-        for gap, metrics in by_gap.items():
-            p50, p90, cpu = (statistics.median(metrics[key]) for key in metrics)
-            print(f"| {variant} | {gap} | {p50:,.0f} | {p90:,.0f} | {cpu:,.0f} |")
+    for variant, gap, (p50, p90, cpu) in median_rows(brokers):
+        print(f"| {variant} | {gap} | {p50:,.0f} | {p90:,.0f} | {cpu:,.0f} |")
     document = {"trips": arguments.trips, "machine_cpu_us": machine, "results": brokers}
     RESULTS.write_text(json.dumps(document, indent=1))
 

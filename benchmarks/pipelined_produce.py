@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from pathlib import Path
 
 from benchmarks.brokers import RunningBroker, running
+from benchmarks.samples import Samples, add_samples, median_rows
 from benchmarks.workloads import create_topic
 from kshim.protocol.records import Record, build_batch
 from tests.raw_client import RawConnection, encode_request
@@ -64,22 +64,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     arguments = parser.parse_args()
     frame = produce_frame("pipelined")
-    found: dict[str, dict[str, dict[str, list[float]]]] = {}
+    found: Samples = {}
     for _ in range(arguments.repeats):
         for name in ("kshim", "tansu"):
             with running(name) as broker:
                 create_topic(broker, "pipelined")
                 for depth in DEPTHS:
                     result = run(broker, frame, arguments.requests, depth)
-                    slot = found.setdefault(name, {}).setdefault(f"depth {depth}", {})
-                    for metric, value in result.items():
-                        slot.setdefault(metric, []).append(value)
+                    add_samples(found, name, f"depth {depth}", result)
     print("| broker | in flight | requests/s | user µs/request | system µs/request |")
     print("|---|---|---|---|---|")
-    for name, by_depth in found.items():
-        for label, metrics in by_depth.items():
-            rate, user, system = (statistics.median(metrics[key]) for key in metrics)
-            print(f"| {name} | {label.split()[1]} | {rate:,.0f} | {user:.0f} | {system:.0f} |")
+    for name, label, (rate, user, system) in median_rows(found):
+        print(f"| {name} | {label.split()[1]} | {rate:,.0f} | {user:.0f} | {system:.0f} |")
     RESULTS.write_text(json.dumps({"requests": arguments.requests, "results": found}, indent=1))
 
 
