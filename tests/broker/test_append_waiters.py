@@ -44,11 +44,11 @@ async def test_a_cancelled_wait_leaves_nothing_behind() -> None:
     waiters.notify(ORDERS)  # a notify after the cancel finds nobody and does not fail
 
 
-async def test_each_of_several_waiters_is_woken_once() -> None:
+async def test_one_notify_wakes_every_waiter_of_the_partition() -> None:
     waiters = AppendWaiters()
     waiting = [asyncio.ensure_future(waiters.wait_any([ORDERS], 30)) for _ in range(3)]
     await asyncio.sleep(0)
     waiters.notify(ORDERS)
-    waiters.notify(ORDERS)
+    waiters.notify(ORDERS)  # a second finds nobody left waiting
     await asyncio.wait_for(asyncio.gather(*waiting), 1)
     assert waiters._waiting == {}
