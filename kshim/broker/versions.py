@@ -55,3 +55,12 @@ def serves(api_key: int, version: int) -> bool:
         return False
     low, high = advertised
     return max(low, MIN_SERVED.get(api_key, low)) <= version <= high
+
+
+def served_versions() -> list[tuple[int, int]]:
+    """Every (api key, version) kshim decodes and answers."""
+    return [
+        (api_key, version)
+        for api_key, (low, high) in ADVERTISED.items()
+        for version in range(max(low, MIN_SERVED.get(api_key, low)), high + 1)
+    ]

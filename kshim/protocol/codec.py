@@ -16,7 +16,7 @@ import io
 import types
 import typing
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from typing import Any
 
@@ -47,6 +47,19 @@ def response_class(api_key: int, version: int) -> type[Any]:
         return load_response_schema(api_key, version)
     except Exception as error:
         raise KeyError((api_key, version)) from error
+
+
+def load_schemas(versions: Iterable[tuple[int, int]]) -> None:
+    """Imports, and builds the readers and writers of, every (api key, version) given.
+
+    kio imports a schema module on first use. Done while serving, that import can fail
+    for reasons that have nothing to do with the request (no file descriptor left, the
+    package replaced on disk), so the broker does it for every served version at start-up.
+    Raises KeyError for a pair kio does not know.
+    """
+    for api_key, version in versions:
+        _reader(request_class(api_key, version))
+        _writer(response_class(api_key, version))
 
 
 def is_flexible(api_key: int, version: int) -> bool:
@@ -86,8 +99,10 @@ def decode_request(api_key: int, version: int, frame: bytes | bytearray, offset:
         check_body(cls, frame, offset)
     except DecodeError as error:
         raise DecodeError(f"cannot decode api {api_key} v{version}: {error}") from error
+    # kio's native reader takes read-only buffers only; a frame read in place arrives as a
+    # bytearray (framing.py), so it is viewed read-only rather than copied.
     try:
-        entity, _ = _reader(cls)(memoryview(frame)[offset:], 0)
+        entity, _ = _reader(cls)(memoryview(frame).toreadonly()[offset:], 0)
     except Exception as error:
         raise DecodeError(f"cannot decode api {api_key} v{version}: {error}") from error
     # Trailing bytes are ignored, as Kafka does: librdkafka's Metadata request for all

@@ -16,6 +16,7 @@ import logging
 from kshim.broker.state import Broker
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.framing import FrameError
+from kshim.protocol.headers import RequestHeader
 from kshim.server.dispatch import ProtocolViolation, decode, respond
 from kshim.server.region_sender import send_region
 from kshim.server.request_stream import RequestStream
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 MAX_IN_FLIGHT = 64
 
 ResponseTask = asyncio.Task[list[Part] | None]
+# A request being answered: its header (for the log line if it fails) and its task.
+InFlight = tuple[RequestHeader, ResponseTask]
 
 
 async def serve_connection(stream: RequestStream, broker: Broker) -> None:
@@ -32,7 +35,7 @@ async def serve_connection(stream: RequestStream, broker: Broker) -> None:
     transport = stream.transport
     assert transport is not None
     peer = transport.get_extra_info("peername")
-    in_flight: asyncio.Queue[ResponseTask | None] = asyncio.Queue(MAX_IN_FLIGHT)
+    in_flight: asyncio.Queue[InFlight | None] = asyncio.Queue(MAX_IN_FLIGHT)
     writer_task = asyncio.create_task(_write_responses(in_flight, stream, transport, peer))
     try:
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
@@ -41,6 +44,9 @@ async def serve_connection(stream: RequestStream, broker: Broker) -> None:
         log.info("closing connection from %s: %s", peer, error)
     except ConnectionError:
         pass
+    except Exception:
+        # kshim's own fault, not the peer's: this connection ends, the broker goes on.
+        log.exception("closing connection from %s: reading its requests failed", peer)
     finally:
         await in_flight.put(None)
         with contextlib.suppress(Exception):
@@ -53,39 +59,46 @@ async def serve_connection(stream: RequestStream, broker: Broker) -> None:
 async def _read_requests(
     stream: RequestStream,
     broker: Broker,
-    in_flight: asyncio.Queue[ResponseTask | None],
+    in_flight: asyncio.Queue[InFlight | None],
     client_host: str,
 ) -> None:
     while (request_frame := await stream.next_frame()) is not None:
         call = decode(request_frame)
-        await in_flight.put(asyncio.create_task(respond(call, broker, client_host)))
+        task = asyncio.create_task(respond(call, broker, client_host))
+        await in_flight.put((call.header, task))
 
 
 async def _write_responses(
-    in_flight: asyncio.Queue[ResponseTask | None],
+    in_flight: asyncio.Queue[InFlight | None],
     stream: RequestStream,
     transport: asyncio.Transport,
     peer: object,
 ) -> None:
     """Writes each response as its request's turn comes; stops at the sentinel."""
     broken = False
-    while (task := await in_flight.get()) is not None:
+    while (request := await in_flight.get()) is not None:
+        header, task = request
         try:
             parts = await task
-        except Exception:
-            log.exception("request from %s failed; closing the connection", peer)
-            broken = True
-            transport.close()
-            continue
-        if parts is None:
-            continue
-        if broken or transport.is_closing():
-            _close_regions(parts)
-            continue
-        try:
+            if parts is None:
+                continue
+            if broken or transport.is_closing():
+                _close_regions(parts)
+                continue
             await _send(stream, transport, parts)
         except (ConnectionError, OSError):
             broken = True
+        except Exception:
+            # kshim's own fault: answering this request failed, so the client cannot match
+            # later answers to its requests; this connection ends, the broker goes on.
+            log.exception("closing connection from %s: %s failed", peer, describe(header))
+            broken = True
+            transport.close()
+
+
+def describe(header: RequestHeader) -> str:
+    """Names a request in a log line: API, version and correlation id."""
+    return f"api {header.api_key} v{header.api_version} (correlation id {header.correlation_id})"
 
 
 async def _send(stream: RequestStream, transport: asyncio.Transport, parts: list[Part]) -> None:

@@ -37,6 +37,11 @@ class ProtocolViolation(Exception):
     """The peer sent something that is not a request kshim can parse; close the connection."""
 
 
+class DecodingFailed(Exception):
+    """kshim failed on a request it serves (its own fault, not the peer's); the message
+    names the API and version."""
+
+
 @dataclass(frozen=True, slots=True)
 class Call:
     header: RequestHeader
@@ -65,6 +70,10 @@ def decode(frame_bytes: bytes | bytearray) -> Call:
             request = codec.decode_request(api_key, version, frame_bytes, body_offset)
     except DecodeError as error:
         raise ProtocolViolation(str(error)) from error
+    except ProtocolViolation:
+        raise
+    except Exception as error:
+        raise DecodingFailed(f"decoding api {api_key} v{version} failed: {error!r}") from error
     return Call(header, request)
 
 

@@ -11,6 +11,8 @@ from kshim.broker.full_view.applier import run_full_view
 from kshim.broker.groups.maintenance import run_group_coordinator
 from kshim.broker.retention import run_retention
 from kshim.broker.state import Broker
+from kshim.broker.versions import served_versions
+from kshim.protocol import codec
 from kshim.server.connection import serve_connection
 from kshim.server.request_stream import RequestStream
 
@@ -29,6 +31,7 @@ class KafkaServer:
     async def start(self) -> tuple[str, int]:
         """Starts the broker and listening; returns the bound (host, port)."""
         await self.broker.start()
+        self._background.append(asyncio.create_task(_load_schemas()))
         interval_s = self.broker.config.get_int("log.retention.check.interval.ms") / 1000
         self._background.append(asyncio.create_task(run_retention(self.broker, interval_s)))
         self._background.append(asyncio.create_task(run_group_coordinator(self.broker)))
@@ -73,3 +76,13 @@ class KafkaServer:
         if self._server is not None:
             await self._server.wait_closed()
         await self.broker.close()
+
+
+async def _load_schemas() -> None:
+    """Imports the codec of every served API version, one per loop turn while serving:
+    all at once would hold up the first answer by most of a second (kio builds a module
+    per message and version), and a request that needs one first imports it itself."""
+    for api_version in served_versions():
+        codec.load_schemas([api_version])
+        await asyncio.sleep(0)
+    log.debug("every served API version's codec is loaded")
