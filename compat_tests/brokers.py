@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.brokers import tansu_binary
-from kshim.broker.versions import ADVERTISED
+from kshim.protocol.apis import ADVERTISED
 from kshim.testing import BrokerProcess, free_port, wait_for_port
 
 BROKER_NAMES = ("kshim", "tansu", "kafka")

@@ -18,7 +18,7 @@ from compat_tests.conformance_probe import (
     as_stored,
     record_batch,
 )
-from kshim.broker.versions import ADVERTISED
+from kshim.protocol.apis import ADVERTISED
 
 RECORDS = 3
 LATEST = -1

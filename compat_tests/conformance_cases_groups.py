@@ -22,7 +22,7 @@ from compat_tests.conformance_probe import (
     Exchange,
     Probe,
 )
-from kshim.broker.versions import ADVERTISED
+from kshim.protocol.apis import ADVERTISED
 
 CLIENT_HOST = "/127.0.0.1"
 COMMITTED = 3

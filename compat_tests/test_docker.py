@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from compat_tests.brokers import BrokerUnderTest
-from kshim.broker.config import from_environment
+from kshim.broker.config.keys import from_environment
 from kshim.cli.main import build_parser, load_config
 from kshim.testing import free_port
 

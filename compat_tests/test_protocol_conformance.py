@@ -1,6 +1,6 @@
 """Protocol conformance of every API and version kshim advertises.
 
-The list is derived from ``kshim.broker.versions.ADVERTISED`` when the tests are collected,
+The list is derived from ``kshim.protocol.apis.ADVERTISED`` when the tests are collected,
 so a newly advertised API is covered at once, and its live test fails (never skips) until
 it has a case in ``CASES``:
 
@@ -32,8 +32,8 @@ from compat_tests import conformance_cases_groups as groups
 from compat_tests import conformance_cases_txn as txn
 from compat_tests.brokers import BrokerUnderTest, start_kshim
 from compat_tests.conformance_probe import Exchange, Probe, as_stored, record_batch
-from kshim.broker.versions import ADVERTISED, serves
 from kshim.protocol import codec
+from kshim.protocol.apis import ADVERTISED, serves
 from kshim.protocol.fetch_response import FetchedPartition, FetchedTopic, encode_fetch_response
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]

@@ -25,8 +25,8 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from kshim.broker.versions import ADVERTISED, serves
 from kshim.protocol import codec
+from kshim.protocol.apis import ADVERTISED, serves
 from kshim.protocol.records import BatchSpec
 from kshim.testing import BrokerProcess
 from tests.bad_input_support import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kshim.broker.state import Broker
+from kshim.broker.broker import Broker
 from kshim.protocol.headers import RequestHeader
 
 

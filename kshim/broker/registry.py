@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -39,7 +41,7 @@ from kshim.broker.handlers import (
     sync_group,
     txn_offset_commit,
 )
-from kshim.broker.versions import ADVERTISED
+from kshim.protocol.apis import ADVERTISED
 from kshim.protocol.fetch_response import Part
 
 # A handler returns the response as a dict for the kio encoder, as already encoded
@@ -81,3 +83,21 @@ HANDLERS: dict[int, Handler] = {
 }
 
 assert HANDLERS.keys() == ADVERTISED.keys(), "every advertised API needs a handler"
+
+
+def request_type(api_key: int) -> type[Any] | None:
+    """The typed request class the API's handler takes (its ``request`` annotation), or None
+    for a handler still taking kio's per-version dataclass."""
+    return _REQUEST_TYPES[api_key]
+
+
+def _annotated_request_type(handler: Handler) -> type[Any] | None:
+    annotation = typing.get_type_hints(handler).get("request")
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
+        return annotation
+    return None
+
+
+_REQUEST_TYPES = {
+    api_key: _annotated_request_type(handler) for api_key, handler in HANDLERS.items()
+}

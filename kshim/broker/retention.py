@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from kshim.broker.broker import Broker
 from kshim.broker.full_view.naming import has_view
-from kshim.broker.state import Broker
 from kshim.storage.partition_log import PartitionLog
 from kshim.storage.retention import NO_LIMIT, SegmentSummary, plan_retention
 

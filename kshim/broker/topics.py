@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from kshim.broker.broker_config import BrokerConfig
-from kshim.broker.config import TOPIC_CONFIGS, ConfigError
+from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.config.keys import TOPIC_CONFIGS, ConfigError
 from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.interface import TopicPartition
 from kshim.storage.log_store import LogStore

@@ -19,7 +19,7 @@ from typing import Any
 
 from kio.serial import entity_reader
 
-from kshim.broker.groups.status import PartitionStatus, group_status
+from kshim.broker.groups.consumption_status import PartitionStatus, group_status
 from kshim.protocol import codec
 from kshim.protocol.consumer_protocol import assigned_partitions
 from kshim.protocol.primitives import read_tagged_fields

@@ -9,11 +9,11 @@ import os
 import signal
 import sys
 
-from kshim.broker.broker_config import BrokerConfig
-from kshim.broker.config import ConfigError, from_environment, parse_properties
-from kshim.broker.groups.status import format_table
-from kshim.broker.state import Broker
-from kshim.broker.transactions.review import ReviewHookError, load_review_hook
+from kshim.broker.broker import Broker
+from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.config.keys import ConfigError, from_environment, parse_properties
+from kshim.broker.groups.consumption_status import format_table
+from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
 from kshim.cli.event_loop import run_on
 from kshim.cli.group_query import QueryError, query_status
 from kshim.server.listener import KafkaServer

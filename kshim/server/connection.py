@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 
-from kshim.broker.state import Broker
+from kshim.broker.broker import Broker
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.framing import FrameError
 from kshim.protocol.headers import RequestHeader

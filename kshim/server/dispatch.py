@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
-from kshim.broker.registry import HANDLERS
-from kshim.broker.state import Broker
-from kshim.broker.versions import ADVERTISED, API_VERSIONS_KEY, PRODUCE_KEY, serves
+from kshim.broker.registry import HANDLERS, request_type
 from kshim.protocol import codec
+from kshim.protocol.apis import ADVERTISED, API_VERSIONS_KEY, PRODUCE_KEY, serves
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.framing import frame
@@ -26,6 +26,7 @@ from kshim.protocol.headers import (
     parse_request_header,
     peek_api,
 )
+from kshim.protocol.messages import serial
 from kshim.protocol.primitives import DecodeError
 from kshim.protocol.produce_request import decode_produce_request
 
@@ -64,8 +65,11 @@ def decode(frame_bytes: bytes | bytearray) -> Call:
         if not serves(api_key, version):
             raise ProtocolViolation(f"api {api_key} version {version} is not supported")
         header, body_offset = parse_request_header(frame_bytes, codec.is_flexible(api_key, version))
+        typed = request_type(api_key)
         if api_key == PRODUCE_KEY:  # nearly every received byte: decoded without copies
             request = decode_produce_request(version, frame_bytes, body_offset)
+        elif typed is not None:
+            request = serial.decode_request(typed, api_key, version, frame_bytes, body_offset)
         else:
             request = codec.decode_request(api_key, version, frame_bytes, body_offset)
     except DecodeError as error:
@@ -92,7 +96,11 @@ async def respond(call: Call, broker: Broker, client_host: str = "") -> list[Par
     )
     if isinstance(body, list):
         return frame([response_header, *body])
-    return frame([response_header, codec.encode_response(header.api_key, header.api_version, body)])
+    if isinstance(body, dict):
+        encoded = codec.encode_response(header.api_key, header.api_version, body)
+    else:
+        encoded = serial.encode_response(header.api_key, header.api_version, body)
+    return frame([response_header, encoded])
 
 
 def _api_versions_fallback(header: RequestHeader) -> list[Part]:

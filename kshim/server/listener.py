@@ -7,12 +7,12 @@ import contextlib
 import logging
 import socket
 
+from kshim.broker.broker import Broker
 from kshim.broker.full_view.applier import run_full_view
 from kshim.broker.groups.maintenance import run_group_coordinator
 from kshim.broker.retention import run_retention
-from kshim.broker.state import Broker
-from kshim.broker.versions import served_versions
 from kshim.protocol import codec
+from kshim.protocol.apis import served_versions
 from kshim.server.connection import serve_connection
 from kshim.server.request_stream import RequestStream
 

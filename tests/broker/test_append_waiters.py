@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kshim.broker.state import AppendWaiters
+from kshim.broker.append_waiters import AppendWaiters
 from kshim.storage.interface import TopicPartition
 
 ORDERS, PAYMENTS = TopicPartition("orders", 0), TopicPartition("payments", 0)

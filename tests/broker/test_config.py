@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kshim.broker.broker_config import BrokerConfig, parse_listener
-from kshim.broker.config import (
+from kshim.broker.config.broker_config import BrokerConfig, parse_listener
+from kshim.broker.config.keys import (
     BROKER_DEFAULTS,
     INT_MAX,
     LONG_MAX,

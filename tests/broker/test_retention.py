@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.broker import Broker
+from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.retention import enforce_retention_once
-from kshim.broker.state import Broker
 from kshim.protocol.record_batch import validate_produced
 from kshim.protocol.records import Record, build_batch
 from kshim.storage.interface import TopicPartition, chunk_bytes

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.broker import Broker
+from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.full_view.applier import catch_up
 from kshim.broker.full_view.reader import read_view, view_offsets
-from kshim.broker.state import Broker
 from kshim.broker.transactions.markers import marker_batch
 from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK, iter_batches, read_header
 from kshim.protocol.records import BatchSpec, Record, build_batch, decode_records

@@ -7,10 +7,10 @@ import asyncio
 import contextlib
 from pathlib import Path
 
+from kshim.broker.broker import Broker
 from kshim.broker.full_view.applier import catch_up, purge_tombstones_once, run_full_view
 from kshim.broker.full_view.reader import read_view, view_offsets
 from kshim.broker.retention import enforce_retention_once
-from kshim.broker.state import Broker
 from kshim.protocol.record_batch import crc_of, read_header
 from kshim.protocol.records import Record, decode_records
 from tests.full_view.support import (

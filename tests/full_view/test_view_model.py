@@ -12,9 +12,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kshim.broker.broker import Broker
 from kshim.broker.full_view.applier import apply_partition_once
 from kshim.broker.retention import enforce_retention_once
-from kshim.broker.state import Broker
 from tests.full_view.support import (
     SOURCE,
     TOPIC,

@@ -18,10 +18,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kshim.broker.broker import Broker
 from kshim.broker.full_view.applier import apply_partition_once
 from kshim.broker.full_view.reader import read_view, view_offsets
 from kshim.broker.retention import enforce_retention_once
-from kshim.broker.state import Broker
 from kshim.protocol.record_batch import iter_batches
 from kshim.protocol.records import decode_records
 from tests.full_view.support import (

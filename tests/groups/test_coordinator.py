@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kshim.broker.groups.coordinator import GroupCoordinator
+from kshim.broker.groups.group_states import GroupState
 from kshim.broker.groups.settings import GroupSettings
-from kshim.broker.groups.states import GroupState
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.metadata import MetadataStore
 from tests.groups.support import (

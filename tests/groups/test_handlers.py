@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from kshim.broker.broker_config import BrokerConfig
-from kshim.broker.state import Broker
-from kshim.broker.versions import ADVERTISED
+from kshim.broker.broker import Broker
+from kshim.broker.config.broker_config import BrokerConfig
+from kshim.protocol.apis import ADVERTISED
 from kshim.protocol.errors import ErrorCode
 from tests.groups.support import assignment, subscription
 from tests.groups.wire import call

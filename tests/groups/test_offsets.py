@@ -6,8 +6,8 @@ from pathlib import Path
 
 from kshim.broker.groups import admin
 from kshim.broker.groups.coordinator import GroupCoordinator
+from kshim.broker.groups.group_states import GroupState
 from kshim.broker.groups.settings import MINUTE_MS, GroupSettings
-from kshim.broker.groups.states import GroupState
 from kshim.protocol.errors import ErrorCode
 from kshim.storage import lmdb_keys as keys
 from kshim.storage.committed_offsets import CommittedOffset

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from kshim.broker.groups.group import Group
-from kshim.broker.groups.states import (
+from kshim.broker.groups.group_states import (
     ALLOWED_PREVIOUS,
     GroupState,
     IllegalStateTransition,

@@ -7,10 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.broker import Broker
+from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.groups.consumption_status import (
+    PartitionStatus,
+    broker_status,
+    format_table,
+    group_status,
+)
 from kshim.broker.groups.member import JoinRequest, SyncRequest
-from kshim.broker.groups.status import PartitionStatus, broker_status, format_table, group_status
-from kshim.broker.state import Broker
 from kshim.storage.committed_offsets import CommittedOffset
 from kshim.storage.interface import TopicPartition
 from tests.groups.support import assignment, subscription

@@ -14,7 +14,7 @@ from typing import Any
 
 from kio.serial import entity_reader
 
-from kshim.broker.state import Broker
+from kshim.broker.broker import Broker
 from kshim.protocol import codec
 from kshim.protocol.primitives import read_tagged_fields
 from kshim.server.dispatch import decode, respond

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.static.primitive import Records
 
-from kshim.broker.versions import ADVERTISED, serves
 from kshim.protocol import bounds, codec
+from kshim.protocol.apis import ADVERTISED, serves
 from kshim.protocol.primitives import DecodeError
 
 Pair = tuple[int, int]

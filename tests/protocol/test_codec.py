@@ -20,8 +20,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from kshim.broker.versions import ADVERTISED, serves
 from kshim.protocol import codec
+from kshim.protocol.apis import ADVERTISED, serves
 from kshim.protocol.primitives import DecodeError
 
 Pair = tuple[int, int]

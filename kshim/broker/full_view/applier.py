@@ -17,8 +17,8 @@ import contextlib
 import logging
 import time
 
+from kshim.broker.broker import Broker
 from kshim.broker.full_view.naming import has_view, view_name
-from kshim.broker.state import Broker
 from kshim.storage.interface import TopicPartition, chunk_bytes
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from kshim.broker.state import Broker
+from kshim.broker.broker import Broker
 from kshim.protocol.record_batch import empty_batch, read_header, set_last_offset_delta
 from kshim.storage.full_view_store import FullViewStore
 from kshim.storage.interface import TopicPartition

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from kshim.broker.groups.coordinator import GroupCoordinator, valid_group_id
 from kshim.broker.groups.group import Group
+from kshim.broker.groups.group_states import GroupState
 from kshim.broker.groups.member import Member
-from kshim.broker.groups.states import GroupState
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.interface import TopicPartition
 

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable
 
 from kshim.broker.groups.group import Group
+from kshim.broker.groups.group_states import GroupState
 from kshim.broker.groups.member import (
     JoinRequest,
     JoinResult,
@@ -31,7 +32,6 @@ from kshim.broker.groups.member import (
 from kshim.broker.groups.offsets import OffsetManager
 from kshim.broker.groups.rebalance import Rebalancer, current_generation
 from kshim.broker.groups.settings import GroupSettings
-from kshim.broker.groups.states import GroupState
 from kshim.broker.groups.timers import Timers
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.committed_offsets import CommittedOffsetStore

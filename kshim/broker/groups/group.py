@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from kshim.broker.groups.group_states import GroupState, check_transition
 from kshim.broker.groups.member import JoinedMember, Member
-from kshim.broker.groups.states import GroupState, check_transition
 from kshim.protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     assigned_partitions,

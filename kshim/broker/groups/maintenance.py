@@ -9,8 +9,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from kshim.broker.broker import Broker
 from kshim.broker.groups.admin import expire_offsets_once
-from kshim.broker.state import Broker
 
 log = logging.getLogger(__name__)
 

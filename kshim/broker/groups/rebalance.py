@@ -16,9 +16,9 @@ import logging
 from collections.abc import Callable
 
 from kshim.broker.groups.group import Group
+from kshim.broker.groups.group_states import GroupState
 from kshim.broker.groups.member import JoinResult, Member
 from kshim.broker.groups.settings import GroupSettings
-from kshim.broker.groups.states import GroupState
 from kshim.broker.groups.timers import Timers
 from kshim.protocol.errors import ErrorCode
 

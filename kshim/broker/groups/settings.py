@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.config.broker_config import BrokerConfig
 
 MINUTE_MS = 60_000
 

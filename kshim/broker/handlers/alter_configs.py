@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kshim.broker.config_changes import change_resource
+from kshim.broker.config.changes import change_resource
 from kshim.broker.context import RequestContext
 
 

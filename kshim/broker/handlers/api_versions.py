@@ -11,8 +11,8 @@ from functools import cache
 from typing import Any
 
 from kshim.broker.context import RequestContext
-from kshim.broker.versions import ADVERTISED, API_VERSIONS_KEY
 from kshim.protocol import codec
+from kshim.protocol.apis import ADVERTISED, API_VERSIONS_KEY
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import Part
 

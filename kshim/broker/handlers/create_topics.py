@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kshim.broker.config.describe import describe_topic_configs
 from kshim.broker.context import RequestContext
-from kshim.broker.describe import describe_topic_configs
 from kshim.broker.full_view.naming import VIEW_SUFFIX, reserved_for_view
 from kshim.broker.topics import INVALID_REPLICATION_FACTOR, INVALID_TOPIC, TopicError
 from kshim.protocol.errors import ErrorCode

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
 from kshim.broker.full_view.applier import catch_up
 from kshim.broker.full_view.naming import has_view, source_of
-from kshim.broker.state import Broker
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.interface import TopicPartition
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
 from kshim.broker.full_view.naming import source_of
 from kshim.broker.groups.admin import drop_topic_offsets
-from kshim.broker.state import Broker
 from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
 

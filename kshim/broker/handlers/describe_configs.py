@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kshim.broker.broker import Broker
+from kshim.broker.config.describe import describe_broker_configs, describe_topic_configs
 from kshim.broker.context import RequestContext
-from kshim.broker.describe import describe_broker_configs, describe_topic_configs
 from kshim.broker.full_view.naming import VIEW_CONFIG, source_of
-from kshim.broker.state import Broker
 from kshim.protocol.errors import ErrorCode
 
 TOPIC_RESOURCE = 2

@@ -13,7 +13,7 @@ from typing import Any
 from kshim.broker.context import RequestContext
 from kshim.broker.groups.admin import GroupDescription, describe_group
 from kshim.broker.groups.coordinator import valid_group_id
-from kshim.broker.groups.states import GroupState
+from kshim.broker.groups.group_states import GroupState
 from kshim.protocol.errors import ErrorCode
 
 AUTHORIZED_OPERATIONS_NOT_COMPUTED = -(2**31)

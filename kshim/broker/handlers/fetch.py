@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
 from kshim.broker.full_view.naming import source_of
 from kshim.broker.full_view.reader import read_view
-from kshim.broker.state import Broker
 from kshim.protocol.codec import milliseconds
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kshim.broker.config import LIST, TOPIC_CONFIGS
-from kshim.broker.config_changes import change_resource
+from kshim.broker.config.changes import change_resource
+from kshim.broker.config.keys import LIST, TOPIC_CONFIGS
 from kshim.broker.context import RequestContext
 from kshim.broker.topics import INVALID_CONFIG, UNKNOWN_TOPIC, TopicError
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
 from kshim.broker.full_view.naming import source_of
 from kshim.broker.full_view.reader import offset_for_timestamp as view_offset_for_timestamp
 from kshim.broker.full_view.reader import view_offsets
-from kshim.broker.state import Broker
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.interface import TopicPartition
 from kshim.storage.partition_log import PartitionLog

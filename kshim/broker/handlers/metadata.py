@@ -9,9 +9,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
 from kshim.broker.full_view.naming import has_view, reserved_for_view, source_of, view_name
-from kshim.broker.state import Broker
 from kshim.broker.topics import Topic, TopicError
 from kshim.protocol.errors import ErrorCode
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
 from kshim.broker.groups.admin import check_commit
-from kshim.broker.state import Broker
 from kshim.protocol.codec import milliseconds
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.committed_offsets import NO_EXPIRY, CommittedOffset

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
 from kshim.broker.full_view.naming import source_of
 from kshim.broker.producer_state import Duplicate
-from kshim.broker.state import Broker
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.produce_response import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kshim.broker.context import RequestContext
-from kshim.broker.transactions import states
+from kshim.broker.transactions import transaction_states as states
 from kshim.protocol.errors import ErrorCode
 
 NO_LEADER_EPOCH = -1

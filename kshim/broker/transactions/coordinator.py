@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from kshim.broker.transactions import states
+from kshim.broker.transactions import transaction_states as states
 from kshim.broker.transactions.markers import marker_batch
 from kshim.broker.transactions.partition_state import PartitionTransactions
 from kshim.protocol.errors import ErrorCode

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kshim.broker.transactions import states
+from kshim.broker.transactions import transaction_states as states
 from kshim.broker.transactions.coordinator import TransactionCoordinator
-from kshim.broker.transactions.review import ABORT, COMMIT, ReviewHook
+from kshim.broker.transactions.review_hooks import ABORT, COMMIT, ReviewHook
 from kshim.storage.interface import TopicPartition
 from kshim.storage.transaction_store import TransactionRecord
 

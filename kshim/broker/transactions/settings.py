@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.transactions.coordinator import TransactionSettings
 from kshim.broker.transactions.reviewer import ReviewSettings
 

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kshim.broker.config import (
+from kshim.broker.config.keys import (
     BROKER_DEFAULTS,
     TOPIC_CONFIGS,
     ConfigError,

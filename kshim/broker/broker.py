@@ -10,7 +10,8 @@ import os
 import time
 from collections.abc import Callable
 
-from kshim.broker.broker_config import BrokerConfig
+from kshim.broker.append_waiters import AppendWaiters
+from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.full_view.naming import has_view
 from kshim.broker.full_view.view import FullView
 from kshim.broker.full_view.worker import ProcessApplier, ThreadApplier
@@ -19,7 +20,7 @@ from kshim.broker.groups.settings import GroupSettings
 from kshim.broker.producer_state import PartitionProducerState
 from kshim.broker.topics import Topic, TopicManager
 from kshim.broker.transactions.coordinator import TransactionCoordinator
-from kshim.broker.transactions.review import load_review_hook
+from kshim.broker.transactions.review_hooks import load_review_hook
 from kshim.broker.transactions.reviewer import TransactionReviewer
 from kshim.broker.transactions.settings import review_settings, transaction_settings
 from kshim.protocol.record_batch import BatchHeader
@@ -35,43 +36,6 @@ from kshim.storage.transaction_store import TransactionRecord
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-class AppendWaiters:
-    """Wakes long-polling fetches when a partition's high watermark advances."""
-
-    def __init__(self) -> None:
-        self._waiting: dict[TopicPartition, set[asyncio.Future[None]]] = {}
-
-    def notify(self, topic_partition: TopicPartition) -> None:
-        for future in self._waiting.pop(topic_partition, ()):
-            _resolve(future)
-
-    async def wait_any(self, partitions: list[TopicPartition], timeout_s: float) -> None:
-        """Returns when any of ``partitions`` advances, or after ``timeout_s``."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        for topic_partition in partitions:
-            self._waiting.setdefault(topic_partition, set()).add(future)
-        # A timer resolving the future itself, not asyncio.wait_for: wait_for wraps the
-        # future in a second one and wakes this task a loop turn later, on the path from
-        # an append to the consumer.
-        timer = loop.call_later(timeout_s, _resolve, future)
-        try:
-            await future
-        finally:
-            timer.cancel()
-            for topic_partition in partitions:
-                waiting = self._waiting.get(topic_partition)
-                if waiting is not None:
-                    waiting.discard(future)
-                    if not waiting:
-                        del self._waiting[topic_partition]
 
 
 class Broker:

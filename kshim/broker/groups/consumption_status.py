@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kshim.broker.broker import Broker
 from kshim.broker.groups.admin import list_groups
-from kshim.broker.state import Broker
 from kshim.storage.interface import TopicPartition
 
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBERS")

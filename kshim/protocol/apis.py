@@ -1,4 +1,4 @@
-"""Advertised version ranges of every implemented API (research notes §1.4, §9).
+"""The APIs kshim serves and the version range of each, as advertised in ApiVersions.
 
 Advertise only what is implemented: some APIs switch clients onto other code
 paths (§1.5). Produce advertises v0-2 for old librdkafka feature detection but
@@ -48,19 +48,30 @@ API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
 
 
+# Messages kshim encodes or decodes with its own code instead of kio's, so their bytes are
+# never copied: Produce's record batches in (produce_request.py) and Fetch's out
+# (fetch_response.py), Produce's answer (produce_response.py).
+HAND_ENCODED = frozenset({(PRODUCE_KEY, "request"), (PRODUCE_KEY, "response"), (1, "response")})
+
+
+def served_range(api_key: int) -> tuple[int, int]:
+    """The lowest and highest version of ``api_key`` kshim decodes and answers."""
+    low, high = ADVERTISED[api_key]
+    return max(low, MIN_SERVED.get(api_key, low)), high
+
+
 def serves(api_key: int, version: int) -> bool:
     """True when kshim decodes and answers this API version."""
-    advertised = ADVERTISED.get(api_key)
-    if advertised is None:
+    if api_key not in ADVERTISED:
         return False
-    low, high = advertised
-    return max(low, MIN_SERVED.get(api_key, low)) <= version <= high
+    low, high = served_range(api_key)
+    return low <= version <= high
 
 
 def served_versions() -> list[tuple[int, int]]:
     """Every (api key, version) kshim decodes and answers."""
     return [
         (api_key, version)
-        for api_key, (low, high) in ADVERTISED.items()
-        for version in range(max(low, MIN_SERVED.get(api_key, low)), high + 1)
+        for api_key in ADVERTISED
+        for version in range(served_range(api_key)[0], served_range(api_key)[1] + 1)
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from kshim.broker.config import TOPIC_CONFIGS
+from kshim.broker.config.keys import TOPIC_CONFIGS
 
 # DescribeConfigs ConfigSource values (DescribeConfigsResponse.json).
 DYNAMIC_TOPIC_CONFIG = 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kshim.broker.broker import Broker
 from kshim.broker.full_view.naming import refuse_view_change
-from kshim.broker.state import Broker
 from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
 
