@@ -193,8 +193,8 @@ def create_topics(probe: Probe, version: int) -> Exchange:
 
 def described_configs(probe: Probe, topic: str) -> list[dict[str, Any]]:
     """Every config of ``topic`` as DescribeConfigs v4 reports it, in CreateTopics' shape."""
-    request = {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic}]}
-    [result] = probe.call(32, 4, {**request, "configuration_keys": None}).results
+    resource = {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": None}
+    [result] = probe.call(32, 4, {"resources": [resource]}).results
     assert any(entry.name == "retention.ms" for entry in result.configs)
     return [
         {

@@ -248,7 +248,7 @@ def test_fetch_encoder_matches_kio(version: int, aborted: list[tuple[int, int]] 
         "responses": [{"topic": "orders", "partitions": partitions}],
     }
     assert size == len(wire)
-    assert decoded == codec.build(cls, expected)
+    assert decoded == codec.build(cls, expected, any_version=True)
     assert encoded(cls, decoded) == wire
 
 
@@ -280,7 +280,9 @@ def test_response_field_by_field(probe: Probe, pair: tuple[int, int]) -> None:
 
     response = probe.call(api_key, version, exchange.request)
 
-    expected = codec.build(codec.response_class(api_key, version), exchange.expect(response))
+    expected = codec.build(
+        codec.response_class(api_key, version), exchange.expect(response), any_version=True
+    )
     mismatches = differences(response, expected)
     assert not mismatches, "; ".join(mismatches)
     assert response == expected

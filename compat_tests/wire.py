@@ -45,7 +45,7 @@ def request_bytes(
 def encode_request_body(api_key: int, version: int, fields: Mapping[str, Any]) -> bytes:
     """kio's encoding of a request described as a nested dict (missing fields zeroed)."""
     cls = codec.request_class(api_key, version)
-    return codec.encode_entity(cls, codec.build(cls, fields))
+    return codec.encode_entity(cls, codec.build(cls, fields, any_version=True))
 
 
 def split_response(api_key: int, version: int, frame: bytes) -> tuple[int, bytes]:

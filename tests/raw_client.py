@@ -56,7 +56,7 @@ def request_header(
 def encode_body(api_key: int, api_version: int, fields: Mapping[str, Any]) -> bytes:
     """Encodes a request body from a nested dict of kio field names (missing ones zeroed)."""
     request_class = codec.request_class(api_key, api_version)
-    return codec.encode_entity(request_class, codec.build(request_class, fields))
+    return codec.encode_entity(request_class, codec.build(request_class, fields, any_version=True))
 
 
 def encode_request(

@@ -61,7 +61,9 @@ class BrokerConnection:
         client_id = CLIENT_ID.encode()
         header = _HEADER.pack(api_key, version, self._correlation_id, len(client_id)) + client_id
         request_class = codec.request_class(api_key, version)
-        body = codec.encode_entity(request_class, codec.build(request_class, fields))
+        body = codec.encode_entity(
+            request_class, codec.build(request_class, fields, any_version=True)
+        )
         payload = header + (b"\x00" if flexible else b"") + body
         self._socket.sendall(_SIZE.pack(len(payload)) + payload)
         frame = self._receive(_SIZE.unpack(self._receive(_SIZE.size))[0])

@@ -12,22 +12,27 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib
 import io
 import types
 import typing
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.schema.index import schema_name_map
 from kio.serial import entity_reader, entity_writer
 
 from kshim.protocol.bounds import check_body
 from kshim.protocol.primitives import DecodeError
 
 Converter = Callable[[Any], Any]
+# (field name, value converter, filler for a missing field or None when it has a default)
+Plan = tuple[tuple[str, Converter, Callable[[], Any] | None], ...]
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -69,7 +74,6 @@ def is_flexible(api_key: int, version: int) -> bool:
 
 _READERS: dict[type[Any], Any] = {}
 _WRITERS: dict[type[Any], Any] = {}
-_PLANS: dict[type[Any], tuple[tuple[str, Converter, Callable[[], Any] | None], ...]] = {}
 
 
 def _reader(cls: type[Any]) -> Any:
@@ -111,9 +115,11 @@ def decode_request(api_key: int, version: int, frame: bytes | bytearray, offset:
 
 
 def encode_response(api_key: int, version: int, body: Mapping[str, Any]) -> bytes:
-    """Encodes a response body described as a nested dict (see module doc)."""
+    """Encodes a response body described as a nested dict of every version's fields (see
+    module doc): those the version lacks are dropped, those it has but the dict lacks
+    zero-filled."""
     cls = response_class(api_key, version)
-    return encode_entity(cls, build(cls, body))
+    return encode_entity(cls, _build(cls, body, _ANY_VERSION))
 
 
 def encode_entity(cls: type[Any], entity: Any) -> bytes:
@@ -123,37 +129,99 @@ def encode_entity(cls: type[Any], entity: Any) -> bytes:
     return buffer.getvalue()
 
 
-def build(cls: type[Any], body: Mapping[str, Any]) -> Any:
-    """Builds the kio dataclass ``cls`` from a dict; unknown keys are ignored."""
+@dataclass(frozen=True, slots=True)
+class _Mode:
+    zero_fill_missing: bool
+    other_versions: bool  # names of other versions' fields are dropped, not refused
+
+
+_STRICT = _Mode(zero_fill_missing=False, other_versions=False)
+_ANY_VERSION = _Mode(zero_fill_missing=True, other_versions=True)
+
+
+def build(cls: type[Any], body: Mapping[str, Any], *, any_version: bool = False) -> Any:
+    """Builds the kio dataclass ``cls`` (and its nested ones) from a nested dict.
+
+    Raises ValueError for a key ``cls`` does not have, or for a required field the dict
+    lacks: a misspelt field name must fail, not encode a default. With ``any_version``
+    (one dict describing a message for every version, as tests and tools write them),
+    fields of other versions of the message are dropped and missing ones zero-filled;
+    a name no version has still raises.
+    """
+    return _build(cls, body, _ANY_VERSION if any_version else _STRICT)
+
+
+def _build(cls: type[Any], body: Mapping[str, Any], mode: _Mode) -> Any:
     values = {}
-    for name, convert, fill in _plan(cls):
+    plan = _plan(cls, mode)
+    matched = 0
+    for name, convert, fill in plan:
         if name in body:
             values[name] = convert(body[name])
+            matched += 1
         elif fill is not None:
             values[name] = fill()
+    if matched < len(body):
+        unknown = set(body) - {name for name, _, _ in plan}
+        if mode.other_versions:
+            unknown -= _names_in_any_version(cls.__module__, cls.__name__)
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}")
     return cls(**values)
 
 
-def _plan(cls: type[Any]) -> tuple[tuple[str, Converter, Callable[[], Any] | None], ...]:
-    if cls not in _PLANS:
-        _PLANS[cls] = _make_plan(cls)
-    return _PLANS[cls]
+@cache
+def _names_in_any_version(module: str, class_name: str) -> frozenset[str]:
+    """The field names of an entity (kio's class ``class_name`` in ``module``) in every
+    version kio knows of its message."""
+    parts = module.split(".")  # kio.schema.<message>.v<version>.<request|response|...>
+    if len(parts) != 5 or not parts[3].startswith("v"):
+        return frozenset()
+    names: set[str] = set()
+    for version in schema_name_map.get(parts[2], {}):
+        other = importlib.import_module(".".join([*parts[:3], f"v{version}", parts[4]]))
+        entity = getattr(other, class_name, None)
+        if entity is not None:
+            names.update(field.name for field in dataclasses.fields(entity))
+    return frozenset(names)
 
 
-def _make_plan(cls: type[Any]) -> tuple[tuple[str, Converter, Callable[[], Any] | None], ...]:
+_PLANS: dict[tuple[type[Any], _Mode], Plan] = {}
+
+
+def _plan(cls: type[Any], mode: _Mode) -> Plan:
+    plan = _PLANS.get((cls, mode))
+    if plan is None:
+        plan = _PLANS[(cls, mode)] = _make_plan(cls, mode)
+    return plan
+
+
+def _make_plan(cls: type[Any], mode: _Mode) -> Plan:
     hints = typing.get_type_hints(cls)
     plan = []
     for field in dataclasses.fields(cls):
         if field.name.startswith("__"):
             continue
-        convert = _converter(hints[field.name], field.metadata.get("kafka_type"))
+        convert = _converter(hints[field.name], field.metadata.get("kafka_type"), mode)
         has_default = (
             field.default is not dataclasses.MISSING
             or field.default_factory is not dataclasses.MISSING
         )
-        fill = None if has_default else _filler(hints[field.name], convert)
+        if has_default:
+            fill = None
+        elif mode.zero_fill_missing:
+            fill = _filler(hints[field.name], convert)
+        else:
+            fill = _missing(cls, field.name)
         plan.append((field.name, convert, fill))
     return tuple(plan)
+
+
+def _missing(cls: type[Any], name: str) -> Callable[[], Any]:
+    def refuse() -> Any:
+        raise ValueError(f"{cls.__name__} needs field {name}")
+
+    return refuse
 
 
 def _filler(hint: Any, convert: Converter) -> Callable[[], Any]:
@@ -174,19 +242,19 @@ def _filler(hint: Any, convert: Converter) -> Callable[[], Any]:
     return lambda: convert(0)
 
 
-def _converter(hint: Any, kafka_type: str | None) -> Converter:
+def _converter(hint: Any, kafka_type: str | None, mode: _Mode) -> Converter:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         inner = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-        convert_inner = _converter(inner[0], kafka_type)
+        convert_inner = _converter(inner[0], kafka_type, mode)
         return lambda value: None if value is None else convert_inner(value)
     if origin is tuple:
         item = typing.get_args(hint)[0]
-        convert_item = _converter(item, kafka_type)
+        convert_item = _converter(item, kafka_type, mode)
         return lambda values: tuple(convert_item(value) for value in values)
     if dataclasses.is_dataclass(hint):
         nested: type[Any] = hint  # type: ignore[assignment]
-        return lambda value: value if isinstance(value, nested) else build(nested, value)
+        return lambda value: value if isinstance(value, nested) else _build(nested, value, mode)
     return _SCALAR_CONVERTERS.get(kafka_type or "", _identity)
 
 

@@ -17,7 +17,7 @@ from tests.groups.support import assignment
 def versioned(schema: str, version: int, fields: Mapping[str, object]) -> bytes:
     """A payload as Java and librdkafka write it: int16 version, then that version's body."""
     entity_class = load_entity_schema(schema, version, EntityType.data)
-    body = codec.encode_entity(entity_class, codec.build(entity_class, fields))
+    body = codec.encode_entity(entity_class, codec.build(entity_class, fields, any_version=True))
     return struct.pack(">h", version) + body
 
 

@@ -28,7 +28,7 @@ async def call(broker: Broker, api_key: int, version: int, fields: Mapping[str, 
     flexible = codec.is_flexible(api_key, version)
     header = _HEADER.pack(api_key, version, 7, len(CLIENT_ID)) + CLIENT_ID
     request_class = codec.request_class(api_key, version)
-    body = codec.encode_entity(request_class, codec.build(request_class, fields))
+    body = codec.encode_entity(request_class, codec.build(request_class, fields, any_version=True))
     parts = await respond(decode(header + (b"\x00" if flexible else b"") + body), broker)
     assert parts is not None
     frame = b"".join(bytes(part) for part in parts)[4:]

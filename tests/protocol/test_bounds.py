@@ -55,7 +55,7 @@ EXAMPLES = settings(
 
 def encode(api_key: int, version: int, fields: dict[str, Any]) -> bytes:
     cls = codec.request_class(api_key, version)
-    return codec.encode_entity(cls, codec.build(cls, fields))
+    return codec.encode_entity(cls, codec.build(cls, fields, any_version=True))
 
 
 def check(api_key: int, version: int, body: bytes) -> int:

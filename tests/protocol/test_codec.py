@@ -167,7 +167,7 @@ def test_response_from_an_empty_dict_uses_defaults(api_key: int, version: int) -
 def test_request_encoded_by_kio_is_decoded(api_key: int, version: int) -> None:
     cls = codec.request_class(api_key, version)
     body = SampleValues().body(cls)
-    entity = codec.build(cls, body)
+    entity = codec.build(cls, body, any_version=True)
     header = b"\x00\x01\x02"  # decode_request starts at an offset, after the header
     decoded = codec.decode_request(api_key, version, header + kio_encode(entity), len(header))
     assert type(decoded) is cls
@@ -202,14 +202,14 @@ def test_trailing_bytes_after_a_request_are_ignored(api_key: int, version: int) 
     """As Kafka does: librdkafka's all-topics Metadata request carries stray bytes
     (confluentinc/librdkafka#5049)."""
     cls = codec.request_class(api_key, version)
-    entity = codec.build(cls, SampleValues().body(cls))
+    entity = codec.build(cls, SampleValues().body(cls), any_version=True)
     decoded = codec.decode_request(api_key, version, kio_encode(entity) + b"\x00\x00\x00", 0)
     assert decoded == entity
 
 
 def sample_request_bytes(api_key: int, version: int) -> bytes:
     cls = codec.request_class(api_key, version)
-    return kio_encode(codec.build(cls, SampleValues().body(cls)))
+    return kio_encode(codec.build(cls, SampleValues().body(cls), any_version=True))
 
 
 # Some requests have an empty body (ApiVersions v0-2, ListGroups v0-2): nothing to truncate.
@@ -235,10 +235,25 @@ def test_unknown_api_raises_key_error() -> None:
 TOPIC_ID = bytes(range(1, 17))  # kio reads the all-zero UUID as null
 
 
+def test_a_field_no_version_has_is_refused() -> None:
+    """A misspelt name must fail, not encode the field's default."""
+    with pytest.raises(ValueError, match="throttle_time_ms"):
+        codec.encode_response(3, 12, {"throttle_time_ms": 5, "brokers": [], "topics": []})
+    with pytest.raises(ValueError, match="no field nmae"):
+        codec.build(codec.request_class(3, 12), {"topics": [{"nmae": "t"}]}, any_version=True)
+
+
+def test_strict_build_refuses_a_missing_required_field() -> None:
+    cls = codec.request_class(3, 12)
+    with pytest.raises(ValueError, match="needs field topics"):
+        codec.build(cls, {"allow_auto_topic_creation": True})
+    built = codec.build(cls, {"topics": None, "include_topic_authorized_operations": False})
+    assert built.topics is None
+
+
 def test_response_ignores_fields_the_version_lacks() -> None:
     """A handler's union dict: v0 Metadata has no throttle time, cluster id or topic ids."""
     body = {
-        "throttle_time_ms": 5,
         "throttle_time": 5,
         "cluster_id": "cluster",
         "controller_id": 1,

@@ -1,46 +1,41 @@
 """Large, harmless requests for every served API, and what the broker must answer to each.
 
 A request here is grown by its arrays (topics, partitions, groups, ids) until its frame
-body has an exact size, so one test can hold it on each side of the broker's receive
+body has an exact size, so a test can put it on either side of the broker's receive
 thresholds: the 16 KiB staging buffer and the 1 MiB part size (kshim/protocol/framing.py).
 Every element names something that does not exist or that Kafka refuses (topic names
-with '!', outside [a-zA-Z0-9._-]), and every request that could change state says
-validate_only where it can, so however many elements there are nothing is created,
+with '!', outside [a-zA-Z0-9._-]), and requests that could change state say
+validate_only where they can, so however many elements there are nothing is created,
 deleted or committed.
 
-Each ``ApiCase`` says how to build its request (kio field names, any version), and
-what the answer says per element: the broker must answer each element it was asked
-about, in order, with the expected error code. For the few APIs that answer the
-request as a whole (JoinGroup, SyncGroup, ListGroups, ListTransactions, OffsetDelete),
-the answer is summarised as a short list instead.
+An ``ApiCase`` builds its request (kio field names, any version) and says what the
+answer must hold: for each element asked about, in order, the expected error code. The
+few APIs that answer a request as a whole (JoinGroup, SyncGroup, ListGroups,
+ListTransactions, OffsetDelete) are checked on a short summary instead.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 import uuid
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from kshim.protocol import codec
-from kshim.protocol.apis import ADVERTISED, served_range
 from kshim.protocol.errors import ErrorCode
 from tests.bad_input_support import make_batch
-from tests.raw_client import encode_body, request_header, with_size
+from tests.raw_client import FRAME_SIZE, encode_body, request_header, with_size
 
 KIB, MIB = 1 << 10, 1 << 20
-# Kafka's longest legal topic name (Topic.MAX_NAME_LENGTH); ids use the same length so
-# that an 8 MiB request holds tens of thousands of elements, not millions.
+# Kafka's longest legal topic name (Topic.MAX_NAME_LENGTH); ids are as long, so that an
+# 8 MiB request holds tens of thousands of elements, not millions.
 NAME_LENGTH = 249
-PARTITIONS_PER_TOPIC = 2
+PARTITIONS = range(2)  # of each requested topic
 # A client id holds up to 32767 bytes (an int16 length): it pads a frame to its exact size.
 MAX_CLIENT_ID = 32767
-# Bytes left for the client id over the estimate, so that array counts growing to
-# longer varints (compact encodings, KIP-482) never push a frame past its size.
+# Padding left over the estimate, so that array counts growing into longer varints
+# (compact encodings, KIP-482) never push a frame past its size.
 SIZE_SLACK = 16
 GROUP = "large-requests-group"
 UNKNOWN_PRODUCER_ID = 1 << 40
@@ -48,12 +43,13 @@ TOPIC_RESOURCE = 2
 SET = 0  # IncrementalAlterConfigs operation
 LATEST = -1  # ListOffsets timestamp
 BATCH = make_batch([b"large-requests"])  # one small valid record batch
+NONE = ErrorCode.none
+UNKNOWN = ErrorCode.unknown_topic_or_partition
+NO_SUCH_PRODUCER = ErrorCode.invalid_producer_id_mapping  # no such transactional id
 
 Answer = tuple[Hashable, Hashable]  # (which element, or which part of the answer; what it says)
 Fields = dict[str, Any]
-
-
-# --- element names ---------------------------------------------------------------------
+Build = Callable[[int, int], Fields]  # (version, element count) -> request fields
 
 
 @cache
@@ -64,496 +60,302 @@ def unknown_topic(index: int) -> str:
 
 @cache
 def unknown_id(kind: str, index: int) -> str:
-    """A group, member, transactional or protocol id that nothing uses."""
+    """A group, member, transactional, protocol or filter id that nothing uses."""
     return f"large-{kind}-{index:08d}-".ljust(NAME_LENGTH, "x")
-
-
-def topics(count: int, partition: Callable[[int], Fields], partitions_field: str) -> list[Fields]:
-    """``count`` unknown topics of PARTITIONS_PER_TOPIC partitions each, as request fields."""
-    return [
-        {"name": unknown_topic(i), partitions_field: [partition(p) for p in partition_range()]}
-        for i in range(count)
-    ]
-
-
-def partition_range() -> range:
-    return range(PARTITIONS_PER_TOPIC)
-
-
-# --- what an answer says per element -----------------------------------------------------
-
-
-def per_partition(
-    topic_answers: Sequence[Any],
-    partitions_field: str,
-    *,
-    name_field: str = "name",
-    index_field: str = "partition_index",
-    error_field: str = "error_code",
-) -> list[Answer]:
-    """((topic, partition), error code) of each partition of an answer, in order."""
-    return [
-        (
-            (getattr(topic, name_field), getattr(partition, index_field)),
-            int(getattr(partition, error_field)),
-        )
-        for topic in topic_answers
-        for partition in getattr(topic, partitions_field)
-    ]
-
-
-def every_partition(error: int) -> Callable[[int, int], list[Answer]]:
-    """The expected answer: ``error`` for each partition of each requested topic."""
-    return lambda _version, count: [
-        ((unknown_topic(i), p), error) for i in range(count) for p in partition_range()
-    ]
-
-
-def per_element(
-    items: Sequence[Any], key_field: str, error_field: str = "error_code"
-) -> list[Answer]:
-    return [(getattr(item, key_field), int(getattr(item, error_field))) for item in items]
-
-
-def every_element(name: Callable[[int], str], error: int) -> Callable[[int, int], list[Answer]]:
-    return lambda _version, count: [(name(i), error) for i in range(count)]
-
-
-def constant(answer: list[Answer]) -> Callable[[int, int], list[Answer]]:
-    """The expected answer of an API that answers the request as a whole."""
-    return lambda _version, _count: answer
 
 
 def group_id(index: int) -> str:
     return unknown_id("group", index)
 
 
+def member_id(index: int) -> str:
+    return unknown_id("member", index)
+
+
 def transactional_id(index: int) -> str:
     return unknown_id("transaction", index)
 
 
-# --- the cases ---------------------------------------------------------------------------
+# --- request builders ----------------------------------------------------------------------
+
+
+def topics_request(
+    partition: Callable[[int], Any],
+    topics: str = "topics",
+    name: str = "name",
+    partitions: str = "partitions",
+    **fields: Any,
+) -> Build:
+    """Requests naming ``count`` unknown topics, each with PARTITIONS built by ``partition``."""
+    return lambda _version, count: {
+        **fields,
+        topics: [
+            {name: unknown_topic(i), partitions: [partition(p) for p in PARTITIONS]}
+            for i in range(count)
+        ],
+    }
+
+
+def ids_request(field: str, name: Callable[[int], Any], **fields: Any) -> Build:
+    """Requests whose array ``field`` holds ``count`` items ``name(i)``."""
+    return lambda _version, count: {**fields, field: [name(i) for i in range(count)]}
+
+
+def resources_request(resource: Fields, **fields: Any) -> Build:
+    """Config requests about ``count`` unknown topics, each resource also holding ``resource``
+    (the configs to change, or the keys to describe)."""
+    return ids_request(
+        "resources",
+        lambda i: {"resource_type": TOPIC_RESOURCE, "resource_name": unknown_topic(i), **resource},
+        **fields,
+    )
+
+
+def indexes_request() -> Build:
+    return topics_request(lambda p: p, partitions="partition_indexes")
+
+
+def offset_fetch(version: int, count: int) -> Fields:
+    group = {"group_id": GROUP, **indexes_request()(version, count)}
+    return {"groups": [group]} if version >= 8 else group  # v8+ batch groups (KIP-709)
+
+
+def delete_topics(version: int, count: int) -> Fields:
+    if version < 6:
+        return ids_request("topic_names", unknown_topic, timeout=5000)(version, count)
+
+    def by_name(index: int) -> Fields:  # v6 names a topic or gives its id
+        return {"name": unknown_topic(index), "topic_id": uuid.UUID(int=0)}
+
+    return ids_request("topics", by_name, timeout=5000)(version, count)
+
+
+# --- what the answers must say ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class ApiCase:
-    # (version, element count) -> request fields, by kio field name
-    build: Callable[[int, int], Fields]
+    build: Build
     # (version, decoded response) -> what it says, per element or as a whole
     answers: Callable[[int, Any], list[Answer]]
     # (version, element count) -> what it must say
     expected: Callable[[int, int], list[Answer]]
 
 
-def _produce(_version: int, count: int) -> Fields:
-    # Even partitions carry a valid batch, odd ones none (null records).
-    def partition(p: int) -> Fields:
-        return {"index": p, "records": None if p % 2 else BATCH}
+def per_partition(build: Build, path: str, error: int) -> ApiCase:
+    """An API answering each requested partition with an error code. ``path`` names the
+    answer's fields: "topics.name.partitions.partition_index", then the error code's
+    field when it is not "error_code"."""
+    topics, name, partitions, index, error_field = (path + ".error_code").split(".")[:5]
 
-    return {"acks": -1, "timeout": 5000, "topic_data": topics(count, partition, "partition_data")}
-
-
-def _fetch(_version: int, count: int) -> Fields:
-    def partition(p: int) -> Fields:
-        return {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1024}
-
-    return {
-        "replica_id": -1,
-        "max_wait": 0,
-        "min_bytes": 1,
-        "max_bytes": MIB,
-        "session_epoch": -1,
-        "topics": [
-            {"topic": t["name"], "partitions": t["partitions"]}
-            for t in topics(count, partition, "partitions")
-        ],
-    }
-
-
-def _list_offsets(_version: int, count: int) -> Fields:
-    def partition(p: int) -> Fields:
-        return {"partition_index": p, "timestamp": LATEST}
-
-    return {"replica_id": -1, "topics": topics(count, partition, "partitions")}
-
-
-def _metadata(_version: int, count: int) -> Fields:
-    # v4+ can refuse auto-creation; v0 cannot, and the illegal names keep it from happening.
-    return {
-        "topics": [{"name": unknown_topic(i)} for i in range(count)],
-        "allow_auto_topic_creation": False,
-    }
-
-
-def _metadata_expected(version: int, count: int) -> list[Answer]:
-    # Without allow_auto_topic_creation (v0-3) the broker tries to create the topic and
-    # the name is refused; otherwise the topic is simply unknown.
-    error = (
-        ErrorCode.invalid_topic_exception if version < 4 else ErrorCode.unknown_topic_or_partition
-    )
-    return every_element(unknown_topic, error)(version, count)
-
-
-def _offset_commit(_version: int, count: int) -> Fields:
-    def partition(p: int) -> Fields:
-        return {"partition_index": p, "committed_offset": 0, "committed_metadata": None}
-
-    # Generation -1 and no member: a standalone commit, allowed for an unknown group.
-    return {
-        "group_id": GROUP,
-        "generation_id_or_member_epoch": -1,
-        "member_id": "",
-        "topics": topics(count, partition, "partitions"),
-    }
-
-
-def _offset_fetch_topics(count: int) -> list[Fields]:
-    return [
-        {"name": unknown_topic(i), "partition_indexes": list(partition_range())}
-        for i in range(count)
-    ]
-
-
-def _offset_fetch(version: int, count: int) -> Fields:
-    if version >= 8:  # KIP-709: a batch of groups
-        return {"groups": [{"group_id": GROUP, "topics": _offset_fetch_topics(count)}]}
-    return {"group_id": GROUP, "topics": _offset_fetch_topics(count)}
-
-
-def _offset_fetch_answers(version: int, response: Any) -> list[Answer]:
-    groups = response.groups if version >= 8 else [response]
-    return [
-        (
-            (topic.name, partition.partition_index),
-            (int(partition.error_code), partition.committed_offset),
-        )
-        for group in groups
-        for topic in group.topics
-        for partition in topic.partitions
-    ]
-
-
-def _offset_fetch_expected(_version: int, count: int) -> list[Answer]:
-    # No error, and -1: nothing was ever committed.
-    return [((unknown_topic(i), p), (NONE, -1)) for i in range(count) for p in partition_range()]
-
-
-def _join_group(_version: int, count: int) -> Fields:
-    # A session timeout below group.min.session.timeout.ms: refused before any group exists.
-    return {
-        "group_id": GROUP,
-        "session_timeout": 1,
-        "rebalance_timeout": 1,
-        "member_id": "",
-        "protocol_type": "consumer",
-        "protocols": [
-            {"name": unknown_id("protocol", i), "metadata": b"\x00\x01"} for i in range(count)
-        ],
-    }
-
-
-def _sync_group(_version: int, count: int) -> Fields:
-    return {
-        "group_id": GROUP,
-        "generation_id": 1,
-        "member_id": unknown_id("member", 0),
-        "assignments": [
-            {"member_id": unknown_id("member", i), "assignment": b"\x00\x01"} for i in range(count)
-        ],
-    }
-
-
-def _create_topics(_version: int, count: int) -> Fields:
-    return {
-        "topics": [
-            {
-                "name": unknown_topic(i),
-                "num_partitions": 1,
-                "replication_factor": 1,
-                "configs": [{"name": "retention.ms", "value": "60000"}],
-            }
-            for i in range(count)
-        ],
-        "timeout": 5000,
-        "validate_only": True,
-    }
-
-
-def _delete_topics(version: int, count: int) -> Fields:
-    if version >= 6:  # by name or topic id
-        named = [{"name": unknown_topic(i), "topic_id": uuid.UUID(int=0)} for i in range(count)]
-        return {"topics": named, "timeout": 5000}
-    return {"topic_names": [unknown_topic(i) for i in range(count)], "timeout": 5000}
-
-
-def _delete_records(_version: int, count: int) -> Fields:
-    def partition(p: int) -> Fields:
-        return {"partition_index": p, "offset": 0}
-
-    return {"topics": topics(count, partition, "partitions"), "timeout": 5000}
-
-
-def _add_partitions_to_txn(_version: int, count: int) -> Fields:
-    return {
-        "v3_and_below_transactional_id": transactional_id(0),
-        "v3_and_below_producer_id": UNKNOWN_PRODUCER_ID,
-        "v3_and_below_producer_epoch": 0,
-        "v3_and_below_topics": [
-            {"name": unknown_topic(i), "partitions": list(partition_range())} for i in range(count)
-        ],
-    }
-
-
-def _txn_offset_commit(_version: int, count: int) -> Fields:
-    def partition(p: int) -> Fields:
-        return {"partition_index": p, "committed_offset": 0, "committed_metadata": None}
-
-    return {
-        "transactional_id": transactional_id(0),
-        "group_id": GROUP,
-        "producer_id": UNKNOWN_PRODUCER_ID,
-        "producer_epoch": 0,
-        "topics": topics(count, partition, "partitions"),
-    }
-
-
-def _topic_resources(count: int, configs: list[Fields] | None = None) -> list[Fields]:
-    return [
-        {
-            "resource_type": TOPIC_RESOURCE,
-            "resource_name": unknown_topic(i),
-            "configs": configs or [],
-        }
-        for i in range(count)
-    ]
-
-
-def _describe_configs(_version: int, count: int) -> Fields:
-    resources = _topic_resources(count)
-    for resource in resources:
-        resource["configuration_keys"] = ["retention.ms", "cleanup.policy"]
-    return {"resources": resources}
-
-
-def _alter_configs(_version: int, count: int) -> Fields:
-    configs = [{"name": "retention.ms", "value": "60000"}]
-    return {"resources": _topic_resources(count, configs), "validate_only": True}
-
-
-def _incremental_alter_configs(_version: int, count: int) -> Fields:
-    configs = [{"name": "retention.ms", "config_operation": SET, "value": "60000"}]
-    return {"resources": _topic_resources(count, configs), "validate_only": True}
-
-
-def _create_partitions(_version: int, count: int) -> Fields:
-    return {
-        "topics": [
-            {"name": unknown_topic(i), "count": 2, "assignments": None} for i in range(count)
-        ],
-        "timeout": 5000,
-        "validate_only": True,
-    }
-
-
-def _offset_delete(_version: int, count: int) -> Fields:
-    def partition(p: int) -> Fields:
-        return {"partition_index": p}
-
-    return {"group_id": GROUP, "topics": topics(count, partition, "partitions")}
-
-
-def _describe_producers(_version: int, count: int) -> Fields:
-    return {
-        "topics": [
-            {"name": unknown_topic(i), "partition_indexes": list(partition_range())}
-            for i in range(count)
+    def answers(_version: int, response: Any) -> list[Answer]:
+        return [
+            ((getattr(topic, name), getattr(part, index)), int(getattr(part, error_field)))
+            for topic in getattr(response, topics)
+            for part in getattr(topic, partitions)
         ]
+
+    def expected(_version: int, count: int) -> list[Answer]:
+        return [((unknown_topic(i), p), error) for i in range(count) for p in PARTITIONS]
+
+    return ApiCase(build, answers, expected)
+
+
+def element_answers(path: str) -> Callable[[int, Any], list[Answer]]:
+    """(key, error code) of each item of an answer's array; ``path`` is "items.key"."""
+    items, key = path.split(".")
+    return lambda _version, response: [
+        (getattr(item, key), int(item.error_code)) for item in getattr(response, items)
+    ]
+
+
+def per_element(build: Build, path: str, name: Callable[[int], str], error: int) -> ApiCase:
+    """An API answering each requested item (``name(i)``) with an error code."""
+    return ApiCase(
+        build, element_answers(path), lambda _, count: [(name(i), error) for i in range(count)]
+    )
+
+
+def as_a_whole(build: Build, error: int, items: str) -> ApiCase:
+    """An API answering the request as a whole: its error code, and no ``items``."""
+
+    def answers(_version: int, response: Any) -> list[Answer]:
+        return [("error", int(response.error_code)), (items, len(getattr(response, items)))]
+
+    return ApiCase(build, answers, lambda _, __: [("error", error), (items, 0)])
+
+
+def metadata_case() -> ApiCase:
+    build = ids_request(
+        "topics", lambda i: {"name": unknown_topic(i)}, allow_auto_topic_creation=False
+    )
+
+    def expected(version: int, count: int) -> list[Answer]:
+        # v0-3 cannot turn auto-creation off: the broker tries to create each topic and
+        # refuses its name.
+        error = ErrorCode.invalid_topic_exception if version < 4 else UNKNOWN
+        return [(unknown_topic(i), error) for i in range(count)]
+
+    return ApiCase(build, element_answers("topics.name"), expected)
+
+
+def offset_fetch_case() -> ApiCase:
+    # No error and offset -1 for every partition: nothing was ever committed.
+    def answers(version: int, response: Any) -> list[Answer]:
+        groups = response.groups if version >= 8 else [response]
+        return [
+            ((topic.name, part.partition_index), (int(part.error_code), part.committed_offset))
+            for group in groups
+            for topic in group.topics
+            for part in topic.partitions
+        ]
+
+    def expected(_version: int, count: int) -> list[Answer]:
+        return [((unknown_topic(i), p), (NONE, -1)) for i in range(count) for p in PARTITIONS]
+
+    return ApiCase(offset_fetch, answers, expected)
+
+
+def describe_groups_case() -> ApiCase:
+    # An unknown group is described as Dead, with no error (GROUP_ID_NOT_FOUND is v6+).
+    def answers(_version: int, response: Any) -> list[Answer]:
+        return [((g.group_id, g.group_state), int(g.error_code)) for g in response.groups]
+
+    def expected(_version: int, count: int) -> list[Answer]:
+        return [((group_id(i), "Dead"), NONE) for i in range(count)]
+
+    return ApiCase(ids_request("groups", group_id), answers, expected)
+
+
+def filters_request(*fields: str) -> Build:
+    """Requests whose filter arrays ``fields`` each hold ``count`` unknown values."""
+    return lambda _version, count: {
+        field: [unknown_id(field, i) for i in range(count)] for field in fields
     }
 
 
-def _list_transactions(_version: int, count: int) -> Fields:
+def list_transactions(version: int, count: int) -> Fields:
     return {
-        "state_filters": [unknown_id("state", i) for i in range(count)],
+        **filters_request("state_filters")(version, count),
         "producer_id_filters": [UNKNOWN_PRODUCER_ID + i for i in range(count)],
     }
 
 
-UNKNOWN = ErrorCode.unknown_topic_or_partition
-NO_SUCH_PRODUCER = ErrorCode.invalid_producer_id_mapping
-NONE = ErrorCode.none
+COMMIT = {"committed_offset": 0, "committed_metadata": None}
+SET_RETENTION = {"name": "retention.ms", "value": "60000"}
+NEW_TOPIC = {"num_partitions": 1, "replication_factor": 1, "configs": [SET_RETENTION]}
+ADMIN = {"timeout": 5000, "validate_only": True}
+TXN: Fields = {
+    "transactional_id": transactional_id(0),
+    "producer_id": UNKNOWN_PRODUCER_ID,
+    "producer_epoch": 0,
+}
+TXN_V3: Fields = {f"v3_and_below_{key}": value for key, value in TXN.items()}
+PRODUCE = topics_request(
+    lambda p: {"index": p, "records": None if p % 2 else BATCH},  # a batch or none
+    "topic_data", partitions="partition_data", acks=-1, timeout=5000,
+)  # fmt: skip
+FETCH = topics_request(
+    lambda p: {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1024},
+    name="topic", replica_id=-1, max_wait=0, min_bytes=1, max_bytes=MIB,
+)  # fmt: skip
+# Generation -1 and no member: a standalone commit, allowed for an unknown group.
+OFFSET_COMMIT = topics_request(
+    lambda p: {"partition_index": p, **COMMIT},
+    group_id=GROUP, generation_id_or_member_epoch=-1, member_id="",
+)  # fmt: skip
+# A session timeout below group.min.session.timeout.ms: refused before a group exists.
+JOIN_GROUP = ids_request(
+    "protocols", lambda i: {"name": unknown_id("protocol", i), "metadata": b"1"},
+    group_id=GROUP, session_timeout=1, rebalance_timeout=1, member_id="", protocol_type="consumer",
+)  # fmt: skip
+SYNC_GROUP = ids_request(
+    "assignments", lambda i: {"member_id": member_id(i), "assignment": b"1"},
+    group_id=GROUP, generation_id=1, member_id=member_id(0),
+)  # fmt: skip
+LEAVE_GROUP = ids_request("members", lambda i: {"member_id": member_id(i)}, group_id=GROUP)
+CREATE_TOPICS = ids_request("topics", lambda i: {"name": unknown_topic(i), **NEW_TOPIC}, **ADMIN)
+CREATE_PARTITIONS = ids_request(
+    "topics", lambda i: {"name": unknown_topic(i), "count": 2, "assignments": None}, **ADMIN
+)
+DELETE_RECORDS = topics_request(lambda p: {"partition_index": p, "offset": 0}, timeout=5000)
+INCREMENTAL_CHANGE = [{**SET_RETENTION, "config_operation": SET}]
 
 CASES: dict[int, ApiCase] = {
-    0: ApiCase(
-        _produce,
-        lambda _, r: per_partition(r.responses, "partition_responses", index_field="index"),
-        every_partition(UNKNOWN),
+    0: per_partition(PRODUCE, "responses.name.partition_responses.index", UNKNOWN),
+    1: per_partition(FETCH, "responses.topic.partitions.partition_index", UNKNOWN),
+    2: per_partition(
+        topics_request(lambda p: {"partition_index": p, "timestamp": LATEST}, replica_id=-1),
+        "topics.name.partitions.partition_index",
+        UNKNOWN,
     ),
-    1: ApiCase(
-        _fetch,
-        lambda _, r: per_partition(r.responses, "partitions", name_field="topic"),
-        every_partition(UNKNOWN),
+    3: metadata_case(),
+    8: per_partition(OFFSET_COMMIT, "topics.name.partitions.partition_index", UNKNOWN),
+    9: offset_fetch_case(),
+    10: per_element(
+        ids_request("coordinator_keys", group_id, key_type=0), "coordinators.key", group_id, NONE
     ),
-    2: ApiCase(
-        _list_offsets, lambda _, r: per_partition(r.topics, "partitions"), every_partition(UNKNOWN)
+    11: as_a_whole(JOIN_GROUP, ErrorCode.invalid_session_timeout, "members"),
+    13: per_element(LEAVE_GROUP, "members.member_id", member_id, ErrorCode.unknown_member_id),
+    14: as_a_whole(SYNC_GROUP, ErrorCode.unknown_member_id, "assignment"),
+    15: describe_groups_case(),
+    16: as_a_whole(filters_request("states_filter", "types_filter"), NONE, "groups"),
+    19: per_element(CREATE_TOPICS, "topics.name", unknown_topic, ErrorCode.invalid_topic_exception),
+    20: per_element(delete_topics, "responses.name", unknown_topic, UNKNOWN),
+    21: per_partition(DELETE_RECORDS, "topics.name.partitions.partition_index", UNKNOWN),
+    24: per_partition(
+        topics_request(lambda p: p, "v3_and_below_topics", **TXN_V3),
+        "results_by_topic_v3_and_below.name.results_by_partition.partition_index"
+        ".partition_error_code",
+        NO_SUCH_PRODUCER,
     ),
-    3: ApiCase(_metadata, lambda _, r: per_element(r.topics, "name"), _metadata_expected),
-    8: ApiCase(
-        _offset_commit, lambda _, r: per_partition(r.topics, "partitions"), every_partition(UNKNOWN)
+    28: per_partition(
+        topics_request(lambda p: {"partition_index": p, **COMMIT}, group_id=GROUP, **TXN),
+        "topics.name.partitions.partition_index",
+        NO_SUCH_PRODUCER,
     ),
-    9: ApiCase(_offset_fetch, _offset_fetch_answers, _offset_fetch_expected),
-    10: ApiCase(
-        lambda _, count: {"key_type": 0, "coordinator_keys": [group_id(i) for i in range(count)]},
-        lambda _, r: per_element(r.coordinators, "key"),
-        every_element(group_id, NONE),
+    32: per_element(
+        resources_request({"configuration_keys": ["retention.ms"]}),
+        "results.resource_name",
+        unknown_topic,
+        UNKNOWN,
     ),
-    11: ApiCase(
-        _join_group,
-        lambda _, r: [("error", int(r.error_code)), ("members", len(r.members))],
-        constant([("error", ErrorCode.invalid_session_timeout), ("members", 0)]),
+    33: per_element(
+        resources_request({"configs": [SET_RETENTION]}, validate_only=True),
+        "responses.resource_name",
+        unknown_topic,
+        UNKNOWN,
     ),
-    13: ApiCase(
-        lambda _, count: {
-            "group_id": GROUP,
-            "members": [{"member_id": unknown_id("member", i)} for i in range(count)],
-        },
-        lambda _, r: per_element(r.members, "member_id"),
-        every_element(lambda i: unknown_id("member", i), ErrorCode.unknown_member_id),
+    37: per_element(CREATE_PARTITIONS, "results.name", unknown_topic, UNKNOWN),
+    42: per_element(
+        ids_request("groups_names", group_id),
+        "results.group_id",
+        group_id,
+        ErrorCode.group_id_not_found,
     ),
-    14: ApiCase(
-        _sync_group,
-        lambda _, r: [("error", int(r.error_code)), ("assignment", len(r.assignment))],
-        constant([("error", ErrorCode.unknown_member_id), ("assignment", 0)]),
+    44: per_element(
+        resources_request({"configs": INCREMENTAL_CHANGE}, validate_only=True),
+        "responses.resource_name",
+        unknown_topic,
+        UNKNOWN,
     ),
-    15: ApiCase(
-        lambda _, count: {"groups": [group_id(i) for i in range(count)]},
-        lambda _, r: [((g.group_id, g.group_state), int(g.error_code)) for g in r.groups],
-        lambda _, count: [((group_id(i), "Dead"), NONE) for i in range(count)],
+    47: as_a_whole(
+        topics_request(lambda p: {"partition_index": p}, group_id=GROUP),
+        ErrorCode.group_id_not_found,
+        "topics",
     ),
-    16: ApiCase(
-        lambda _, count: {
-            "states_filter": [unknown_id("state", i) for i in range(count)],
-            "types_filter": [unknown_id("type", i) for i in range(count)],
-        },
-        lambda _, r: [("error", int(r.error_code)), ("groups", len(r.groups))],
-        constant([("error", NONE), ("groups", 0)]),
+    61: per_partition(indexes_request(), "topics.name.partitions.partition_index", UNKNOWN),
+    65: per_element(
+        ids_request("transactional_ids", transactional_id),
+        "transaction_states.transactional_id",
+        transactional_id,
+        ErrorCode.transactional_id_not_found,
     ),
-    19: ApiCase(
-        _create_topics,
-        lambda _, r: per_element(r.topics, "name"),
-        every_element(unknown_topic, ErrorCode.invalid_topic_exception),
-    ),
-    20: ApiCase(
-        _delete_topics,
-        lambda _, r: per_element(r.responses, "name"),
-        every_element(unknown_topic, UNKNOWN),
-    ),
-    21: ApiCase(
-        _delete_records,
-        lambda _, r: per_partition(r.topics, "partitions"),
-        every_partition(UNKNOWN),
-    ),
-    24: ApiCase(
-        _add_partitions_to_txn,
-        lambda _, r: per_partition(
-            r.results_by_topic_v3_and_below,
-            "results_by_partition",
-            error_field="partition_error_code",
-        ),
-        every_partition(NO_SUCH_PRODUCER),
-    ),
-    28: ApiCase(
-        _txn_offset_commit,
-        lambda _, r: per_partition(r.topics, "partitions"),
-        every_partition(NO_SUCH_PRODUCER),
-    ),
-    32: ApiCase(
-        _describe_configs,
-        lambda _, r: per_element(r.results, "resource_name"),
-        every_element(unknown_topic, UNKNOWN),
-    ),
-    33: ApiCase(
-        _alter_configs,
-        lambda _, r: per_element(r.responses, "resource_name"),
-        every_element(unknown_topic, UNKNOWN),
-    ),
-    37: ApiCase(
-        _create_partitions,
-        lambda _, r: per_element(r.results, "name"),
-        every_element(unknown_topic, UNKNOWN),
-    ),
-    42: ApiCase(
-        lambda _, count: {"groups_names": [group_id(i) for i in range(count)]},
-        lambda _, r: per_element(r.results, "group_id"),
-        every_element(group_id, ErrorCode.group_id_not_found),
-    ),
-    44: ApiCase(
-        _incremental_alter_configs,
-        lambda _, r: per_element(r.responses, "resource_name"),
-        every_element(unknown_topic, UNKNOWN),
-    ),
-    47: ApiCase(
-        _offset_delete,
-        lambda _, r: [("error", int(r.error_code)), ("topics", len(r.topics))],
-        constant([("error", ErrorCode.group_id_not_found), ("topics", 0)]),
-    ),
-    61: ApiCase(
-        _describe_producers,
-        lambda _, r: per_partition(r.topics, "partitions"),
-        every_partition(UNKNOWN),
-    ),
-    65: ApiCase(
-        lambda _, count: {"transactional_ids": [transactional_id(i) for i in range(count)]},
-        lambda _, r: per_element(r.transaction_states, "transactional_id"),
-        every_element(transactional_id, ErrorCode.transactional_id_not_found),
-    ),
-    66: ApiCase(
-        _list_transactions,
-        lambda _, r: [("error", int(r.error_code)), ("listed", len(r.transaction_states))],
-        constant([("error", NONE), ("listed", 0)]),
-    ),
+    66: as_a_whole(list_transactions, NONE, "transaction_states"),
 }
 
 
-# --- which versions, and frames of an exact size -----------------------------------------
-
-
-def has_array(cls: type[Any]) -> bool:
-    """True when the kio dataclass ``cls`` holds an array anywhere, however deep."""
-    hints = typing.get_type_hints(cls)
-    return any(
-        _type_has_array(hints[field.name])
-        for field in dataclasses.fields(cls)
-        if not field.name.startswith("__")
-    )
-
-
-def _type_has_array(hint: Any) -> bool:
-    origin = typing.get_origin(hint)
-    if origin is tuple:
-        return True
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_has_array(arg) for arg in typing.get_args(hint))
-    return dataclasses.is_dataclass(hint) and has_array(hint)  # type: ignore[arg-type]
-
-
-def versions_with_arrays(api_key: int) -> list[int]:
-    """The lowest and highest served versions of ``api_key`` whose request holds an array.
-
-    Some APIs gain their only array in a later version (FindCoordinator's batched keys in
-    v4, LeaveGroup's members in v3, ListGroups' filters in v4): for those the lowest such
-    version stands in for the lowest served one.
-    """
-    low, high = served_range(api_key)
-    found = [v for v in range(low, high + 1) if has_array(codec.request_class(api_key, v))]
-    return sorted({found[0], found[-1]}) if found else []
-
-
-def apis_with_arrays() -> list[int]:
-    return [api_key for api_key in sorted(ADVERTISED) if versions_with_arrays(api_key)]
-
-
-def api_name(api_key: int, version: int) -> str:
-    return codec.request_class(api_key, version).__name__.removesuffix("Request")
+# --- frames of an exact size ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -570,19 +372,20 @@ def sized_request(api_key: int, version: int, correlation_id: int, body_size: in
     def body(count: int) -> bytes:
         return encode_body(api_key, version, build(version, count))
 
+    def header(client_id: str) -> bytes:
+        flexible = codec.is_flexible(api_key, version)
+        return request_header(
+            api_key, version, correlation_id, flexible=flexible, client_id=client_id
+        )
+
     one, two = len(body(1)), len(body(2))
     per_element = two - one
-    flexible = codec.is_flexible(api_key, version)
-    header = len(request_header(api_key, version, correlation_id, flexible=flexible, client_id=""))
-    count = (body_size - header - (one - per_element) - SIZE_SLACK) // per_element
+    count = (body_size - len(header("")) - (one - per_element) - SIZE_SLACK) // per_element
     payload = body(count)
-    padding = body_size - header - len(payload)
+    padding = body_size - len(header("")) - len(payload)
     assert 0 <= padding <= MAX_CLIENT_ID, f"cannot pad {len(payload)} bytes to {body_size}"
-    head = request_header(
-        api_key, version, correlation_id, flexible=flexible, client_id="p" * padding
-    )
-    frame = with_size(head + payload)
-    assert len(frame) == 4 + body_size
+    frame = with_size(header("p" * padding) + payload)
+    assert len(frame) == FRAME_SIZE.size + body_size
     return SizedRequest(frame, count)
 
 

@@ -12,6 +12,9 @@ from kshim.broker.topics import INVALID_REPLICATION_FACTOR, INVALID_TOPIC, Topic
 from kshim.protocol.errors import ErrorCode
 
 DEFAULT = -1
+# What CreateTopics v5+ says of each config: DescribeConfigs' answer without its
+# synonyms, type and documentation.
+CREATED_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
 
 
 async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
@@ -50,7 +53,10 @@ async def _create(topic: Any, validate_only: bool, context: RequestContext) -> d
         error_message=None,
         num_partitions=partitions,
         replication_factor=1,
-        configs=describe_topic_configs(configs, overrides.keys(), None),
+        configs=[
+            {key: config[key] for key in CREATED_CONFIG_FIELDS}
+            for config in describe_topic_configs(configs, overrides.keys(), None)
+        ],
     )
     if created is not None:
         answer["topic_id"] = uuid.UUID(bytes=created.record.topic_id)
