@@ -12,12 +12,12 @@ from collections.abc import Callable
 
 from kshim.broker.append_waiters import AppendWaiters
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.full_view.naming import has_view
 from kshim.broker.full_view.view import FullView
 from kshim.broker.full_view.worker import ProcessApplier, ThreadApplier
 from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.settings import GroupSettings
 from kshim.broker.producer_state import PartitionProducerState
+from kshim.broker.topic_resolver import TopicResolver
 from kshim.broker.topics import Topic, TopicManager
 from kshim.broker.transactions.coordinator import TransactionCoordinator
 from kshim.broker.transactions.review_hooks import load_review_hook
@@ -64,6 +64,7 @@ class Broker:
             self.metadata, self.partition_log, clock, transaction_settings(config)
         )
         self.transactions.on_complete.append(self._apply_transaction_offsets)
+        self.resolver = TopicResolver(self.topics, self.transactions, self.full_view)
         self.reviewer = TransactionReviewer(
             self.transactions,
             load_review_hook(config.values["kshim.review.hook"]),
@@ -115,8 +116,7 @@ class Broker:
     def _notify_view(self, topic_partition: TopicPartition) -> None:
         # Only topics with a view wake the applier: the others would wake it for nothing on
         # every flush round.
-        topic = self.topics.topics.get(topic_partition.topic)
-        if topic is not None and has_view(topic):
+        if self.resolver.has_view(topic_partition.topic):
             self.full_view.notify(topic_partition)
 
     def topic(self, name: str) -> Topic | None:

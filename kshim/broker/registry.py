@@ -42,11 +42,11 @@ from kshim.broker.handlers import (
     txn_offset_commit,
 )
 from kshim.protocol.apis import ADVERTISED
-from kshim.protocol.fetch_response import Part
 
-# A handler returns the response as a dict for the kio encoder, as already encoded
-# body parts (Fetch), or None when no response is due (Produce with acks=0).
-Handler = Callable[[Any, RequestContext], Awaitable[dict[str, Any] | list[Part] | None]]
+# A handler returns its API's typed response (protocol/messages/), a dict for the kio
+# encoder (handlers not yet typed), already encoded body parts (Fetch), or None when no
+# response is due (Produce with acks=0).
+Handler = Callable[[Any, RequestContext], Awaitable[object]]
 
 HANDLERS: dict[int, Handler] = {
     0: produce.handle,

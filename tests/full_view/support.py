@@ -83,11 +83,11 @@ async def read_all(broker: Broker, max_bytes: int = 1 << 20) -> list[Record]:
     """Every record of ``t.full`` partition 0 read from earliest to the high watermark,
     fetch after fetch, moving to each batch's next offset as a consumer does."""
     await catch_up(broker, SOURCE)
-    offsets = await view_offsets(broker, SOURCE)
+    offsets = await view_offsets(broker.full_view, SOURCE)
     position = offsets.log_start_offset
     found: list[Record] = []
     while position < offsets.high_watermark:
-        result = await read_view(broker, SOURCE, position, max_bytes)
+        result = await read_view(broker.full_view, SOURCE, position, max_bytes)
         assert not result.out_of_range and result.batches
         for batch in result.batches:
             for _, header in iter_batches(batch):

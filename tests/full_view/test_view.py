@@ -35,7 +35,7 @@ async def test_latest_value_per_key_at_original_offsets(tmp_path: Path) -> None:
     records = await read_all(broker)
     assert as_dict(records) == {b"b": (1, b"1"), b"a": (3, b"2"), b"c": (4, b"1")}
     assert [record.offset for record in records] == [1, 3, 4]
-    offsets = await view_offsets(broker, SOURCE)
+    offsets = await view_offsets(broker.full_view, SOURCE)
     assert (offsets.log_start_offset, offsets.high_watermark) == (0, 5)  # as after cleaning
     await broker.close()
 
@@ -46,7 +46,7 @@ async def test_batches_are_valid_and_span_gaps_to_the_high_watermark(tmp_path: P
     await append(broker, [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"b", b"2"), (b"x", None)])
     await append(broker, [(b"b", b"3")])  # the view's tail: b at 5; x's tombstone at 4
     await catch_up(broker, SOURCE)
-    result = await read_view(broker, SOURCE, 0, 1 << 20)
+    result = await read_view(broker.full_view, SOURCE, 0, 1 << 20)
     spans = []
     for batch in result.batches:
         header = read_header(batch)
@@ -56,13 +56,13 @@ async def test_batches_are_valid_and_span_gaps_to_the_high_watermark(tmp_path: P
     # Past the last live record but below the high watermark: an empty batch moves readers on.
     await append(broker, [(b"b", b"4")])
     await catch_up(broker, SOURCE)
-    tail = await read_view(broker, SOURCE, 6, 1 << 20)
+    tail = await read_view(broker.full_view, SOURCE, 6, 1 << 20)
     assert [(read_header(b).records_count, read_header(b).last_offset) for b in tail.batches] == [
         (1, 6)
     ]
-    behind = await read_view(broker, SOURCE, 5, 1 << 20)  # b moved from 5 to 6
+    behind = await read_view(broker.full_view, SOURCE, 5, 1 << 20)  # b moved from 5 to 6
     assert [read_header(b).base_offset for b in behind.batches] == [6]
-    assert (await read_view(broker, SOURCE, 8, 1 << 20)).out_of_range
+    assert (await read_view(broker.full_view, SOURCE, 8, 1 << 20)).out_of_range
     await broker.close()
 
 
@@ -100,7 +100,7 @@ async def test_only_committed_transactions_appear(tmp_path: Path) -> None:
     await append(broker, [(b"b", b"committed")], transactional(8))
     await append(broker, [(b"c", b"plain")])  # after the open transactions: not stable yet
     assert as_dict(await read_all(broker)) == {b"a": (0, b"plain")}
-    assert (await view_offsets(broker, SOURCE)).high_watermark == 1
+    assert (await view_offsets(broker.full_view, SOURCE)).high_watermark == 1
     await end_transaction(broker, 7, commit=False)
     assert as_dict(await read_all(broker)) == {b"a": (0, b"plain")}
     await end_transaction(broker, 8, commit=True)
@@ -119,7 +119,7 @@ async def test_restart_resumes_without_duplicates_or_losses(tmp_path: Path) -> N
     await broker.close()  # a's update not applied yet
 
     broker = await open_broker(tmp_path, clock)
-    assert (await view_offsets(broker, SOURCE)).high_watermark == 2
+    assert (await view_offsets(broker.full_view, SOURCE)).high_watermark == 2
     assert as_dict(await read_all(broker)) == {b"b": (1, b"1"), b"a": (2, b"2")}
     # A replay of an applied chunk (crash after commit, before anything else) changes nothing.
     store = broker.full_view.store
@@ -185,7 +185,7 @@ async def test_view_turned_back_on_after_retention_is_rebuilt_from_the_log(
     await broker.topics.set_configs(TOPIC, configs)  # the view is on again
     # Stale "a"=1, "b"=1 and "c"=1 are gone: only what the retained log says remains.
     assert as_dict(await read_all(broker)) == {b"d": (5, b"1")}
-    offsets = await view_offsets(broker, SOURCE)
+    offsets = await view_offsets(broker.full_view, SOURCE)
     assert (offsets.log_start_offset, offsets.high_watermark) == (5, 6)
     await broker.close()
     reopened = await open_broker(tmp_path, clock)  # the rebuilt view survives a restart

@@ -69,7 +69,7 @@ def _record_history(history: dict[bytes, set[KeyState]], base: int, writes: list
 
 async def _view_snapshot(broker: Broker) -> tuple[int, dict[bytes, KeyState]]:
     """(high watermark, key -> state) of the view as stored now, without applying more."""
-    offsets = await view_offsets(broker, SOURCE)
+    offsets = await view_offsets(broker.full_view, SOURCE)
     snapshot = {}
     for stored in broker.full_view.store.live_records(SOURCE):
         if stored.offset < offsets.high_watermark:
@@ -80,8 +80,8 @@ async def _view_snapshot(broker: Broker) -> tuple[int, dict[bytes, KeyState]]:
 
 
 async def _read_step(broker: Broker, reader: Reader, history: dict[bytes, set[KeyState]]) -> None:
-    offsets = await view_offsets(broker, SOURCE)
-    result = await read_view(broker, SOURCE, reader.position, READ_MAX_BYTES)
+    offsets = await view_offsets(broker.full_view, SOURCE)
+    result = await read_view(broker.full_view, SOURCE, reader.position, READ_MAX_BYTES)
     assert not result.out_of_range  # the position never passes the high watermark
     for batch in result.batches:
         for _, header in iter_batches(batch):
@@ -126,7 +126,7 @@ async def _scenario(data_dir: Path, operations: list[tuple[object, ...]]) -> Non
             else:
                 clock.now_ms += 5_000
                 await enforce_retention_once(broker)
-        while reader.position < (await view_offsets(broker, SOURCE)).high_watermark:
+        while reader.position < (await view_offsets(broker.full_view, SOURCE)).high_watermark:
             await _read_step(broker, reader, history)
         # Tombstones never expire here (delete.retention.ms is a day), so nothing is missed.
         assert (reader.position, reader.seen) == await _view_snapshot(broker)

@@ -6,7 +6,7 @@ record (or the view's high watermark), as Kafka's cleaner keeps the batch
 boundaries of removed records, so a consumer's position always moves across
 superseded records; a range with no live record at all is sent as one empty
 batch spanning it. Java consumers and Spark, which read up to the high
-watermark, thus never stall on a superseded tail (issue 6). LMDB reads run in
+watermark, thus never stall on a superseded tail. LMDB reads run in
 worker threads.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from kshim.broker.broker import Broker
+from kshim.broker.full_view.view import FullView
 from kshim.protocol.record_batch import empty_batch, read_header, set_last_offset_delta
 from kshim.storage.full_view_store import FullViewStore
 from kshim.storage.interface import TopicPartition
@@ -34,7 +34,7 @@ class ViewRead:
     out_of_range: bool = False
 
 
-async def view_offsets(broker: Broker, source: TopicPartition) -> ViewOffsets:
+async def view_offsets(view: FullView, source: TopicPartition) -> ViewOffsets:
     """Log start and high watermark.
 
     The log start is where the view was built from (0, or the source's log start when it
@@ -44,24 +44,24 @@ async def view_offsets(broker: Broker, source: TopicPartition) -> ViewOffsets:
     lost data and stops (failOnDataLoss); a reader below the first live record loses
     nothing, it is sent the next live record.
     """
-    high_watermark = await broker.full_view.applied_position(source)
-    start = await broker.full_view.start_offset(source)
+    high_watermark = await view.applied_position(source)
+    start = await view.start_offset(source)
     return ViewOffsets(min(start, high_watermark), high_watermark)
 
 
 async def read_view(
-    broker: Broker, source: TopicPartition, fetch_offset: int, max_bytes: int
+    view: FullView, source: TopicPartition, fetch_offset: int, max_bytes: int
 ) -> ViewRead:
     """Batches from ``fetch_offset`` up to the high watermark, at least one when any.
 
     Out of range only below 0 or past the high watermark: a fetch below the
     first live record starts at it, as after compaction.
     """
-    offsets = await view_offsets(broker, source)
+    offsets = await view_offsets(view, source)
     if fetch_offset < 0 or fetch_offset > offsets.high_watermark:
         return ViewRead(offsets, (), out_of_range=True)
     batches = await asyncio.to_thread(
-        _read_batches, broker.full_view.store, source, fetch_offset, max_bytes,
+        _read_batches, view.store, source, fetch_offset, max_bytes,
         offsets.high_watermark,
     )  # fmt: skip
     return ViewRead(offsets, batches)
@@ -86,12 +86,12 @@ def _read_batches(
 
 
 async def offset_for_timestamp(
-    broker: Broker, source: TopicPartition, timestamp: int | None
+    view: FullView, source: TopicPartition, timestamp: int | None
 ) -> tuple[int, int] | None:
     """(offset, timestamp) of the first live record at or after ``timestamp``, or of the
     record with the largest timestamp when ``timestamp`` is None; None when none."""
-    records = await asyncio.to_thread(broker.full_view.store.live_records, source)
-    high_watermark = await broker.full_view.applied_position(source)
+    records = await asyncio.to_thread(view.store.live_records, source)
+    high_watermark = await view.applied_position(source)
     stamped = [
         (record.offset, read_header(record.batch).max_timestamp)
         for record in records

@@ -10,13 +10,10 @@ disk ranges go out with sendfile. Fetch sessions are declined (session id
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
-from kshim.broker.full_view.naming import source_of
-from kshim.broker.full_view.reader import read_view
-from kshim.protocol.codec import milliseconds
+from kshim.broker.partition_reads import PartitionOffsets
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import (
     FetchedPartition,
@@ -24,19 +21,20 @@ from kshim.protocol.fetch_response import (
     Part,
     encode_fetch_response,
 )
-from kshim.storage.interface import FileRegion, OffsetOutOfRange, TopicPartition
+from kshim.protocol.messages.fetch import FetchPartition, FetchRequest
+from kshim.storage.interface import FileRegion, TopicPartition
 
 READ_COMMITTED = 1
 
 
-async def handle(request: Any, context: RequestContext) -> list[Part]:
+async def handle(request: FetchRequest, context: RequestContext) -> list[Part]:
     broker = context.broker
     wanted = [
         (TopicPartition(topic.topic, partition.partition), partition)
         for topic in request.topics
         for partition in topic.partitions
     ]
-    deadline = time.monotonic() + max(milliseconds(request.max_wait), 0) / 1000
+    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     while True:
         partitions, total_bytes, failed = await _read_all(broker, wanted, request)
         remaining = deadline - time.monotonic()
@@ -48,14 +46,14 @@ async def handle(request: Any, context: RequestContext) -> list[Part]:
 
 
 async def _read_all(
-    broker: Broker, wanted: list[tuple[TopicPartition, Any]], request: Any
+    broker: Broker, wanted: list[tuple[TopicPartition, FetchPartition]], request: FetchRequest
 ) -> tuple[list[tuple[str, FetchedPartition]], int, bool]:
     """Reads every requested partition; returns (responses, bytes, any partition failed)."""
     budget = request.max_bytes
     total = 0
     failed = False
     responses = []
-    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    read_committed = request.isolation_level == READ_COMMITTED
     for topic_partition, partition in wanted:
         response = await _read_partition(broker, topic_partition, partition, budget, read_committed)
         size = response.records_size
@@ -69,11 +67,10 @@ async def _read_all(
 async def _read_partition(
     broker: Broker,
     topic_partition: TopicPartition,
-    partition: Any,
+    wanted: FetchPartition,
     budget: int,
     read_committed: bool,
 ) -> FetchedPartition:
-    log = broker.partition_log(topic_partition)
     response = FetchedPartition(
         partition_index=topic_partition.partition,
         error_code=ErrorCode.none,
@@ -82,58 +79,31 @@ async def _read_partition(
         log_start_offset=-1,
         aborted_transactions=[] if read_committed else None,
     )
-    if log is None:
-        return await _read_view_partition(broker, topic_partition, partition, budget, response)
-    high_watermark = log.high_watermark
-    transactions = broker.transactions.partition(topic_partition)
-    last_stable_offset = transactions.last_stable_offset(high_watermark)
-    response.high_watermark = high_watermark
-    response.last_stable_offset = last_stable_offset
-    response.log_start_offset = log.log_start_offset
-    # read_committed stops at the last stable offset (research notes §5.2).
-    upper_offset = last_stable_offset if read_committed else high_watermark
+    partition = broker.resolver.readable_partition(topic_partition)
+    if partition is None:
+        response.error_code = ErrorCode.unknown_topic_or_partition
+        return response
     # KIP-74: a partition gets at least one batch even past partition_max_bytes,
     # but nothing once the response as a whole is full.
     if budget <= 0:
+        _set_offsets(response, await partition.offsets())
         return response
-    max_bytes = min(partition.partition_max_bytes, budget)
-    try:
-        result = await log.read(partition.fetch_offset, max_bytes, upper_offset)
-    except OffsetOutOfRange:
+    max_bytes = min(wanted.partition_max_bytes, budget)
+    read = await partition.read(wanted.fetch_offset, max_bytes, read_committed)
+    _set_offsets(response, read.offsets)
+    if read.out_of_range:
         response.error_code = ErrorCode.offset_out_of_range
         return response
-    response.records = result.chunks
+    response.records = read.chunks
     if read_committed:
-        response.aborted_transactions = transactions.aborted_in_range(
-            partition.fetch_offset, result.end_offset
-        )
+        response.aborted_transactions = read.aborted_transactions
     return response
 
 
-async def _read_view_partition(
-    broker: Broker,
-    topic_partition: TopicPartition,
-    partition: Any,
-    budget: int,
-    response: FetchedPartition,
-) -> FetchedPartition:
-    """Fetch from ``T.full``: it holds committed data only, so both isolation levels
-    read the same batches, up to its high watermark (its last stable offset too)."""
-    source = source_of(broker.topics.topics, topic_partition.topic)
-    if source is None or not 0 <= topic_partition.partition < len(source.logs):
-        response.error_code = ErrorCode.unknown_topic_or_partition
-        return response
-    source_partition = TopicPartition(source.record.name, topic_partition.partition)
-    max_bytes = min(partition.partition_max_bytes, budget)
-    result = await read_view(broker, source_partition, partition.fetch_offset, max_bytes)
-    response.high_watermark = result.offsets.high_watermark
-    response.last_stable_offset = result.offsets.high_watermark
-    response.log_start_offset = result.offsets.log_start_offset
-    if result.out_of_range:
-        response.error_code = ErrorCode.offset_out_of_range
-    elif budget > 0:
-        response.records = result.batches
-    return response
+def _set_offsets(response: FetchedPartition, offsets: PartitionOffsets) -> None:
+    response.high_watermark = offsets.high_watermark
+    response.last_stable_offset = offsets.last_stable_offset
+    response.log_start_offset = offsets.log_start_offset
 
 
 def _release(partitions: list[tuple[str, FetchedPartition]]) -> None:

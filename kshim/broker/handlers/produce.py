@@ -9,14 +9,14 @@ acks=0 gets none. One bad partition never fails the others.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
-from kshim.broker.full_view.naming import source_of
 from kshim.broker.producer_state import Duplicate
+from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import Part
+from kshim.protocol.produce_request import PartitionData, ProduceRequest
 from kshim.protocol.produce_response import (
     NO_TIMESTAMP,
     PartitionAnswer,
@@ -55,7 +55,7 @@ class PartitionResult:
         )
 
 
-async def handle(request: Any, context: RequestContext) -> list[Part] | None:
+async def handle(request: ProduceRequest, context: RequestContext) -> list[Part] | None:
     broker = context.broker
     results = [
         (topic.name, [_append(broker, topic.name, data, request) for data in topic.partition_data])
@@ -72,29 +72,31 @@ async def handle(request: Any, context: RequestContext) -> list[Part] | None:
     return [encode_produce_response(context.header.api_version, answers)]
 
 
-def _append(broker: Broker, topic_name: str, data: Any, request: Any) -> PartitionResult:
+def _append(
+    broker: Broker, topic_name: str, data: PartitionData, request: ProduceRequest
+) -> PartitionResult:
     result = PartitionResult(data.index)
     topic_partition = TopicPartition(topic_name, data.index)
-    log = broker.partition_log(topic_partition)
-    topic = broker.topic(topic_name)
-    if log is None or topic is None:
-        result.error_code = ErrorCode.unknown_topic_or_partition
-        if source_of(broker.topics.topics, topic_name) is not None:
-            result.error_code = ErrorCode.invalid_request
-            result.error_message = f"{topic_name} is a read-only full-data view"
-        return result
-    result.log_start_offset = log.log_start_offset
-    records = data.records
     try:
-        header = _validate(records, int(topic.configs["max.message.bytes"]), request)
-        _check_timestamps(header, topic.configs, broker.clock())
+        writable = broker.resolver.writable_partition(topic_partition)
+    except TopicError as error:
+        result.error_code, result.error_message = ErrorCode(error.code), str(error)
+        return result
+    if writable is None:
+        result.error_code = ErrorCode.unknown_topic_or_partition
+        return result
+    log, configs = writable.log, writable.topic.configs
+    result.log_start_offset = log.log_start_offset
+    try:
+        records, header = _validate(data.records, int(configs["max.message.bytes"]))
+        _check_timestamps(header, configs, broker.clock())
     except _Refused as refused:
         result.error_code, result.error_message = refused.code, refused.message
         return result
     if header.is_transactional:
-        error = broker.transactions.check_produce(request.transactional_id, header, topic_partition)
-        if error != ErrorCode.none:
-            result.error_code = error
+        code = broker.transactions.check_produce(request.transactional_id, header, topic_partition)
+        if code != ErrorCode.none:
+            result.error_code = code
             return result
     verdict = broker.producer_state(topic_partition).check(header)
     if isinstance(verdict, Duplicate):
@@ -106,7 +108,7 @@ def _append(broker: Broker, topic_name: str, data: Any, request: Any) -> Partiti
         result.error_code = verdict
         return result
     batch: bytes | bytearray | memoryview = records
-    if topic.configs["message.timestamp.type"] == "LogAppendTime":
+    if configs["message.timestamp.type"] == "LogAppendTime":
         result.log_append_time = broker.clock()
         batch = bytearray(records)  # the CRC changes too
         set_log_append_time(batch, result.log_append_time)
@@ -129,7 +131,8 @@ class _Refused(Exception):
         self.message = message
 
 
-def _validate(records: bytes | None, max_message_bytes: int, request: Any) -> BatchHeader:
+def _validate(records: memoryview | None, max_message_bytes: int) -> tuple[memoryview, BatchHeader]:
+    """The partition's one record batch and its checked header; raises _Refused."""
     if not records:
         raise _Refused(ErrorCode.invalid_record, "no record batch for this partition")
     if len(records) > max_message_bytes:
@@ -146,10 +149,10 @@ def _validate(records: bytes | None, max_message_bytes: int, request: Any) -> Ba
             ) from None
         code = ErrorCode.corrupt_message if error.corrupt else ErrorCode.invalid_record
         raise _Refused(code, str(error)) from None
-    return header
+    return records, header
 
 
-def _holds_several_batches(records: bytes) -> bool:
+def _holds_several_batches(records: memoryview) -> bool:
     try:
         return sum(1 for _ in iter_batches(records)) > 1
     except InvalidBatch:

@@ -1,0 +1,160 @@
+"""What a topic name means, and what may be done with it: the one place that knows
+special topics.
+
+A name is either a stored topic ``T`` (its partition logs: read and write),
+the full-data view ``T.full`` of a stored topic whose ``kshim.full.view`` is
+on (read-only: the latest committed record of every key, at its original
+offset; ``full_view/``), or nothing. Handlers ask here and get a
+``ResolvedTopic`` whose partitions offer only what that kind of topic allows;
+they never look at a name's suffix themselves (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kshim.broker.full_view import naming
+from kshim.broker.full_view.partition import ViewPartition
+from kshim.broker.full_view.view import FullView
+from kshim.broker.partition_reads import LogPartition, ReadablePartition
+from kshim.broker.topics import INVALID_TOPIC, Topic, TopicError, TopicManager
+from kshim.broker.transactions.coordinator import TransactionCoordinator
+from kshim.protocol.errors import ErrorCode
+from kshim.storage.interface import TopicPartition
+from kshim.storage.partition_log import PartitionLog
+
+# A view's topic id is uuid5(its topic's id, this): stable, and distinct from every topic's.
+VIEW_ID_NAME = "kshim.full.view"
+
+
+class TopicKind(enum.Enum):
+    LOG = "log"  # a stored topic: produce, fetch, configure, delete
+    VIEW = "view"  # a full-data view: fetch and describe only
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigs:
+    values: dict[str, str]  # every effective config
+    overridden: frozenset[str]  # the names set on the topic rather than by broker defaults
+    read_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedTopic:
+    name: str
+    kind: TopicKind
+    stored: Topic  # the topic itself, or the topic a view is built from
+
+    @property
+    def partition_count(self) -> int:
+        return self.stored.record.partitions
+
+    @property
+    def topic_id(self) -> uuid.UUID:
+        stored_id = uuid.UUID(bytes=self.stored.record.topic_id)
+        return uuid.uuid5(stored_id, VIEW_ID_NAME) if self.kind is TopicKind.VIEW else stored_id
+
+    @property
+    def writable(self) -> bool:
+        return self.kind is TopicKind.LOG
+
+    def configs(self) -> TopicConfigs:
+        """A view is its topic's data compacted: its topic's settings, every one read-only,
+        and no view of its own."""
+        values, overridden = self.stored.configs, frozenset(self.stored.record.configs)
+        if self.kind is TopicKind.LOG:
+            return TopicConfigs(values, overridden, read_only=False)
+        view_values = {**values, "cleanup.policy": "compact", naming.VIEW_CONFIG: "false"}
+        view_overridden = overridden | {"cleanup.policy", naming.VIEW_CONFIG}
+        return TopicConfigs(view_values, view_overridden, read_only=True)
+
+    def refuse_change(self, instead: str, code: ErrorCode = ErrorCode.policy_violation) -> None:
+        """Raises TopicError(``code``) unless the topic may be changed (written, configured,
+        deleted, truncated); ``instead`` says what to do instead."""
+        if not self.writable:
+            raise TopicError(code, f"{self.name} is a read-only full-data view; {instead}")
+
+
+@dataclass(frozen=True, slots=True)
+class WritablePartition:
+    log: PartitionLog
+    topic: Topic  # its configs say what the log accepts
+
+
+class TopicResolver:
+    """Resolves names against the stored topics; event-loop thread only."""
+
+    def __init__(
+        self, topics: TopicManager, transactions: TransactionCoordinator, full_view: FullView
+    ) -> None:
+        self._topics = topics
+        self._transactions = transactions
+        self._full_view = full_view
+
+    def resolve(self, name: str) -> ResolvedTopic | None:
+        """The topic or view called ``name``, or None."""
+        topic = self._topics.topics.get(name)
+        if topic is not None:
+            return ResolvedTopic(name, TopicKind.LOG, topic)
+        source = naming.source_of(self._topics.topics, name)
+        if source is not None:
+            return ResolvedTopic(name, TopicKind.VIEW, source)
+        return None
+
+    def resolve_id(self, topic_id: uuid.UUID) -> ResolvedTopic | None:
+        """The stored topic with this id, or None (views are never addressed by id)."""
+        for topic in self._topics.topics.values():
+            if topic.record.topic_id == topic_id.bytes:
+                return ResolvedTopic(topic.record.name, TopicKind.LOG, topic)
+        return None
+
+    def listed(self) -> Iterator[ResolvedTopic]:
+        """Every topic, each followed by its view when it has one (Metadata for all topics)."""
+        for topic in list(self._topics.topics.values()):
+            yield ResolvedTopic(topic.record.name, TopicKind.LOG, topic)
+            if naming.has_view(topic):
+                view_name = naming.view_name(topic.record.name)
+                yield ResolvedTopic(view_name, TopicKind.VIEW, topic)
+
+    def may_create(self, name: str) -> bool:
+        """False for a name no topic may take: ``X.full`` is reserved for the view of a
+        topic ``X``."""
+        return not naming.reserved_for_view(name)
+
+    def refuse_creation(self, name: str) -> None:
+        """Raises TopicError(INVALID_TOPIC) when ``may_create(name)`` is False."""
+        if not self.may_create(name):
+            raise TopicError(
+                INVALID_TOPIC,
+                f"names ending in {naming.VIEW_SUFFIX!r} are reserved for full-data views",
+            )
+
+    def readable_partition(self, topic_partition: TopicPartition) -> ReadablePartition | None:
+        """The partition Fetch and ListOffsets read, or None when there is no such partition."""
+        resolved = self.resolve(topic_partition.topic)
+        if resolved is None or not 0 <= topic_partition.partition < resolved.partition_count:
+            return None
+        source_log = resolved.stored.logs[topic_partition.partition]
+        if resolved.kind is TopicKind.VIEW:
+            return ViewPartition(self._full_view, topic_partition, source_log.topic_partition)
+        transactions = self._transactions.partition(topic_partition)
+        return LogPartition(source_log, transactions)
+
+    def writable_partition(self, topic_partition: TopicPartition) -> WritablePartition | None:
+        """The log Produce appends to; None when there is no such partition. Raises
+        TopicError(INVALID_REQUEST) for a partition of a read-only topic, as Kafka refuses
+        a produce request a topic cannot take."""
+        resolved = self.resolve(topic_partition.topic)
+        if resolved is None or not 0 <= topic_partition.partition < resolved.partition_count:
+            return None
+        resolved.refuse_change("produce to its topic instead", ErrorCode.invalid_request)
+        return WritablePartition(resolved.stored.logs[topic_partition.partition], resolved.stored)
+
+    def has_view(self, topic: str) -> bool:
+        """True when the stored topic ``topic`` keeps a full-data view (which must then see
+        every append, and hold back retention until it has applied what goes)."""
+        stored = self._topics.topics.get(topic)
+        return stored is not None and naming.has_view(stored)
