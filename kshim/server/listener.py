@@ -8,9 +8,7 @@ import logging
 import socket
 
 from kshim.broker.broker import Broker
-from kshim.broker.full_view.applier import run_full_view
-from kshim.broker.groups.maintenance import run_group_coordinator
-from kshim.broker.retention import run_retention
+from kshim.broker.lifecycle import BrokerRunner
 from kshim.protocol import codec
 from kshim.protocol.apis import served_versions
 from kshim.server.connection import serve_connection
@@ -23,20 +21,15 @@ class KafkaServer:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._server: asyncio.Server | None = None
-        self._background: list[asyncio.Task[None]] = []
+        self._runner = BrokerRunner(broker)
         self._connections: set[asyncio.Task[None]] = set()
         self._max_connections = broker.config.get_int("max.connections")
         self._max_frame_size = broker.config.get_int("socket.request.max.bytes")
 
     async def start(self) -> tuple[str, int]:
         """Starts the broker and listening; returns the bound (host, port)."""
-        await self.broker.start()
-        self._background.append(asyncio.create_task(_load_schemas()))
-        interval_s = self.broker.config.get_int("log.retention.check.interval.ms") / 1000
-        self._background.append(asyncio.create_task(run_retention(self.broker, interval_s)))
-        self._background.append(asyncio.create_task(run_group_coordinator(self.broker)))
-        self._background.append(asyncio.create_task(self.broker.reviewer.run()))
-        self._background.append(asyncio.create_task(run_full_view(self.broker)))
+        await self._runner.start()
+        self._runner.add("codec loading", _load_schemas)
         host, port = self.broker.config.listen_address()
         self._server = await asyncio.get_running_loop().create_server(
             lambda: RequestStream(self._max_frame_size, self._accept),
@@ -67,15 +60,16 @@ class KafkaServer:
             await serve_connection(stream, self.broker)
 
     async def stop(self) -> None:
-        """Stops accepting, drops open connections, then flushes and closes the stores."""
+        """Stops accepting, drops open connections, then stops the broker (its background
+        jobs, then its stores)."""
         if self._server is not None:
             self._server.close()
-        for task in [*self._connections, *self._background]:
+        for task in self._connections:
             task.cancel()
-        await asyncio.gather(*self._connections, *self._background, return_exceptions=True)
+        await asyncio.gather(*self._connections, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
-        await self.broker.close()
+        await self._runner.stop()
 
 
 async def _load_schemas() -> None:

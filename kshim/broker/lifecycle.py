@@ -1,0 +1,88 @@
+"""A broker from start to stop: its state loaded, its background work run and ended in order.
+
+The background jobs are what Kafka runs on its scheduler threads: log
+retention, the group coordinator's timers and offset expiry, the review and
+expiry of transactions, and the applier that keeps every full-data view
+current. Each runs as one supervised task: a job that fails is logged once
+and started again after a pause, so no task ever ends with an exception
+nobody retrieves and one broken job never stops the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from kshim.broker.broker import Broker
+from kshim.broker.full_view.applier import run_full_view
+from kshim.broker.groups.maintenance import run_group_coordinator
+from kshim.broker.retention import run_retention
+
+log = logging.getLogger(__name__)
+RESTART_DELAY_S = 1.0
+
+Job = Callable[[Broker], Awaitable[None]]
+
+
+def _retention(broker: Broker) -> Awaitable[None]:
+    interval_s = broker.config.get_int("log.retention.check.interval.ms") / 1000
+    return run_retention(broker, interval_s)
+
+
+def _review(broker: Broker) -> Awaitable[None]:
+    return broker.reviewer.run()
+
+
+BACKGROUND_JOBS: dict[str, Job] = {
+    "log retention": _retention,
+    "group coordinator": run_group_coordinator,
+    "transaction review": _review,
+    "full-data views": run_full_view,
+}
+
+
+async def supervise(name: str, job: Callable[[], Awaitable[None]]) -> None:
+    """Runs ``job`` until it returns or is cancelled, starting it again after a pause
+    whenever it fails: background work must outlive a bug in one pass of it."""
+    while True:
+        try:
+            await job()
+            log.debug("background job %s done", name)
+            return
+        except Exception:
+            log.exception("background job %s failed; starting it again", name)
+        await asyncio.sleep(RESTART_DELAY_S)
+
+
+class BrokerRunner:
+    """Owns a broker's background tasks: ``start`` loads the broker and starts them,
+    ``stop`` ends them and closes the broker's stores. Event-loop thread only."""
+
+    def __init__(self, broker: Broker, jobs: dict[str, Job] | None = None) -> None:
+        self.broker = broker
+        self._jobs = BACKGROUND_JOBS if jobs is None else jobs
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Recovers every log and loads groups and transactions, then starts the jobs."""
+        await self.broker.start()
+        for name, job in self._jobs.items():
+            work = _bound(job, self.broker)
+            self._tasks.append(asyncio.create_task(supervise(name, work), name=name))
+
+    def add(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
+        """Runs one more supervised job until ``stop`` (the server's own background work)."""
+        self._tasks.append(asyncio.create_task(supervise(name, job), name=name))
+
+    async def stop(self) -> None:
+        """Cancels the jobs, waits for them to end, then flushes and closes the stores."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        await self.broker.close()
+
+
+def _bound(job: Job, broker: Broker) -> Callable[[], Awaitable[None]]:
+    return lambda: job(broker)
