@@ -12,7 +12,7 @@ import uuid
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
 from kshim.broker.topic_resolver import ResolvedTopic
-from kshim.broker.topics import TopicError
+from kshim.broker.topics import TopicError, validate_topic_name
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.metadata import (
     MetadataRequest,
@@ -59,15 +59,18 @@ async def _lookup(
     if name is None:
         return _error(None, ErrorCode.unknown_topic_id)
     resolved = broker.resolver.resolve(name)
-    if resolved is None and allow_create:
+    if resolved is None:
+        # Kafka answers an illegal name so whether or not it may auto-create topics
+        # (KafkaApis.getTopicMetadata).
         try:
-            broker.resolver.refuse_creation(name)
+            validate_topic_name(name)
+        except TopicError as error:
+            return _error(name, ErrorCode(error.code))
+    if resolved is None and allow_create and broker.resolver.may_create(name):
+        try:
             await broker.topics.create(name, broker.config.get_int("num.partitions"), {})
         except TopicError as error:
-            if error.code not in (
-                ErrorCode.topic_already_exists,
-                ErrorCode.invalid_topic_exception,
-            ):
+            if error.code != ErrorCode.topic_already_exists:
                 return _error(name, ErrorCode(error.code))
         resolved = broker.resolver.resolve(name)
     if resolved is None:
