@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import shutil
 from typing import Protocol
 
 from kshim.storage.interface import FileRegion
@@ -30,6 +31,7 @@ class FileSystem(Protocol):
     def remove(self, path: str) -> None: ...
     def list_directory(self, path: str) -> list[str]: ...
     def make_directory(self, path: str) -> None: ...
+    def remove_directory(self, path: str) -> None: ...
     def close(self, descriptor: int) -> None: ...
 
 
@@ -94,6 +96,10 @@ class OsFileSystem:
 
     def make_directory(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
+
+    def remove_directory(self, path: str) -> None:
+        """Removes the directory and everything in it; a missing one is no error."""
+        shutil.rmtree(path, ignore_errors=True)
 
     def close(self, descriptor: int) -> None:
         os.close(descriptor)

@@ -1,16 +1,30 @@
-"""The storage interface, in Kafka's words.
+"""The storage interface, in Kafka's words: the PartitionLog and LogStore protocols.
 
 The broker sees a partition as a log with a log start offset, a log end
 offset (next offset to assign) and a high watermark: the end of what is
 durable and therefore visible to consumers. Reads return stored batch bytes,
 never decoded records.
+
+The broker holds logs through the ``PartitionLog`` and ``LogStore`` protocols
+below. Two implementations pass the same conformance suite
+(tests/storage/test_log_store_conformance.py): the disk store
+(``DiskPartitionLog``, ``DiskLogStore``) and its in-memory twin
+(``MemoryPartitionLog``, ``MemoryLogStore``) for tests without files.
 """
 
 from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
+
+from kshim.protocol.record_batch import BatchHeader
+from kshim.storage.retention import SegmentSummary
+
+Clock = Callable[[], int]  # milliseconds since the epoch
+LEADER_EPOCH = 0  # a single broker stays leader of every partition in epoch 0
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -103,3 +117,142 @@ class LogConfig:
     # kshim.write.inline.max.us: flush rounds whose write and fsync take less than this
     # (moving average) run on the event loop instead of a worker thread; 0 = always a thread.
     inline_write_max_us: int = 5000
+
+
+class LogFailed(Exception):
+    """A write to this partition failed; it refuses appends until restarted."""
+
+
+# What a timestamp lookup finds: (offset, timestamp) of one record.
+TimestampHit = tuple[int, int]
+
+
+class PartitionLog(Protocol):
+    """One partition's log, as the broker uses it: Kafka's UnifiedLog, reduced.
+
+    ``log_start_offset <= high_watermark <= log_end_offset`` always holds. An
+    append takes its offsets from the log end at once, but reads and timestamp
+    lookups see it only once the high watermark passes it: on a single broker
+    the high watermark is the end of what is durable (what acks=all means).
+
+    Threads: not thread-safe. Use every method and attribute from the event
+    loop's thread; the async methods may hand blocking work to worker threads
+    but resume on the loop.
+    """
+
+    # Assignable: AlterConfigs swaps in a new one and later appends and rolls honour it.
+    config: LogConfig
+
+    @property
+    def topic_partition(self) -> TopicPartition: ...
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset a read may ask for; DeleteRecords and retention move it forward."""
+        ...
+
+    @property
+    def high_watermark(self) -> int:
+        """The offset after the last durable batch: reads and lookups stop there."""
+        ...
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next append will get."""
+        ...
+
+    @property
+    def listeners(self) -> list[Callable[[], None]]:
+        """Callbacks to append to: each is called on the loop every time the high
+        watermark advances, before that advance's ``wait_durable`` callers resume (so
+        a long-polling fetch answers ahead of the producer's acknowledgement)."""
+        ...
+
+    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> int:
+        """Stores a validated batch (``header`` parsed from it) and returns its base offset.
+
+        The stored copy is stamped with its base offset and LEADER_EPOCH; the caller's
+        bytes are not changed. Offsets are dense: the next batch starts at the base
+        offset plus ``header.last_offset_delta + 1``. The batch is invisible until the
+        high watermark passes it: await ``wait_durable`` before acknowledging. Raises
+        LogFailed once a write has failed. Needs a running event loop.
+        """
+        ...
+
+    async def wait_durable(self, offset: int) -> None:
+        """Returns once the high watermark is past ``offset`` (at once if it already is);
+        raises LogFailed if the write holding it failed."""
+        ...
+
+    async def read(
+        self, offset: int, max_bytes: int, upper_offset: int | None = None
+    ) -> ReadResult:
+        """Returns stored batches, whole and in order, from the one holding ``offset``.
+
+        At least one batch even if it is larger than ``max_bytes`` (KIP-74), more while
+        the total stays within ``max_bytes``; none starting at or past ``upper_offset``
+        (default: the high watermark; always capped by it). A read may stop early at a
+        segment's end, as Kafka's does; ``end_offset`` says where to go on. Returns no
+        chunks when ``offset`` is at the bound. Raises OffsetOutOfRange outside
+        [log start offset, high watermark]. The caller must close FileRegion chunks.
+        """
+        ...
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """Moves the log start offset up to ``offset`` (DeleteRecords); never backwards.
+        Raises OffsetOutOfRange past the high watermark. Deletes nothing itself."""
+        ...
+
+    def segment_summaries(self) -> list[SegmentSummary]:
+        """A snapshot of the log's segments, oldest first, the active one last: the unit
+        retention plans over (``plan_retention``) and drops."""
+        ...
+
+    async def drop_oldest_segments(self, count: int, log_start_offset: int) -> None:
+        """Deletes the ``count`` oldest segments (never the active one) and raises the log
+        start offset to at least ``log_start_offset`` and the first kept segment's base
+        (Kafka's UnifiedLog.deleteOldSegments)."""
+        ...
+
+    async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
+        """The first visible record, in offset order, stamped at or after ``timestamp``
+        (ListOffsets by time, KIP-79), or None. Control batches are skipped; only the
+        batch holding the answer is decoded."""
+        ...
+
+    async def offset_of_max_timestamp(self) -> TimestampHit | None:
+        """The earliest visible record with the largest timestamp (ListOffsets
+        MAX_TIMESTAMP, KIP-734), or None when nothing is visible."""
+        ...
+
+
+class LogStore(Protocol):
+    """All partition logs of a broker. Use from the event loop's thread only."""
+
+    async def open(
+        self,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        log_start_offset: int,
+        on_batch: Callable[[BatchHeader], None] | None = None,
+    ) -> PartitionLog:
+        """Opens the partition's log with everything it stored before, or an empty one
+        whose first offset is ``log_start_offset``.
+
+        The log start offset is at least ``log_start_offset``; the high watermark is the
+        log end. Before returning, ``on_batch`` sees, in offset order, the header of
+        every recovered batch of an idempotent or transactional producer (producer id
+        >= 0; others may be reported too), so producer and transaction state can be
+        rebuilt. Assumes no log of the partition is open. The disk store raises
+        CorruptLog (kshim.storage.recovery) when its segments do not follow on.
+        """
+        ...
+
+    async def delete(self, topic_partition: TopicPartition) -> None:
+        """Closes the partition's log if open and deletes what it stored: a later
+        ``open`` starts empty. Deleting an unknown partition does nothing."""
+        ...
+
+    async def close(self) -> None:
+        """Makes pending appends durable, then closes every open log."""
+        ...

@@ -26,27 +26,35 @@ from kshim.protocol.record_batch import (
 )
 from kshim.storage.filesystem import FileSystem
 from kshim.storage.index_file import IndexEntry, decode_blocks, encode_block, index_path_for
-from kshim.storage.interface import LogConfig, OffsetOutOfRange, ReadResult, TopicPartition
+from kshim.storage.interface import (
+    LEADER_EPOCH,
+    Clock,
+    LogConfig,
+    OffsetOutOfRange,
+    ReadResult,
+    TimestampHit,
+    TopicPartition,
+)
+
+# Transitional: the broker imports LogFailed from here until it imports from interface.py;
+# "as" makes it an explicit re-export for mypy --strict.
+from kshim.storage.interface import LogFailed as LogFailed  # noqa: PLC0414
 from kshim.storage.memtable import Memtable
 from kshim.storage.recovery import recover_segments
 from kshim.storage.retention import SegmentSummary
 from kshim.storage.sealed_index import decode_sealed_index, encode_sealed_index, sealed_path_for
-from kshim.storage.segment import Segment, segment_file_name
+from kshim.storage.segment import Segment, segment_file_name, should_roll
+from kshim.storage.timestamp_lookup import first_record_at_or_after, record_with_max_timestamp
 
-Clock = Callable[[], int]
 log = logging.getLogger(__name__)
-LEADER_EPOCH = 0  # a single broker stays leader of every partition in epoch 0
 PROBE_INTERVAL_S = 5.0  # how often a slow disk gets an inline round to re-measure it
 # A pipelined request is about three loop turns from its append (read, decode, handle).
 MIN_GATHER_TURNS, MAX_GATHER_TURNS = 3, 12
 
 
-class LogFailed(Exception):
-    """A write to this partition failed; it refuses appends until restarted."""
-
-
-class PartitionLog:
-    """See module docstring. Not thread-safe: use from the event loop only."""
+class DiskPartitionLog:
+    """The disk implementation of interface.PartitionLog (see the module docstring).
+    Not thread-safe: use from the event loop only."""
 
     def __init__(
         self,
@@ -97,7 +105,7 @@ class PartitionLog:
         clock: Clock,
         log_start_offset: int,
         on_batch: Callable[[BatchHeader], None] | None = None,
-    ) -> PartitionLog:
+    ) -> DiskPartitionLog:
         """Opens (creating if needed) and recovers the log in ``directory``.
 
         Recovery reads the index files, CRC-checks the unindexed tail and
@@ -154,9 +162,7 @@ class PartitionLog:
     def _segment_for(self, size: int) -> Segment:
         active = self.segments[-1]
         now = self._clock()
-        too_big = active.size + size > self.config.segment_bytes
-        too_old = now - active.created_ms >= self.config.segment_ms
-        if active.is_empty or not (too_big or too_old):
+        if not should_roll(active.size, active.created_ms, size, now, self.config):
             return active
         path = os.path.join(self.directory, segment_file_name(self.log_end_offset))
         segment = Segment(self.log_end_offset, path, now)
@@ -410,6 +416,16 @@ class PartitionLog:
         length = segment.batch_end(index) - position
         return await asyncio.to_thread(self._pread, segment.path, length, position)
 
+    async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
+        """See interface.PartitionLog; reads one batch, from memory or in a worker thread."""
+        visible = range(self.log_start_offset, self.high_watermark)
+        return await first_record_at_or_after(self.segments, self.read_batch_at, visible, timestamp)
+
+    async def offset_of_max_timestamp(self) -> TimestampHit | None:
+        """See interface.PartitionLog; reads one batch, from memory or in a worker thread."""
+        visible = range(self.log_start_offset, self.high_watermark)
+        return await record_with_max_timestamp(self.segments, self.read_batch_at, visible)
+
     def advance_log_start_offset(self, offset: int) -> None:
         """Moves the log start offset forward (DeleteRecords, retention); never backwards."""
         if offset > self.high_watermark:
@@ -462,3 +478,7 @@ class PartitionLog:
         self._read_descriptors.clear()
         for descriptor in descriptors:
             self._fs.close(descriptor)
+
+
+# Transitional: goes once the broker imports the protocols from interface.py.
+PartitionLog = DiskPartitionLog

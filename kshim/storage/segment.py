@@ -13,11 +13,26 @@ import bisect
 from array import array
 from dataclasses import dataclass, field
 
+from kshim.storage.interface import LogConfig
+
 SEGMENT_SUFFIX = ".log"
 
 
 def segment_file_name(base_offset: int) -> str:
     return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+def should_roll(
+    active_size: int, active_created_ms: int, batch_size: int, now_ms: int, config: LogConfig
+) -> bool:
+    """Whether a batch of ``batch_size`` bytes must start a new segment: Kafka's
+    LogSegment.shouldRoll size and age rules (segment.bytes, segment.ms). An empty
+    segment never rolls, so a batch larger than segment.bytes gets one of its own."""
+    if active_size == 0:
+        return False
+    too_big = active_size + batch_size > config.segment_bytes
+    too_old = now_ms - active_created_ms >= config.segment_ms
+    return too_big or too_old
 
 
 @dataclass(slots=True)

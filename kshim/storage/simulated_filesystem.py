@@ -104,6 +104,19 @@ class SimulatedFileSystem:
         with self._lock:
             self._directories.add(path)
 
+    def remove_directory(self, path: str) -> None:
+        """Forgets the directory and every file under it, durably (as if synced)."""
+        prefix = path.rstrip("/") + "/"
+        with self._lock:
+            for name in [name for name in self._files if name.startswith(prefix)]:
+                del self._files[name]
+            self._durable_names = {
+                name for name in self._durable_names if not name.startswith(prefix)
+            }
+            self._directories = {
+                name for name in self._directories if name != path and not name.startswith(prefix)
+            }
+
     def close(self, descriptor: int) -> None:
         with self._lock:
             self._descriptors.pop(descriptor, None)

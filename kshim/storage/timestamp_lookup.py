@@ -1,55 +1,100 @@
-"""Offsets by timestamp (ListOffsets), found through the segment indexes.
+"""Offsets by timestamp (ListOffsets, KIP-79), found through segment indexes.
 
-The indexes hold each batch's max timestamp, so only the batch that holds
-the answer is read and decoded; Kafka answers at record granularity.
+Every segment, on disk or in memory, indexes each batch's max timestamp and
+a running max of them (the time index, as Kafka's TimeIndex), so a lookup
+scans headers only and reads and decodes just the batch that holds the
+answer; Kafka answers at record granularity. Each store says how to read one
+batch of a segment.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, TypeVar
+
 from kshim.protocol.records import decode_records
-from kshim.storage.partition_log import PartitionLog
-from kshim.storage.segment import Segment
+from kshim.storage.interface import PartitionLog, TimestampHit
 
 
-async def offset_for_timestamp(log: PartitionLog, timestamp: int) -> tuple[int, int] | None:
-    """Returns (offset, timestamp) of the first visible record stamped >= ``timestamp``."""
-    for segment in list(log.segments):
+class TimeIndexedSegment(Protocol):
+    """What a lookup needs of a segment: per batch, its base offset and max timestamp."""
+
+    @property
+    def max_timestamp(self) -> int: ...
+
+    @property
+    def batch_offsets(self) -> Sequence[int]: ...
+
+    @property
+    def batch_max_timestamps(self) -> Sequence[int]: ...
+
+    def first_batch_with_timestamp(self, timestamp: int) -> int | None:
+        """The index of the first batch whose running max timestamp is >= ``timestamp``."""
+        ...
+
+
+SegmentT = TypeVar("SegmentT", bound=TimeIndexedSegment)
+# Reads the bytes of batch ``index`` of a segment.
+ReadBatch = Callable[[SegmentT, int], Awaitable[bytes]]
+
+
+async def first_record_at_or_after(
+    segments: Sequence[SegmentT],
+    read_batch: ReadBatch[SegmentT],
+    visible: range,
+    timestamp: int,
+) -> TimestampHit | None:
+    """The first record in ``visible`` (log start to high watermark) stamped >= ``timestamp``."""
+    for segment in list(segments):  # a copy: retention may drop segments meanwhile
         if segment.max_timestamp < timestamp:
             continue
         first = segment.first_batch_with_timestamp(timestamp)
-        for index in range(
-            first if first is not None else len(segment.batch_offsets), len(segment.batch_offsets)
-        ):
-            if segment.batch_offsets[index] >= log.high_watermark:
+        count = len(segment.batch_offsets)
+        for index in range(count if first is None else first, count):
+            if segment.batch_offsets[index] >= visible.stop:
                 return None
             if segment.batch_max_timestamps[index] < timestamp:
                 continue
-            found = await _first_record_at_or_after(log, segment, index, timestamp)
+            found = await _first_record(read_batch, segment, index, visible, timestamp)
             if found is not None:
                 return found
     return None
 
 
-async def _first_record_at_or_after(
-    log: PartitionLog, segment: Segment, index: int, timestamp: int
-) -> tuple[int, int] | None:
-    header, records = decode_records(await log.read_batch_at(segment, index))
+async def record_with_max_timestamp(
+    segments: Sequence[SegmentT], read_batch: ReadBatch[SegmentT], visible: range
+) -> TimestampHit | None:
+    """The earliest record in ``visible`` with the largest timestamp."""
+    best: tuple[int, SegmentT, int] | None = None  # (max timestamp, segment, batch index)
+    for segment in list(segments):
+        for index, max_timestamp in enumerate(segment.batch_max_timestamps):
+            if segment.batch_offsets[index] in visible and (
+                best is None or max_timestamp > best[0]
+            ):
+                best = (max_timestamp, segment, index)
+    if best is None:
+        return None
+    return await _first_record(read_batch, best[1], best[2], visible, best[0])
+
+
+async def _first_record(
+    read_batch: ReadBatch[SegmentT], segment: SegmentT, index: int, visible: range, timestamp: int
+) -> TimestampHit | None:
+    header, records = decode_records(await read_batch(segment, index))
     if header.is_control:
         return None
     for record in records:
-        if record.offset >= log.log_start_offset and record.timestamp >= timestamp:
+        if record.offset >= visible.start and record.timestamp >= timestamp:
             return record.offset, record.timestamp
     return None
 
 
-async def offset_of_max_timestamp(log: PartitionLog) -> tuple[int, int] | None:
-    """Returns (offset, timestamp) of the earliest visible record with the largest timestamp."""
-    best: tuple[int, Segment, int] | None = None  # (max timestamp, segment, batch index)
-    for segment in list(log.segments):
-        for index, max_timestamp in enumerate(segment.batch_max_timestamps):
-            visible = log.log_start_offset <= segment.batch_offsets[index] < log.high_watermark
-            if visible and (best is None or max_timestamp > best[0]):
-                best = (max_timestamp, segment, index)
-    if best is None:
-        return None
-    return await _first_record_at_or_after(log, best[1], best[2], best[0])
+# Transitional: the broker calls these until it calls the log's own methods.
+async def offset_for_timestamp(log: PartitionLog, timestamp: int) -> TimestampHit | None:
+    """See PartitionLog.offset_for_timestamp."""
+    return await log.offset_for_timestamp(timestamp)
+
+
+async def offset_of_max_timestamp(log: PartitionLog) -> TimestampHit | None:
+    """See PartitionLog.offset_of_max_timestamp."""
+    return await log.offset_of_max_timestamp()

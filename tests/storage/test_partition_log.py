@@ -1,4 +1,9 @@
-"""PartitionLog on a real directory: append, read, roll, recover, group commit, lookups."""
+"""DiskPartitionLog on a real directory: files, rolls, recovery, group commit, fsyncs.
+
+What any log store must do (offsets, reads, watermarks, timestamp lookups)
+is tested over the disk store and the in-memory one alike in
+test_log_store_conformance*.py; this file keeps what only the disk log has.
+"""
 
 from __future__ import annotations
 
@@ -6,40 +11,31 @@ import asyncio
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kshim.protocol.record_batch import (
-    BatchHeader,
-    iter_batches,
-    read_header,
-    set_log_append_time,
-    validate_produced,
-)
-from kshim.protocol.records import BatchSpec, Record, build_batch, decode_records
+from kshim.protocol.record_batch import BatchHeader, validate_produced
+from kshim.protocol.records import BatchSpec, Record, build_batch
 from kshim.storage.filesystem import OsFileSystem
-from kshim.storage.interface import LogConfig, OffsetOutOfRange, TopicPartition
-from kshim.storage.log_store import LogStore
-from kshim.storage.partition_log import LogFailed, PartitionLog
+from kshim.storage.interface import LogConfig, LogFailed, TopicPartition
+from kshim.storage.log_store import DiskLogStore
+from kshim.storage.partition_log import DiskPartitionLog
 from kshim.storage.segment import SEGMENT_SUFFIX, segment_file_name
 from kshim.storage.simulated_filesystem import SimulatedFileSystem
-from kshim.storage.timestamp_lookup import offset_for_timestamp, offset_of_max_timestamp
-
-TOPIC_PARTITION = TopicPartition("orders", 0)
-UNBOUNDED = 1 << 40
-NO_MEMTABLE = LogConfig(memtable_bytes=0)  # every durable batch is read back from disk
-LARGE_MEMTABLE = LogConfig(memtable_bytes=1 << 30)
-
-
-class FakeClock:
-    def __init__(self, now_ms: int = 1_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
+from tests.storage.support import (
+    LARGE_MEMTABLE,
+    TOPIC_PARTITION,
+    FakeClock,
+    Read,
+    append_durable,
+    batch_bases,
+    producer_batch,
+    read_bytes,
+    read_everything,
+    values_of,
+)
 
 
 class CountingFileSystem:
@@ -108,26 +104,14 @@ class CountingFileSystem:
         self._inner.close(descriptor)
 
 
-def producer_batch(
-    count: int, timestamp: int = 1000, label: str = "v", attributes: int = 0
-) -> tuple[bytearray, BatchHeader]:
-    """A validated producer batch of ``count`` records, one millisecond apart."""
-    records = [
-        Record(index, timestamp + index, b"k%d" % index, f"{label}-{index}".encode())
-        for index in range(count)
-    ]
-    batch = bytearray(build_batch(records, BatchSpec(attributes=attributes)))
-    return batch, validate_produced(batch)
-
-
 async def open_log(
     directory: Path,
     config: LogConfig = LARGE_MEMTABLE,
     filesystem: CountingFileSystem | None = None,
     clock: FakeClock | None = None,
     log_start_offset: int = 0,
-) -> PartitionLog:
-    return await PartitionLog.open(
+) -> DiskPartitionLog:
+    return await DiskPartitionLog.open(
         TOPIC_PARTITION,
         str(directory),
         config,
@@ -137,114 +121,14 @@ async def open_log(
     )
 
 
-async def append_durable(
-    log: PartitionLog, count: int, label: str = "v", timestamp: int = 1000
-) -> int:
-    batch, header = producer_batch(count, timestamp, label)
-    base_offset = log.append(batch, header)
-    await log.wait_durable(base_offset + count - 1)
-    return base_offset
-
-
-def materialize(chunk: object) -> bytes:
-    """The bytes of a read chunk: in-memory bytes, or a file region (closed once read)."""
-    if isinstance(chunk, bytes | bytearray | memoryview):
-        return bytes(chunk)
-    descriptor, position, length = chunk.descriptor, chunk.position, chunk.length  # type: ignore[attr-defined]
-    try:
-        data = os.pread(descriptor, length, position)
-    finally:
-        chunk.close()  # type: ignore[attr-defined]
-    assert len(data) == length
-    return data
-
-
-def joined(chunks: tuple[object, ...]) -> bytes:
-    return b"".join(materialize(chunk) for chunk in chunks)
-
-
-@dataclass(frozen=True)
-class Read:
-    data: bytes
-    end_offset: int
-
-
-async def read_bytes(
-    log: PartitionLog, offset: int, max_bytes: int = UNBOUNDED, upper_offset: int | None = None
-) -> Read:
-    """One ``PartitionLog.read``, its chunks materialized (and file regions closed)."""
-    result = await log.read(offset, max_bytes, upper_offset)
-    data = joined(result.chunks)
-    assert result.size == len(data)
-    return Read(data, result.end_offset)
-
-
-def batch_bases(data: bytes) -> list[int]:
-    return [header.base_offset for _, header in iter_batches(data)]
-
-
-async def read_everything(log: PartitionLog, offset: int | None = None) -> bytes:
-    """Reads from ``offset`` (default: log start) to the high watermark, call after call."""
-    position = log.log_start_offset if offset is None else offset
-    data = b""
-    while position < log.high_watermark:
-        result = await read_bytes(log, position)
-        assert result.end_offset > position
-        data += result.data
-        position = result.end_offset
-    return data
-
-
-def values_of(data: bytes) -> list[tuple[int, bytes | None]]:
-    values = []
-    for position, header in iter_batches(data):
-        _, records = decode_records(data[position : position + header.size])
-        values += [(record.offset, record.value) for record in records]
-    return values
-
-
 def segment_files(directory: Path) -> list[str]:
     return sorted(name for name in os.listdir(directory) if name.endswith(".log"))
 
 
-@pytest.fixture(params=[LARGE_MEMTABLE, NO_MEMTABLE], ids=["memtable", "disk"])
-def config(request: pytest.FixtureRequest) -> LogConfig:
-    return request.param  # type: ignore[no-any-return]
-
-
-async def test_new_log_is_empty(tmp_path: Path) -> None:
+async def test_opening_creates_the_directory(tmp_path: Path) -> None:
     log = await open_log(tmp_path / "p")
-    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (0, 0, 0)
     assert await read_bytes(log, 0) == Read(b"", 0)
     assert (tmp_path / "p").is_dir()
-    await log.close()
-
-
-async def test_appends_get_dense_offsets_and_read_back(tmp_path: Path, config: LogConfig) -> None:
-    log = await open_log(tmp_path, config)
-    bases = [await append_durable(log, count, f"b{count}") for count in (1, 3, 2, 5)]
-    assert bases == [0, 1, 4, 6]
-    assert log.log_end_offset == log.high_watermark == 11
-    data = await read_everything(log)
-    assert batch_bases(data) == bases
-    assert [offset for offset, _ in values_of(data)] == list(range(11))
-    assert values_of(data)[1:4] == [(1, b"b3-0"), (2, b"b3-1"), (3, b"b3-2")]
-    await log.close()
-
-
-async def test_stored_batches_are_stamped_and_still_valid(
-    tmp_path: Path, config: LogConfig
-) -> None:
-    log = await open_log(tmp_path, config)
-    await append_durable(log, 2)
-    original, header = producer_batch(4, label="x")
-    log.append(original, header)
-    await log.wait_durable(5)
-    stored = (await read_bytes(log, 2)).data
-    stored_header = validate_produced(stored)  # CRC still valid after stamping
-    assert (stored_header.base_offset, stored_header.partition_leader_epoch) == (2, 0)
-    assert stored[12:16] == b"\x00\x00\x00\x00"
-    assert stored[16:] == bytes(original[16:])
     await log.close()
 
 
@@ -259,116 +143,6 @@ async def test_memtable_eviction_serves_reads_from_disk(tmp_path: Path) -> None:
     assert values_of(data)[7] == (7, b"n3-1")
     # The same bytes whether they come from memory or from the segment file.
     assert (tmp_path / segment_file_name(0)).read_bytes() == data
-    await log.close()
-
-
-async def test_read_at_batch_boundaries_and_inside_batches(
-    tmp_path: Path, config: LogConfig
-) -> None:
-    log = await open_log(tmp_path, config)
-    for count in (1, 4, 1, 3):  # batches at 0, 1-4, 5, 6-8
-        await append_durable(log, count)
-    expected = {0: 0, 1: 1, 2: 1, 3: 1, 4: 1, 5: 5, 6: 6, 7: 6, 8: 6}
-    for offset, base in expected.items():
-        result = await read_bytes(log, offset, 1)  # one batch only
-        assert batch_bases(result.data) == [base], offset
-        assert result.end_offset == {0: 1, 1: 5, 5: 6, 6: 9}[base]
-    last = await read_bytes(log, 8)
-    assert batch_bases(last.data) == [6]
-    assert last.end_offset == 9
-    assert await read_bytes(log, 9) == Read(b"", 9)
-    await log.close()
-
-
-async def test_max_bytes_is_honoured_with_at_least_one_batch(
-    tmp_path: Path, config: LogConfig
-) -> None:
-    log = await open_log(tmp_path, config)
-    for _ in range(5):
-        await append_durable(log, 2)
-    one = len(producer_batch(2)[0])
-    for max_bytes in (0, 1, one - 1, one, 2 * one - 1):
-        assert len((await read_bytes(log, 0, max_bytes)).data) == one
-    two = await read_bytes(log, 0, 2 * one + one // 2)
-    assert (len(two.data), two.end_offset) == (2 * one, 4)
-    assert batch_bases(two.data) == [0, 2]
-    assert (await read_bytes(log, 3, 3 * one)).end_offset == 8
-    await log.close()
-
-
-async def test_upper_offset_bounds_the_read(tmp_path: Path, config: LogConfig) -> None:
-    log = await open_log(tmp_path, config)
-    for _ in range(4):
-        await append_durable(log, 2)  # batches at 0, 2, 4, 6
-    bounded = await read_bytes(log, 0, upper_offset=4)
-    assert batch_bases(bounded.data) == [0, 2]
-    assert bounded.end_offset == 4
-    mid = await read_bytes(log, 2, upper_offset=5)  # a batch starting below is whole
-    assert batch_bases(mid.data) == [2, 4]
-    assert await read_bytes(log, 4, upper_offset=4) == Read(b"", 4)
-    capped = await read_bytes(log, 0, upper_offset=1000)  # capped at the high watermark
-    assert capped.end_offset == 8
-    await log.close()
-
-
-async def test_offset_out_of_range(tmp_path: Path, config: LogConfig) -> None:
-    log = await open_log(tmp_path, config)
-    for _ in range(3):
-        await append_durable(log, 2)
-    with pytest.raises(OffsetOutOfRange):
-        await log.read(7, UNBOUNDED)
-    with pytest.raises(OffsetOutOfRange):
-        await log.read(-1, UNBOUNDED)
-    log.advance_log_start_offset(3)
-    assert log.log_start_offset == 3
-    with pytest.raises(OffsetOutOfRange):
-        await log.read(2, UNBOUNDED)
-    result = await read_bytes(log, 3)  # the batch holding the log start offset
-    assert batch_bases(result.data) == [2, 4]
-    log.advance_log_start_offset(1)  # never backwards
-    assert log.log_start_offset == 3
-    with pytest.raises(OffsetOutOfRange):
-        log.advance_log_start_offset(7)
-    await log.close()
-
-
-async def test_high_watermark_waits_for_the_write(tmp_path: Path) -> None:
-    log = await open_log(tmp_path)
-    advanced: list[int] = []
-    log.listeners.append(lambda: advanced.append(log.high_watermark))
-    batch, header = producer_batch(3)
-    assert log.append(batch, header) == 0
-    assert (log.log_end_offset, log.high_watermark) == (3, 0)
-    assert await read_bytes(log, 0) == Read(b"", 0)  # not durable yet: invisible
-    with pytest.raises(OffsetOutOfRange):
-        await log.read(1, UNBOUNDED)
-    await log.wait_durable(2)
-    assert log.high_watermark == 3
-    assert advanced == [3]
-    await log.wait_durable(0)  # already durable: returns at once
-    await log.close()
-
-
-async def test_listeners_hear_of_durable_data_before_the_producers(tmp_path: Path) -> None:
-    """Long-polling fetches (listeners) are woken before the appends' acknowledgements, so
-    the consumer's answer is not queued behind the producer's."""
-    log = await open_log(tmp_path)
-    woken: list[str] = []
-    fetch_wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    log.listeners.append(lambda: fetch_wake.done() or fetch_wake.set_result(None))
-
-    async def fetch() -> None:
-        await fetch_wake
-        woken.append("fetch")
-
-    async def produce() -> None:
-        batch, header = producer_batch(3)
-        log.append(batch, header)
-        await log.wait_durable(2)
-        woken.append("acknowledgement")
-
-    await asyncio.wait_for(asyncio.gather(fetch(), produce()), 10)
-    assert woken == ["fetch", "acknowledgement"]
     await log.close()
 
 
@@ -417,54 +191,12 @@ async def test_segment_roll_by_age(tmp_path: Path) -> None:
     await log.close()
 
 
-async def test_reopen_recovers_identical_offsets_and_bytes(tmp_path: Path) -> None:
-    one = len(producer_batch(3, label="o0")[0])
-    config = LogConfig(segment_bytes=2 * one, memtable_bytes=0)
-    log = await open_log(tmp_path, config)
-    for index in range(7):
-        await append_durable(log, 3, f"o{index}")
-    before = await read_everything(log)
-    await log.close()
-
-    reopened = await open_log(tmp_path, config)
-    assert (reopened.log_end_offset, reopened.high_watermark) == (21, 21)
-    assert [segment.base_offset for segment in reopened.segments] == [0, 6, 12, 18]
-    assert await read_everything(reopened) == before
-    assert await append_durable(reopened, 1, "after") == 21
-    assert values_of(await read_everything(reopened, 21)) == [(21, b"after-0")]
-    await reopened.close()
-
-
-async def test_reopen_keeps_a_stored_log_start_offset(tmp_path: Path) -> None:
-    log = await open_log(tmp_path)
-    for _ in range(3):
-        await append_durable(log, 2)
-    await log.close()
-    reopened = await open_log(tmp_path, log_start_offset=4)
-    assert reopened.log_start_offset == 4
-    with pytest.raises(OffsetOutOfRange):
-        await reopened.read(3, UNBOUNDED)
-    await reopened.close()
-
-
 async def test_empty_log_starts_at_its_log_start_offset(tmp_path: Path) -> None:
     log = await open_log(tmp_path, log_start_offset=100)
     assert (log.log_start_offset, log.log_end_offset) == (100, 100)
     assert await append_durable(log, 2) == 100
     assert segment_files(tmp_path) == [segment_file_name(100)]
     await log.close()
-
-
-async def test_close_writes_pending_batches(tmp_path: Path) -> None:
-    log = await open_log(tmp_path)
-    for _ in range(3):
-        batch, header = producer_batch(2)
-        log.append(batch, header)
-    await log.close()  # no wait_durable: close must still write them
-    reopened = await open_log(tmp_path)
-    assert reopened.log_end_offset == 6
-    assert batch_bases(await read_everything(reopened)) == [0, 2, 4]
-    await reopened.close()
 
 
 def append_to_file(path: Path, data: bytes) -> None:
@@ -646,12 +378,14 @@ async def test_relaxed_flush_point_survives_power_loss() -> None:
     point both messages must survive a power cut."""
     filesystem = SimulatedFileSystem()
     config = LogConfig(flush_messages=2, segment_bytes=1)
-    log = await PartitionLog.open(TOPIC_PARTITION, "/data/t-0", config, filesystem, FakeClock(), 0)
+    log = await DiskPartitionLog.open(
+        TOPIC_PARTITION, "/data/t-0", config, filesystem, FakeClock(), 0
+    )
     await append_durable(log, 1, "first")
     await append_durable(log, 1, "second")
     survivor = filesystem.after_power_loss()  # before close, which would sync everything
     await log.close()
-    recovered = await PartitionLog.open(
+    recovered = await DiskPartitionLog.open(
         TOPIC_PARTITION, "/data/t-0", config, survivor, FakeClock(), 0
     )
     assert values_of(await read_everything(recovered)) == [(0, b"first-0"), (1, b"second-0")]
@@ -675,107 +409,11 @@ async def test_write_failure_fails_waiters_and_later_appends(tmp_path: Path) -> 
     await log.close()
 
 
-# Timestamp lookups (ListOffsets) over memory and disk.
-
-
-async def log_with_timestamps(directory: Path, config: LogConfig) -> PartitionLog:
-    """Batches at 0 (ts 1000-1002), 3 (ts 500-501), 5 (ts 2000-2003), 9 (ts 1500)."""
-    log = await open_log(directory, config)
-    for count, timestamp in ((3, 1000), (2, 500), (4, 2000), (1, 1500)):
-        await append_durable(log, count, timestamp=timestamp)
-    return log
-
-
-@pytest.mark.parametrize(
-    ("timestamp", "expected"),
-    [
-        (0, (0, 1000)),
-        (1000, (0, 1000)),
-        (1001, (1, 1001)),  # inside the first batch: record granularity
-        (1002, (2, 1002)),
-        (1003, (5, 2000)),  # the first offset stamped at or after, not the nearest
-        (1500, (5, 2000)),
-        (2002, (7, 2002)),
-        (2003, (8, 2003)),
-        (2004, None),
-    ],
-)
-async def test_offset_for_timestamp(
-    tmp_path: Path, config: LogConfig, timestamp: int, expected: tuple[int, int] | None
-) -> None:
-    log = await log_with_timestamps(tmp_path, config)
-    assert await offset_for_timestamp(log, timestamp) == expected
-    await log.close()
-
-
-async def test_offset_for_timestamp_across_segments(tmp_path: Path) -> None:
-    config = LogConfig(segment_bytes=1, memtable_bytes=0)  # one batch per segment
-    log = await log_with_timestamps(tmp_path, config)
-    assert len(log.segments) == 4
-    assert await offset_for_timestamp(log, 1800) == (5, 2000)
-    assert await offset_for_timestamp(log, 501) == (0, 1000)
-    await log.close()
-
-
-async def test_offset_for_timestamp_skips_records_below_log_start(tmp_path: Path) -> None:
-    log = await log_with_timestamps(tmp_path, LARGE_MEMTABLE)
-    log.advance_log_start_offset(2)
-    assert await offset_for_timestamp(log, 0) == (2, 1002)
-    log.advance_log_start_offset(3)
-    assert await offset_for_timestamp(log, 1000) == (5, 2000)
-    await log.close()
-
-
-async def test_offset_for_timestamp_ignores_batches_not_yet_durable(tmp_path: Path) -> None:
-    log = await log_with_timestamps(tmp_path, LARGE_MEMTABLE)
-    batch, header = producer_batch(1, timestamp=9000)
-    log.append(batch, header)
-    assert await offset_for_timestamp(log, 9000) is None
-    assert await offset_of_max_timestamp(log) == (8, 2003)
-    await log.wait_durable(10)
-    assert await offset_for_timestamp(log, 9000) == (10, 9000)
-    assert await offset_of_max_timestamp(log) == (10, 9000)
-    await log.close()
-
-
-async def test_offset_of_max_timestamp(tmp_path: Path, config: LogConfig) -> None:
-    log = await log_with_timestamps(tmp_path, config)
-    assert await offset_of_max_timestamp(log) == (8, 2003)
-    await log.close()
-
-
-async def test_offset_of_max_timestamp_prefers_the_earliest(tmp_path: Path) -> None:
-    log = await open_log(tmp_path)
-    for timestamp in (100, 700, 300, 700):
-        await append_durable(log, 1, timestamp=timestamp)
-    assert await offset_of_max_timestamp(log) == (1, 700)
-    await log.close()
-
-
-async def test_timestamp_lookups_on_an_empty_log(tmp_path: Path) -> None:
-    log = await open_log(tmp_path)
-    assert await offset_for_timestamp(log, 0) is None
-    assert await offset_of_max_timestamp(log) is None
-    await log.close()
-
-
-async def test_log_append_time_batches_are_found_by_append_time(tmp_path: Path) -> None:
-    log = await open_log(tmp_path, NO_MEMTABLE)
-    batch, header = producer_batch(3, timestamp=10)
-    set_log_append_time(batch, 5000)
-    log.append(batch, read_header(batch))
-    await log.wait_durable(2)
-    assert await offset_for_timestamp(log, 11) == (0, 5000)
-    assert await offset_of_max_timestamp(log) == (0, 5000)
-    assert header.records_count == 3
-    await log.close()
-
-
-# LogStore: the directory layout of all partitions.
+# DiskLogStore: the directory layout of all partitions.
 
 
 async def test_log_store_opens_gets_and_deletes_partitions(tmp_path: Path) -> None:
-    store = LogStore(str(tmp_path), FakeClock())
+    store = DiskLogStore(str(tmp_path), FakeClock())
     first = TopicPartition("events", 0)
     second = TopicPartition("events", 1)
     log = await store.open(first, LARGE_MEMTABLE, 0)
@@ -792,7 +430,7 @@ async def test_log_store_opens_gets_and_deletes_partitions(tmp_path: Path) -> No
 
 
 async def test_log_store_reopen_reports_recovered_producer_batches(tmp_path: Path) -> None:
-    store = LogStore(str(tmp_path), FakeClock())
+    store = DiskLogStore(str(tmp_path), FakeClock())
     log = await store.open(TOPIC_PARTITION, LARGE_MEMTABLE, 0)
     for count, sequence in ((2, 0), (3, 2)):
         records = [Record(index, 1000, None, b"x") for index in range(count)]
@@ -814,7 +452,7 @@ async def test_log_store_reopen_reports_recovered_producer_batches(tmp_path: Pat
             )
         )
 
-    reopened_store = LogStore(str(tmp_path), FakeClock())
+    reopened_store = DiskLogStore(str(tmp_path), FakeClock())
     reopened = await reopened_store.open(TOPIC_PARTITION, LARGE_MEMTABLE, 0, remember)
     assert seen == [(0, 42, 1, 0, 1), (2, 42, 1, 2, 2)]
     assert reopened.log_end_offset == 5

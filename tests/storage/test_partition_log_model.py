@@ -1,11 +1,13 @@
-"""A stateful property test of PartitionLog against a plain list of batches.
+"""A stateful property test of each log store against a plain list of batches.
 
 Hypothesis appends batches (one at a time or several concurrently), reads
 from arbitrary offsets with arbitrary byte limits, looks up timestamps, moves
-the log start offset, and closes and reopens the log (sometimes with a torn
-tail appended to the last segment file). After every step the log must agree
-with the model: the same offsets, the same bytes, nothing lost or doubled.
-PartitionLog needs a running event loop, so each example drives its own.
+the log start offset, drops old segments, and closes and reopens the log
+(on disk, sometimes with a torn tail appended to the last segment file).
+After every step the log must agree with the model: the same offsets, the
+same bytes, nothing lost or doubled. The same rules run over the disk store
+and the in-memory one; a log needs a running event loop, so each example
+drives its own.
 """
 
 from __future__ import annotations
@@ -28,10 +30,17 @@ from kshim.protocol.record_batch import (
     validate_produced,
 )
 from kshim.protocol.records import BatchSpec, Record, build_batch
-from kshim.storage.filesystem import OsFileSystem
-from kshim.storage.interface import LogConfig, OffsetOutOfRange, TopicPartition
-from kshim.storage.partition_log import PartitionLog
-from kshim.storage.timestamp_lookup import offset_for_timestamp
+from kshim.storage.interface import (
+    LogConfig,
+    LogStore,
+    OffsetOutOfRange,
+    PartitionLog,
+    TopicPartition,
+)
+from kshim.storage.log_store import DiskLogStore
+from kshim.storage.memory_log import MemoryLogStore
+from kshim.storage.segment import segment_file_name
+from tests.storage.support import materialize
 
 T = TypeVar("T")
 TOPIC_PARTITION = TopicPartition("model", 0)
@@ -51,27 +60,22 @@ class StoredBatch:
         return self.base_offset + len(self.timestamps)
 
 
-def materialize(chunk: object) -> bytes:
-    """The bytes of a read chunk: in-memory bytes, or a file region (closed once read)."""
-    if isinstance(chunk, bytes | bytearray | memoryview):
-        return bytes(chunk)
-    region: Any = chunk
-    try:
-        return os.pread(region.descriptor, region.length, region.position)
-    finally:
-        region.close()
-
-
 class PartitionLogMachine(RuleBasedStateMachine):
+    """The rules any log store follows; a subclass says which store."""
+
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.directory = tempfile.mkdtemp(prefix="kshim-model-")
+        self.store = self.make_store()
         self.config = LogConfig()
         self.model: list[StoredBatch] = []
         self.log_start_offset = 0
         self.log: PartitionLog | None = None
         self.appended = 0
+
+    def make_store(self) -> LogStore:
+        raise NotImplementedError
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coroutine)
@@ -86,12 +90,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
         return self.model[-1].next_offset if self.model else 0
 
     def open(self) -> None:
-        self.log = self.run(
-            PartitionLog.open(
-                TOPIC_PARTITION, self.directory, self.config, OsFileSystem(), lambda: 0,
-                self.log_start_offset,
-            )
-        )  # fmt: skip
+        self.log = self.run(self.store.open(TOPIC_PARTITION, self.config, self.log_start_offset))
 
     @initialize(
         segment_bytes=st.sampled_from([150, 600, 1 << 20]),
@@ -177,7 +176,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
             assert len(returned) <= max_bytes
         if last + 1 < len(self.model):  # stopped early: only for max_bytes or a segment end
             following = self.model[last + 1]
-            segment_bases = {segment.base_offset for segment in log.segments}
+            segment_bases = {summary.base_offset for summary in log.segment_summaries()}
             assert (
                 len(returned) + len(following.data) > max_bytes
                 or following.base_offset in segment_bases
@@ -215,7 +214,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
                     break
             if expected is not None:
                 break
-        assert self.run(offset_for_timestamp(self.partition_log, timestamp)) == expected
+        assert self.run(self.partition_log.offset_for_timestamp(timestamp)) == expected
 
     @precondition(lambda self: self.end_offset > self.log_start_offset)
     @rule(data=st.data())
@@ -224,17 +223,20 @@ class PartitionLogMachine(RuleBasedStateMachine):
         self.partition_log.advance_log_start_offset(offset)
         self.log_start_offset = offset
 
+    @rule(count=st.integers(min_value=0, max_value=4))
+    def drop_oldest_segments(self, count: int) -> None:
+        """Retention: whole segments go, never the active one; the log start follows."""
+        log = self.partition_log
+        before = log.segment_summaries()
+        self.run(log.drop_oldest_segments(count, self.log_start_offset))
+        dropped = min(count, len(before) - 1)
+        assert log.segment_summaries() == before[dropped:]
+        if dropped > 0:
+            self.log_start_offset = max(self.log_start_offset, before[dropped].base_offset)
+
     @rule()
     def reopen(self) -> None:
-        self.run(self.partition_log.close())
-        self.open()
-
-    @rule(tail=st.binary(min_size=1, max_size=120))
-    def reopen_after_a_torn_write(self, tail: bytes) -> None:
-        log = self.partition_log
-        self.run(log.close())
-        with open(log.segments[-1].path, "ab") as handle:
-            handle.write(tail)
+        self.run(self.store.close())
         self.open()
 
     @invariant()
@@ -260,15 +262,35 @@ class PartitionLogMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
-            if self.log is not None:
-                self.run(self.log.close())
+            self.run(self.store.close())
             self.run(self.loop.shutdown_default_executor())
         finally:
             self.loop.close()
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
-PartitionLogMachine.TestCase.settings = settings(
-    max_examples=30, stateful_step_count=20, deadline=None
-)
-TestPartitionLogModel = PartitionLogMachine.TestCase
+class DiskLogMachine(PartitionLogMachine):
+    def make_store(self) -> LogStore:
+        self.disk_store = DiskLogStore(self.directory, lambda: 0)
+        return self.disk_store
+
+    @rule(tail=st.binary(min_size=1, max_size=120))
+    def reopen_after_a_torn_write(self, tail: bytes) -> None:
+        active = self.partition_log.segment_summaries()[-1]
+        self.run(self.store.close())
+        directory = self.disk_store.directory_of(TOPIC_PARTITION)
+        with open(os.path.join(directory, segment_file_name(active.base_offset)), "ab") as handle:
+            handle.write(tail)
+        self.open()
+
+
+class MemoryLogMachine(PartitionLogMachine):
+    def make_store(self) -> LogStore:
+        return MemoryLogStore(lambda: 0)
+
+
+MODEL_SETTINGS = settings(max_examples=30, stateful_step_count=20, deadline=None)
+DiskLogMachine.TestCase.settings = MODEL_SETTINGS
+MemoryLogMachine.TestCase.settings = MODEL_SETTINGS
+TestDiskLogModel = DiskLogMachine.TestCase
+TestMemoryLogModel = MemoryLogMachine.TestCase

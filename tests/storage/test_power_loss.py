@@ -17,8 +17,8 @@ import pytest
 
 from kshim.protocol.record_batch import iter_batches, validate_produced
 from kshim.protocol.records import Record, build_batch, decode_records, iter_records
-from kshim.storage.interface import LogConfig, TopicPartition
-from kshim.storage.partition_log import PartitionLog
+from kshim.storage.interface import LogConfig, TopicPartition, chunk_bytes
+from kshim.storage.partition_log import DiskPartitionLog
 from kshim.storage.simulated_filesystem import SimulatedFileSystem
 
 DIRECTORY = "/data/logs/t-0"
@@ -37,12 +37,12 @@ def _batch(writer: int, sequence: int, count: int, run: int = 0) -> bytearray:
     return bytearray(build_batch(records))
 
 
-async def _open(filesystem: SimulatedFileSystem, config: LogConfig) -> PartitionLog:
-    return await PartitionLog.open(TOPIC_PARTITION, DIRECTORY, config, filesystem, lambda: 0, 0)
+async def _open(filesystem: SimulatedFileSystem, config: LogConfig) -> DiskPartitionLog:
+    return await DiskPartitionLog.open(TOPIC_PARTITION, DIRECTORY, config, filesystem, lambda: 0, 0)
 
 
 async def _writer(
-    log: PartitionLog, writer: int, acknowledged: dict[int, bytes], rng: random.Random, run: int
+    log: DiskPartitionLog, writer: int, acknowledged: dict[int, bytes], rng: random.Random, run: int
 ) -> None:
     for sequence in range(10_000):
         batch = _batch(writer, sequence, rng.randint(1, 5), run)
@@ -72,12 +72,12 @@ async def _run_until_power_cut(
     return survivor, snapshot
 
 
-async def _read_all(log: PartitionLog) -> bytes:
-    chunks = []
+async def _read_all(log: DiskPartitionLog) -> bytes:
+    chunks: list[bytes] = []
     offset = log.log_start_offset
     while offset < log.high_watermark:
         result = await log.read(offset, 1 << 20)
-        chunks.extend(bytes(chunk) for chunk in result.chunks)
+        chunks.extend(chunk_bytes(chunk) for chunk in result.chunks)
         offset = result.end_offset
     return b"".join(chunks)
 
@@ -118,7 +118,8 @@ async def _check_recovered(
     new_offset = log.append(batch, validate_produced(batch))
     await log.wait_durable(new_offset)
     assert new_offset == expected_next
-    _, records = decode_records((await log.read(new_offset, 1 << 20)).chunks[0])
-    assert [record.offset for record in records] == [new_offset, new_offset + 1, new_offset + 2]
+    read = await log.read(new_offset, 1 << 20)
+    _, new_records = decode_records(chunk_bytes(read.chunks[0]))
+    assert [record.offset for record in new_records] == [new_offset, new_offset + 1, new_offset + 2]
     acknowledged[new_offset] = bytes(batch[61:])
     await log.close()

@@ -13,7 +13,7 @@ from kshim.protocol.records import BatchSpec, Record, build_batch
 from kshim.storage.filesystem import OsFileSystem
 from kshim.storage.index_file import index_path_for
 from kshim.storage.interface import LogConfig, TopicPartition
-from kshim.storage.partition_log import PartitionLog
+from kshim.storage.partition_log import DiskPartitionLog
 from kshim.storage.recovery import CorruptLog, recover_segments
 from kshim.storage.sealed_index import sealed_path_for
 from kshim.storage.segment import Segment, segment_file_name
@@ -182,12 +182,12 @@ def test_overlapping_segments_are_corrupt(tmp_path: Path) -> None:
         recover(tmp_path)
 
 
-# Index files written by a real PartitionLog.
+# Index files written by a real DiskPartitionLog.
 
 
 async def write_log_with_index(directory: Path, batches: int) -> list[tuple[int, int, int]]:
-    """Appends idempotent batches through PartitionLog; returns (base, size, max timestamp)."""
-    log = await PartitionLog.open(
+    """Appends idempotent batches through DiskPartitionLog; returns (base, size, max timestamp)."""
+    log = await DiskPartitionLog.open(
         TopicPartition("t", 0), str(directory), LogConfig(segment_bytes=400), OsFileSystem(),
         lambda: NOW_MS, 0,
     )  # fmt: skip

@@ -1,10 +1,11 @@
-"""The in-memory index of one segment: positions, batch lookup, read planning."""
+"""The in-memory index of one segment (positions, batch lookup, read planning); the roll rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from kshim.storage.segment import Segment, segment_file_name
+from kshim.storage.interface import LogConfig
+from kshim.storage.segment import Segment, segment_file_name, should_roll
 
 # (base offset, size in bytes, record count, max timestamp) of four consecutive batches.
 BATCHES = [(100, 80, 1, 1000), (101, 120, 4, 1500), (105, 70, 1, 1200), (106, 200, 10, 2000)]
@@ -103,3 +104,20 @@ def test_first_batch_with_timestamp() -> None:
     assert segment.first_batch_with_timestamp(1501) == 3
     assert segment.first_batch_with_timestamp(2001) is None
     assert Segment(0, "x.log", 0).first_batch_with_timestamp(0) is None
+
+
+ROLL_CONFIG = LogConfig(segment_bytes=1000, segment_ms=60_000)
+
+
+@pytest.mark.parametrize(
+    ("active_size", "batch_size", "age_ms", "rolls"),
+    [
+        (0, 5000, 10**9, False),  # an empty segment takes any batch, however old or large
+        (600, 400, 0, False),  # exactly full
+        (600, 401, 0, True),  # one byte over segment.bytes
+        (10, 10, 59_999, False),
+        (10, 10, 60_000, True),  # segment.ms reached
+    ],
+)
+def test_should_roll(active_size: int, batch_size: int, age_ms: int, rolls: bool) -> None:
+    assert should_roll(active_size, 1_000, batch_size, 1_000 + age_ms, ROLL_CONFIG) is rolls
