@@ -27,10 +27,9 @@ from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.committed_offsets import CommittedOffset
 from kshim.storage.filesystem import FileSystem
 from kshim.storage.full_view_store import FullViewStore
-from kshim.storage.interface import TopicPartition
-from kshim.storage.log_store import LogStore
+from kshim.storage.interface import LogStore, PartitionLog, TopicPartition
+from kshim.storage.log_store import DiskLogStore
 from kshim.storage.metadata import MetadataStore
-from kshim.storage.partition_log import PartitionLog
 from kshim.storage.transaction_store import TransactionRecord
 
 
@@ -44,13 +43,18 @@ class Broker:
         config: BrokerConfig,
         clock: Callable[[], int] = wall_clock_ms,
         filesystem: FileSystem | None = None,
+        logs: LogStore | None = None,
     ) -> None:
+        """A broker on ``config.data_dir``: its logs on disk through ``filesystem`` (the
+        real one by default) unless another ``logs`` store is given (tests pass the
+        in-memory one, storage/memory_log.py); metadata, groups and transactions in LMDB
+        there either way."""
         self.config = config
         self.clock = clock
         data_dir = config.data_dir
         os.makedirs(data_dir, exist_ok=True)
         self.metadata = MetadataStore(os.path.join(data_dir, "meta"))
-        self.logs = LogStore(data_dir, clock, filesystem)
+        self.logs = logs if logs is not None else DiskLogStore(data_dir, clock, filesystem)
         self.producer_states: dict[TopicPartition, PartitionProducerState] = {}
         self.append_waiters = AppendWaiters()
         self.full_view = self._open_full_view(os.path.join(data_dir, "full_view"))

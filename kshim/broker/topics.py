@@ -16,10 +16,8 @@ from dataclasses import dataclass
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.keys import TOPIC_CONFIGS, ConfigError
 from kshim.protocol.record_batch import BatchHeader
-from kshim.storage.interface import TopicPartition
-from kshim.storage.log_store import LogStore
+from kshim.storage.interface import LogStore, PartitionLog, TopicPartition
 from kshim.storage.metadata import MetadataStore, TopicRecord
-from kshim.storage.partition_log import PartitionLog
 
 LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 

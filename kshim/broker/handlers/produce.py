@@ -29,8 +29,7 @@ from kshim.protocol.record_batch import (
     set_log_append_time,
     validate_produced,
 )
-from kshim.storage.interface import TopicPartition
-from kshim.storage.partition_log import LogFailed, PartitionLog
+from kshim.storage.interface import LogFailed, PartitionLog, TopicPartition
 
 
 @dataclass(slots=True)

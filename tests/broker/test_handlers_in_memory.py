@@ -1,0 +1,135 @@
+"""Handlers as functions of (request, broker state): real handlers over the in-memory log
+store, without a socket or a process (storage/memory_log.py; LMDB metadata in tmp_path).
+
+Answers that handlers encode themselves (Produce, Fetch) are decoded with kio, as a
+client would read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.serial import entity_reader
+
+from kshim.broker.broker import Broker
+from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.context import RequestContext
+from kshim.broker.handlers import fetch, list_offsets, metadata, produce
+from kshim.protocol import codec
+from kshim.protocol.errors import ErrorCode
+from kshim.protocol.fetch_response import Part
+from kshim.protocol.headers import RequestHeader
+from kshim.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kshim.protocol.messages.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from kshim.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
+from kshim.protocol.records import Record, build_batch, iter_records
+from kshim.storage.memory_log import MemoryLogStore
+
+NOW_MS = 1_700_000_000_000
+LATEST, EARLIEST = -1, -2
+PRODUCE_VERSION, FETCH_VERSION = 9, 12
+TOPIC = "orders"
+
+
+def clock() -> int:
+    return NOW_MS
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    settings = {"log.dirs": str(tmp_path), "kshim.full.view.process": "false"}
+    broker = Broker(BrokerConfig.load([settings]), clock=clock, logs=MemoryLogStore(clock))
+    await broker.start()
+    await broker.topics.create(TOPIC, 1, {})
+    yield broker
+    await broker.close()
+
+
+def context(broker: Broker, api_key: int, version: int) -> RequestContext:
+    return RequestContext(RequestHeader(api_key, version, 7, "unit-test"), broker)
+
+
+def decoded(api_key: int, version: int, parts: list[Part] | None) -> Any:
+    assert parts is not None
+    body = b"".join(bytes(part) for part in parts)  # type: ignore[arg-type]
+    response, size = entity_reader(codec.response_class(api_key, version))(memoryview(body), 0)
+    assert size == len(body)
+    return response
+
+
+async def produce_values(broker: Broker, values: list[bytes], partition: int = 0) -> Any:
+    records = [Record(index, NOW_MS + index, b"k", value) for index, value in enumerate(values)]
+    batch = memoryview(build_batch(records))
+    request = ProduceRequest(
+        None, -1, 5000, (TopicData(TOPIC, (PartitionData(partition, batch),)),)
+    )
+    answer = await produce.handle(request, context(broker, 0, PRODUCE_VERSION))
+    [topic] = decoded(0, PRODUCE_VERSION, answer).responses
+    [result] = topic.partition_responses
+    return result
+
+
+async def fetch_values(broker: Broker, offset: int) -> tuple[Any, list[bytes | None]]:
+    wanted = FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+    request = FetchRequest(max_bytes=1 << 20, topics=[FetchTopic(topic=TOPIC, partitions=[wanted])])
+    answer = await fetch.handle(request, context(broker, 1, FETCH_VERSION))
+    [topic] = decoded(1, FETCH_VERSION, answer).responses
+    [partition] = topic.partitions
+    values = [record.value for record in iter_records(partition.records or b"")]
+    return partition, values
+
+
+async def test_produce_then_fetch_reads_the_records_back(broker: Broker) -> None:
+    first = await produce_values(broker, [b"a", b"b"])
+    second = await produce_values(broker, [b"c"])
+    assert (first.error_code, first.base_offset) == (ErrorCode.none, 0)
+    assert (second.error_code, second.base_offset) == (ErrorCode.none, 2)
+    partition, values = await fetch_values(broker, 1)
+    assert partition.high_watermark == 3
+    assert values == [b"a", b"b", b"c"]  # whole batches: the one holding offset 1 comes first
+
+
+async def test_produce_to_a_partition_the_topic_lacks_is_refused(broker: Broker) -> None:
+    result = await produce_values(broker, [b"x"], partition=3)
+    assert result.error_code == ErrorCode.unknown_topic_or_partition
+    partition, values = await fetch_values(broker, 0)
+    assert (partition.high_watermark, values) == (0, [])
+
+
+async def test_fetch_past_the_end_is_out_of_range(broker: Broker) -> None:
+    await produce_values(broker, [b"a"])
+    partition, values = await fetch_values(broker, 5)
+    assert (partition.error_code, values) == (ErrorCode.offset_out_of_range, [])
+
+
+async def test_list_offsets_earliest_latest_and_by_timestamp(broker: Broker) -> None:
+    await produce_values(broker, [b"a", b"b", b"c"])  # stamped NOW_MS, +1, +2
+    wanted = [
+        ListOffsetsPartition(partition_index=0, timestamp=timestamp)
+        for timestamp in (EARLIEST, LATEST, NOW_MS + 1, NOW_MS + 9)
+    ]
+    request = ListOffsetsRequest(topics=[ListOffsetsTopic(name=TOPIC, partitions=wanted)])
+    response = await list_offsets.handle(request, context(broker, 2, 9))
+    found = [(answer.offset, answer.timestamp) for answer in response.topics[0].partitions]
+    assert found == [(0, -1), (3, -1), (1, NOW_MS + 1), (-1, -1)]
+
+
+async def test_metadata_lists_the_topic_and_its_view(broker: Broker) -> None:
+    response = await metadata.handle(MetadataRequest(topics=None), context(broker, 3, 12))
+    assert [(topic.name, topic.error_code) for topic in response.topics] == [
+        (TOPIC, ErrorCode.none),
+        (TOPIC + ".full", ErrorCode.none),
+    ]
+    unknown = MetadataRequest(
+        topics=[MetadataRequestTopic(name="nope")], allow_auto_topic_creation=False
+    )
+    [answer] = (await metadata.handle(unknown, context(broker, 3, 12))).topics
+    assert answer.error_code == ErrorCode.unknown_topic_or_partition
