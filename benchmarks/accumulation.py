@@ -14,18 +14,18 @@ RSS the K connections cost.
 
 from __future__ import annotations
 
-import socket
 import statistics
-import struct
 import time
 
 from benchmarks.brokers import RunningBroker
-from benchmarks.startup import API_VERSIONS_V0
 from benchmarks.workloads import create_topic, produce
+from kshim.protocol.apis import API_VERSIONS_KEY
+from kshim.wire_client import WireConnection, connect
 
 SETTLE_S = 1.0
 BACKLOG_RECORD_BYTES = 60
 LINGER = {"linger.ms": 5}
+IDLE_TIMEOUT_S = 10.0
 
 
 def accumulation(broker: RunningBroker, records: int, extension: int = 0) -> dict[str, float]:
@@ -72,14 +72,14 @@ def idle_connections(
         without.append(produce(broker, "idle", records, 100, **LINGER).records_per_second)
         time.sleep(SETTLE_S)
         rss_without = broker.rss_bytes()
-        sockets = open_idle_connections(broker, connections)
+        idle = open_idle_connections(broker, connections)
         try:
             time.sleep(SETTLE_S)
             extra_rss.append(broker.rss_bytes() - rss_without)
             with_idle.append(produce(broker, "idle", records, 100, **LINGER).records_per_second)
         finally:
-            for sock in sockets:
-                sock.close()
+            for connection in idle:
+                connection.close()
         time.sleep(SETTLE_S)  # the broker has dropped them before the next run without
     return {
         "records_per_s_without": statistics.median(without),
@@ -89,29 +89,15 @@ def idle_connections(
     }
 
 
-def open_idle_connections(broker: RunningBroker, count: int) -> list[socket.socket]:
+def open_idle_connections(broker: RunningBroker, count: int) -> list[WireConnection]:
     """Opens ``count`` connections that each get one ApiVersions answer, then go quiet."""
-    host, port = broker.bootstrap.rsplit(":", 1)
-    sockets: list[socket.socket] = []
+    opened: list[WireConnection] = []
     try:
         for _ in range(count):
-            sock = socket.create_connection((host, int(port)), timeout=10)
-            sockets.append(sock)
-            sock.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
-            (length,) = struct.unpack(">i", _read_exactly(sock, 4))
-            _read_exactly(sock, length)
+            opened.append(connect(broker.bootstrap, IDLE_TIMEOUT_S))
+            opened[-1].call(API_VERSIONS_KEY, 0)
     except BaseException:
-        for sock in sockets:
-            sock.close()
+        for connection in opened:
+            connection.close()
         raise
-    return sockets
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("broker closed an idle connection")
-        data += chunk
-    return data
+    return opened

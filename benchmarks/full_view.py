@@ -28,6 +28,7 @@ import json
 import statistics
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,10 +138,13 @@ def _lag_ms(samples: list[Sample], sample: Sample) -> float:
     return max(sample.seconds - reached, 0.0) * 1000
 
 
-def _percentiles(ordered: list[float] | list[int]) -> dict[str, float]:
+def _percentiles(ordered: Sequence[float]) -> dict[str, float]:
     if not ordered:
         return {"p50": 0.0, "p99": 0.0, "max": 0.0}
-    at = lambda fraction: float(ordered[min(int(fraction * len(ordered)), len(ordered) - 1)])  # noqa: E731
+
+    def at(fraction: float) -> float:
+        return float(ordered[min(int(fraction * len(ordered)), len(ordered) - 1)])
+
     return {"p50": at(0.5), "p99": at(0.99), "max": float(ordered[-1])}
 
 

@@ -24,10 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.brokers import running, tansu_binary
+from benchmarks.brokers import running
 from benchmarks.ceilings import fsync_rate
 from benchmarks.startup import time_to_first_answer
 from benchmarks.workloads import Throughput, consume, create_topic, end_to_end_latency, produce
+from compat_tests.brokers import tansu_binary
 
 RESULTS = Path(__file__).parent / "results"
 

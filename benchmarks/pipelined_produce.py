@@ -21,7 +21,7 @@ from benchmarks.brokers import RunningBroker, running
 from benchmarks.samples import Samples, add_samples, median_rows
 from benchmarks.workloads import create_topic
 from kshim.protocol.records import Record, build_batch
-from tests.raw_client import RawConnection, encode_request
+from kshim.wire_client import connect, encode_request
 
 PRODUCE_KEY, PRODUCE_VERSION = 0, 9
 DEPTHS = (1, 5)
@@ -39,8 +39,7 @@ def produce_frame(topic: str, records: int = 89, value_bytes: int = 170) -> byte
 
 
 def run(broker: RunningBroker, frame: bytes, requests: int, depth: int) -> dict[str, float]:
-    port = int(broker.bootstrap.rsplit(":", 1)[1])
-    with RawConnection(port, timeout_s=30) as connection:
+    with connect(broker.bootstrap, timeout_s=30) as connection:
         user, system = broker.user_and_system_seconds()
         started = time.perf_counter()
         for _ in range(depth):

@@ -30,7 +30,7 @@ from typing import Any
 
 from benchmarks import ceilings, plots, report
 from benchmarks.accumulation import accumulation, idle_connections
-from benchmarks.brokers import BROKER_NAMES, RunningBroker, running, sampled, unavailable_reason
+from benchmarks.brokers import RunningBroker, running, sampled
 from benchmarks.venus_transmission import CLIENTS, transmission
 from benchmarks.workloads import (
     consume,
@@ -39,6 +39,7 @@ from benchmarks.workloads import (
     produce,
     produce_transactional,
 )
+from compat_tests.brokers import BROKER_NAMES, unavailable_reason
 
 RESULTS = Path(__file__).parent / "results"
 Metrics = dict[str, float]

@@ -146,8 +146,11 @@ def _collect_latencies(consumer: Consumer, total: int, latencies: list[float]) -
     deadline = time.perf_counter() + TIMEOUT_S
     while len(latencies) < total and time.perf_counter() < deadline:
         message = consumer.poll(0.1)  # one at a time: consume(n) would wait for n records
-        if message is not None and message.error() is None:
-            latencies.append((time.time_ns() - int(message.value())) / 1e6)
+        if message is None or message.error() is not None:
+            continue
+        sent_ns = message.value()
+        assert sent_ns is not None, "every latency record carries its send time as its value"
+        latencies.append((time.time_ns() - int(sent_ns)) / 1e6)
 
 
 def _percentile(ordered: list[float], fraction: float) -> float:

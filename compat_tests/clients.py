@@ -1,10 +1,10 @@
-"""The client drivers: one small synchronous API over each client library the suite drives.
+"""What the client drivers share: one small synchronous API over each client library.
 
-Every driver produces, consumes (assign + seek), reads watermarks and offsets by timestamp
-in the same shapes (``SampleRecord`` in, ``ConsumedRecord`` out, from tests/e2e), so a
-scenario is written once and parametrised by client; what differs between clients stays
-inside the driver. Admin and group operations return plain normalised values too.
-Every wait is bounded.
+Every driver (``driver_*.py``, chosen by name in ``drivers.py``) produces, consumes
+(assign + seek), reads watermarks and offsets by timestamp in the same shapes
+(``SampleRecord`` in, ``ConsumedRecord`` out, from tests/e2e), so a scenario is written once
+and parametrised by client; what differs between clients stays inside the driver. Admin and
+group operations return plain normalised values too. Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -160,12 +160,6 @@ class AdminDriver(Driver, Protocol):
         ...
 
 
-def admin_driver(name: str) -> AdminDriver:
-    """The driver for client ``name``, which must have an admin API."""
-    assert name != "kcat", "kcat has no admin API"
-    return driver(name)  # type: ignore[return-value]
-
-
 def transaction_slices(records: Sequence[SampleRecord]) -> list[tuple[bool, list[SampleRecord]]]:
     """``records`` cut into TRANSACTION_STEPS: (commit?, the records of that transaction)."""
     slices, position = [], 0
@@ -209,27 +203,6 @@ def admin_client_params() -> list[Any]:
 
 def marker_of(client: str) -> str:
     return "client_" + client.replace("-", "_")
-
-
-def driver(name: str) -> Driver:
-    """The driver for client ``name`` (imported lazily: each pulls in its library)."""
-    if name == "kafka-python":
-        from compat_tests.driver_kafka_python import KafkaPythonDriver
-
-        return KafkaPythonDriver()
-    if name == "aiokafka":
-        from compat_tests.driver_aiokafka import AiokafkaDriver
-
-        return AiokafkaDriver()
-    if name == "confluent":
-        from compat_tests.driver_confluent import ConfluentDriver
-
-        return ConfluentDriver()
-    if name == "kcat":
-        from compat_tests.driver_kcat import KcatDriver
-
-        return KcatDriver()
-    raise ValueError(f"unknown client {name!r}")
 
 
 def decode_assignment(data: bytes) -> tuple[tuple[str, tuple[int, ...]], ...]:

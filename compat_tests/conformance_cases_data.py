@@ -37,7 +37,7 @@ def produce(probe: Probe, version: int) -> Exchange:
         "timeout": 10_000,
         "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
     }
-    partition = {
+    partition: dict[str, Any] = {
         "index": 0,
         "error_code": 0,
         "base_offset": 0,
@@ -72,7 +72,7 @@ def fetch(probe: Probe, version: int) -> Exchange:
         ],
         "forgotten_topics_data": [],
     }
-    partition = {
+    partition: dict[str, Any] = {
         "partition_index": 0,
         "error_code": 0,
         "high_watermark": RECORDS,

@@ -13,12 +13,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from compat_tests.wire import CLIENT_ID, RawConnection
+from kshim.wire_client import WireConnection
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
+CLIENT_ID = "kshim-compat"  # what the group cases expect members' client ids to start with
 NODE_ID = 1  # kshim's default node.id
 BASE_TIMESTAMP_MS = 1_700_000_000_000
 SESSION_TIMEOUT_MS = 30_000
@@ -63,10 +64,10 @@ class Probe:
 
     @property
     def client_id(self) -> str:
-        return CLIENT_ID.decode()
+        return CLIENT_ID
 
     def call(self, api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
-        with RawConnection(self.host, self.port) as connection:
+        with WireConnection(self.host, self.port, client_id=CLIENT_ID) as connection:
             return connection.call(api_key, version, fields)
 
     def name(self, label: str) -> str:

@@ -29,8 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks.brokers import tansu_binary
-from compat_tests.brokers import BROKER_NAMES, SELECTION_VARIABLE, unavailable_reason
+from compat_tests.brokers import BROKER_NAMES, SELECTION_VARIABLE, tansu_binary, unavailable_reason
 from compat_tests.deviations import KSHIM_INTENDED_DIFFERENCES, TANSU_DEVIATIONS
 from compat_tests.outcomes import OUTPUT_VARIABLE
 
@@ -296,6 +295,12 @@ REPRODUCE = [
 ]
 
 
+def load_outcomes(path: Path) -> tuple[list[Record], int, float]:
+    """The records, pytest exit status and wall time that --save-outcomes wrote."""
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    return list(saved["records"]), int(saved["status"]), float(saved["elapsed_s"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--brokers", default=",".join(BROKER_NAMES))
@@ -306,8 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     brokers = [name.strip() for name in arguments.brokers.split(",") if name.strip()]
     if arguments.from_outcomes:
-        saved = json.loads(Path(arguments.from_outcomes).read_text(encoding="utf-8"))
-        records, status, elapsed = saved["records"], saved["status"], saved["elapsed_s"]
+        records, status, elapsed = load_outcomes(Path(arguments.from_outcomes))
     else:
         records, status, elapsed = run_suite(brokers, arguments.pytest_args)
     if arguments.save_outcomes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from compat_tests.brokers import BrokerUnderTest
-from compat_tests.clients import admin_client_params, admin_driver, client_params, driver
+from compat_tests.clients import admin_client_params, client_params
 from compat_tests.deviations import (
     TANSU_DELETE_RECORDS_V2,
     TANSU_DESCRIBE_CONFIGS_DEFAULTS,
@@ -17,6 +17,7 @@ from compat_tests.deviations import (
     TANSU_NO_CREATE_PARTITIONS,
     deviates,
 )
+from compat_tests.drivers import admin_driver, driver
 from compat_tests.support import RECORD_COUNT, create_topic, halves, reference, require_client
 from tests.e2e.client_helpers import expected_records, sample_records
 

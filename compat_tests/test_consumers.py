@@ -16,10 +16,10 @@ from compat_tests.clients import (
     SHORT_WAIT_S,
     TRANSACTION_STEPS,
     client_params,
-    driver,
     text_records,
 )
 from compat_tests.deviations import TANSU_ABORTED_TRANSACTIONS, deviates
+from compat_tests.drivers import driver
 from compat_tests.support import (
     MIDDLE_OFFSET,
     RECORD_COUNT,

@@ -16,12 +16,7 @@ from typing import Any
 import pytest
 
 from compat_tests.brokers import BrokerUnderTest
-from compat_tests.clients import (
-    GroupRun,
-    GroupView,
-    admin_client_params,
-    admin_driver,
-)
+from compat_tests.clients import GroupRun, GroupView, admin_client_params
 from compat_tests.deviations import (
     TANSU_AUTHORIZED_OPERATIONS,
     TANSU_CONSUMER_GROUP_DESCRIBE,
@@ -30,8 +25,9 @@ from compat_tests.deviations import (
     TANSU_OFFSET_FETCH_ALL_TOPICS,
     deviates,
 )
+from compat_tests.drivers import admin_driver
 from compat_tests.support import create_topic, reference, require_groups
-from compat_tests.wire import RawConnection
+from kshim.wire_client import WireConnection
 from tests.e2e.client_helpers import SampleRecord, expected_records, sample_records
 
 pytestmark = [pytest.mark.consumer_group, pytest.mark.timeout(180)]
@@ -83,7 +79,7 @@ def live_groups(broker: BrokerUnderTest) -> Iterator[LiveGroups]:
 
 def described(broker: BrokerUnderTest, group: str) -> Any:
     """DescribeGroups v0 sent raw: the broker's own view, not a client library's."""
-    with RawConnection(broker.host, broker.port) as connection:
+    with WireConnection(broker.host, broker.port) as connection:
         response = connection.call(DESCRIBE_GROUPS_KEY, 0, {"groups": [group]})
     [answer] = response.groups
     assert (int(answer.error_code), answer.group_id) == (0, group)

@@ -16,11 +16,10 @@ from compat_tests.clients import (
     ALL_DATA_OFFSETS,
     TRANSACTION_STEPS,
     TRANSACTIONAL_END_OFFSET,
-    admin_driver,
     client_params,
-    driver,
 )
 from compat_tests.deviations import TANSU_INIT_PRODUCER_ID_V0, deviates
+from compat_tests.drivers import admin_driver, driver
 from compat_tests.support import (
     RECORD_COUNT,
     comparable,

@@ -8,9 +8,10 @@ import struct
 import pytest
 
 from compat_tests.brokers import BrokerUnderTest
-from compat_tests.clients import CODECS, client_params, driver, text_records
+from compat_tests.clients import CODECS, client_params, text_records
 from compat_tests.deviations import TANSU_MAX_MESSAGE_BYTES, TANSU_TIMESTAMP_LOOKUP, deviates
 from compat_tests.driver_confluent import ConfluentDriver
+from compat_tests.drivers import driver
 from compat_tests.support import (
     HALF,
     MESSAGE_TOO_LARGE,
@@ -21,7 +22,7 @@ from compat_tests.support import (
     reference,
     require_client,
 )
-from compat_tests.wire import RawConnection
+from kshim.wire_client import WireConnection
 from tests.e2e.client_helpers import (
     SampleRecord,
     expected_records,
@@ -61,7 +62,7 @@ def stored_codecs(broker: BrokerUnderTest, topic: str) -> list[int]:
             }
         ],
     }
-    with RawConnection(broker.host, broker.port) as connection:
+    with WireConnection(broker.host, broker.port) as connection:
         response = connection.call(FETCH_KEY, FETCH_VERSION, request)
     [answer] = response.responses
     [partition] = answer.partitions
@@ -190,7 +191,8 @@ def test_consumer_reads_a_batch_larger_than_its_fetch_limit(
 
     [consumed] = driver(client).consume(broker.bootstrap, topic, 1)
 
-    assert (consumed.offset, consumed.key, len(consumed.value or b"")) == (0, None, len(big.value))
+    size = len(big.value or b"")
+    assert (consumed.offset, consumed.key, len(consumed.value or b"")) == (0, None, size)
     assert consumed.value == big.value
 
 

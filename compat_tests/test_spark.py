@@ -97,7 +97,7 @@ def test_java_idempotent_producer(spark: Any, broker: BrokerUnderTest) -> None:
             StructField("headers", ArrayType(header), True),
         ]
     )
-    rows = [
+    rows: list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]] = [
         (f"key-{index}".encode(), f"value-{index}".encode(), [("index", str(index).encode())])
         for index in range(RECORD_COUNT)
     ]

@@ -7,20 +7,14 @@ import time
 import pytest
 
 from compat_tests.brokers import BrokerUnderTest
-from compat_tests.clients import (
-    SHORT_WAIT_S,
-    AdminDriver,
-    admin_driver,
-    client_params,
-    driver,
-    text_records,
-)
+from compat_tests.clients import SHORT_WAIT_S, AdminDriver, client_params, text_records
 from compat_tests.deviations import (
     TANSU_AUTO_CREATE_PARTITIONS,
     TANSU_TIMESTAMP_LOOKUP,
     deviates,
 )
 from compat_tests.driver_kcat import KcatDriver, KcatError
+from compat_tests.drivers import admin_driver, driver
 from compat_tests.support import (
     TOPIC_ALREADY_EXISTS,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -29,7 +23,7 @@ from compat_tests.support import (
     require_client,
     topic_name,
 )
-from compat_tests.wire import RawConnection
+from kshim.wire_client import WireConnection
 from tests.e2e.client_helpers import expected_records, timestamp_of
 
 pytestmark = pytest.mark.timeout(120)
@@ -94,7 +88,7 @@ def recreate(admin: AdminDriver, broker: BrokerUnderTest, topic: str) -> int:
 def test_metadata_for_an_unknown_topic_without_auto_creation(broker: BrokerUnderTest) -> None:
     topic = topic_name("unknown-metadata")
     request = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
-    with RawConnection(broker.host, broker.port) as connection:
+    with WireConnection(broker.host, broker.port) as connection:
         response = connection.call(METADATA_KEY, METADATA_VERSION, request)
 
     [answer] = response.topics

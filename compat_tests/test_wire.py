@@ -18,7 +18,7 @@ from compat_tests.deviations import (
     deviates,
 )
 from compat_tests.support import create_topic, halves, reference
-from compat_tests.wire import ConnectionClosedError, RawConnection, split_response
+from kshim.wire_client import ConnectionClosedError, WireConnection, split_response
 from tests.e2e.client_helpers import sample_records
 
 pytestmark = [pytest.mark.wire, pytest.mark.timeout(60)]
@@ -31,7 +31,7 @@ LATEST = -1
 
 
 def api_versions_v0(broker: BrokerUnderTest) -> dict[int, tuple[int, int]]:
-    with RawConnection(broker.host, broker.port) as connection:
+    with WireConnection(broker.host, broker.port) as connection:
         response = connection.call(API_VERSIONS, 0, {})
     assert int(response.error_code) == 0
     return {key.api_key: (key.min_version, key.max_version) for key in response.api_keys}
@@ -57,7 +57,7 @@ def test_api_versions_above_the_maximum_gets_the_v0_fallback(broker: BrokerUnder
     is not parsed, so an empty v3-style body is as good as any.
     """
     low, high = api_versions_v0(broker)[API_VERSIONS]
-    with RawConnection(broker.host, broker.port) as connection:
+    with WireConnection(broker.host, broker.port) as connection:
         frame = connection.exchange(API_VERSIONS, FUTURE_VERSION, b"\x00\x00\x00", flexible=True)
     _, body = split_response(API_VERSIONS, 0, frame)
 
@@ -74,7 +74,7 @@ def test_api_versions_above_the_maximum_gets_the_v0_fallback(broker: BrokerUnder
 def test_unsupported_version_of_another_api_closes_the_connection(broker: BrokerUnderTest) -> None:
     """Kafka cannot parse the header of an unknown version, so it closes (research notes §3.1)."""
     with (
-        RawConnection(broker.host, broker.port) as connection,
+        WireConnection(broker.host, broker.port) as connection,
         pytest.raises(ConnectionClosedError),
     ):
         connection.exchange(METADATA, FUTURE_VERSION, b"\x00", flexible=True)
@@ -87,7 +87,7 @@ def test_list_offsets_latest_equals_the_fetch_high_watermark(broker: BrokerUnder
     records = sample_records(RECORDS)
     assert reference().produce(broker.bootstrap, topic, halves(records)) == list(range(RECORDS))
 
-    with RawConnection(broker.host, broker.port) as connection:
+    with WireConnection(broker.host, broker.port) as connection:
         listed = connection.call(LIST_OFFSETS, 1, list_offsets_request(topic, LATEST))
         fetched = connection.call(FETCH, 4, fetch_request(topic, max_wait=500, min_bytes=1))
 
@@ -103,7 +103,7 @@ def test_fetch_without_waiting_returns_the_available_data(broker: BrokerUnderTes
     records = sample_records(RECORDS)
     assert reference().produce(broker.bootstrap, topic, [records]) == list(range(RECORDS))
 
-    with RawConnection(broker.host, broker.port) as connection:
+    with WireConnection(broker.host, broker.port) as connection:
         fetched = connection.call(FETCH, 4, fetch_request(topic, max_wait=0, min_bytes=0))
 
     [answer] = fetched.responses

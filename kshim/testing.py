@@ -1,7 +1,8 @@
-"""Reusable test helpers: run a real ``kshim serve`` process on a free loopback port.
+"""Reusable test helpers: run a real ``kshim serve`` process on a free loopback port, and
+the fields of requests that tests send raw (through ``kshim.wire_client``).
 
-Used by kshim's own suites and usable by anyone testing against kshim. Every
-wait is bounded; only the process started here is ever signalled.
+Used by kshim's own suites and benchmarks, and usable by anyone testing against kshim.
+Every wait is bounded; only the process started here is ever signalled.
 """
 
 from __future__ import annotations
@@ -16,9 +17,14 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 20.0
+CONSUMER_REPLICA_ID = -1  # a consumer, not a follower broker
+NO_SESSION_EPOCH = -1  # a full fetch outside any fetch session (KIP-227)
+NO_EPOCH = -1  # no leader epoch known, so none checked (KIP-320)
+FETCH_MAX_BYTES = 1 << 20
 
 
 def free_port() -> int:
@@ -133,3 +139,30 @@ def running_broker(
             yield broker
         finally:
             broker.stop()
+
+
+def fetch_fields(topic: str, partition: int, offset: int, max_wait_ms: int) -> dict[str, Any]:
+    """A consumer's Fetch of one partition from ``offset`` (kio field names, any version):
+    answered as soon as one byte is there, or after ``max_wait_ms``, with up to 1 MiB."""
+    return {
+        "replica_id": CONSUMER_REPLICA_ID,
+        "max_wait": max_wait_ms,
+        "min_bytes": 1,
+        "max_bytes": FETCH_MAX_BYTES,
+        "session_epoch": NO_SESSION_EPOCH,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": NO_EPOCH,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": NO_EPOCH,
+                        "log_start_offset": -1,  # a follower's; none for a consumer
+                        "partition_max_bytes": FETCH_MAX_BYTES,
+                    }
+                ],
+            }
+        ],
+    }

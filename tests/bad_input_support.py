@@ -19,9 +19,10 @@ from typing import Any
 
 import crc32c
 
+from kshim.protocol.headers import CORRELATION_ID
 from kshim.protocol.records import BatchSpec, Record, build_batch
 from kshim.testing import BrokerProcess
-from tests.raw_client import CORRELATION_ID, ConnectionClosedError, RawConnection
+from tests.raw_client import RawConnection
 
 with warnings.catch_warnings():
     # kafka-python 3.0.12 reads its schemas with importlib.resources.read_text, deprecated in
@@ -218,31 +219,6 @@ def produce(
     }
 
 
-def fetch_fields(topic: str, partition: int, offset: int, max_wait_ms: int) -> dict[str, Any]:
-    return {
-        "replica_id": -1,
-        "max_wait": max_wait_ms,
-        "min_bytes": 1,
-        "max_bytes": 1 << 20,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": partition,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": offset,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                ],
-            }
-        ],
-    }
-
-
 def api_versions_fallback(correlation_id: int) -> bytes:
     """The KIP-511 answer to an ApiVersions version above 4 (research notes §3.1)."""
     return (
@@ -257,7 +233,7 @@ def answers_api_versions(port: int) -> bool:
     try:
         with RawConnection(port, timeout_s=WAIT_S) as conn:
             return bool(conn.call(API_VERSIONS, 0).error_code == NONE)
-    except (OSError, ConnectionClosedError):
+    except OSError:  # refused, reset, closed (ConnectionClosedError) or timed out
         return False
 
 

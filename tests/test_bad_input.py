@@ -27,8 +27,18 @@ from hypothesis import strategies as st
 
 from kshim.protocol import codec
 from kshim.protocol.apis import ADVERTISED, serves
+from kshim.protocol.headers import CORRELATION_ID
 from kshim.protocol.records import BatchSpec
-from kshim.testing import BrokerProcess
+from kshim.testing import BrokerProcess, fetch_fields
+from kshim.wire_client import (
+    FRAME_SIZE,
+    ConnectionClosedError,
+    decode_response,
+    encode_body,
+    encode_request,
+    request_header,
+    with_size,
+)
 from tests.bad_input_support import (
     API_VERSIONS,
     BATCH_HEADER_SIZE,
@@ -63,7 +73,6 @@ from tests.bad_input_support import (
     assert_healthy,
     batch_of_size,
     crash_report,
-    fetch_fields,
     flip_last_byte,
     make_baseline,
     make_batch,
@@ -72,17 +81,7 @@ from tests.bad_input_support import (
     produce_fields,
     resident_bytes,
 )
-from tests.raw_client import (
-    CORRELATION_ID,
-    FRAME_SIZE,
-    ConnectionClosedError,
-    RawConnection,
-    decode_response,
-    encode_body,
-    encode_request,
-    request_header,
-    with_size,
-)
+from tests.raw_client import RawConnection
 
 # --- brokers -------------------------------------------------------------------------
 

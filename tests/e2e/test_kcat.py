@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import struct
 import subprocess
 import time
 import uuid
@@ -23,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from kshim.testing import BrokerProcess
+from kshim.testing import BrokerProcess, fetch_fields
+from kshim.wire_client import connect
 
 with warnings.catch_warnings():
     # kafka-python 3.0.12 loads its message schemas at import time with
@@ -172,61 +171,22 @@ def python_consume(bootstrap: str, topic: str) -> list[Consumed]:
     return sorted(records, key=lambda record: (record.partition, record.offset))
 
 
-# Fetch v4 by hand (https://kafka.apache.org/protocol#The_Messages_Fetch): clients decompress
-# before handing records over, so only the raw batch shows which codec the broker stored.
+# Fetch v4 (https://kafka.apache.org/protocol#The_Messages_Fetch) on a raw connection:
+# clients decompress before handing records over, so only the raw batch shows which codec
+# the broker stored.
 FETCH_API_KEY = 1
 FETCH_VERSION = 4
-FETCH_MAX_BYTES = 1 << 20
 
 
 def stored_batches(bootstrap: str, topic: str, partition: int = 0) -> list[Any]:
     """Returns the record batches of one partition from offset 0, as the broker sends them."""
-    host, port = bootstrap.rsplit(":", 1)
-    client_id = b"kshim-e2e-raw-fetch"
-    topic_bytes = topic.encode()
-    request = (
-        struct.pack(">hhih", FETCH_API_KEY, FETCH_VERSION, 1, len(client_id))
-        + client_id
-        + struct.pack(">iiiibi", -1, 0, 0, FETCH_MAX_BYTES, 0, 1)
-        + struct.pack(">h", len(topic_bytes))
-        + topic_bytes
-        + struct.pack(">iiqi", 1, partition, 0, FETCH_MAX_BYTES)
-    )
-    with socket.create_connection((host, int(port)), timeout=CLIENT_TIMEOUT_S) as connection:
-        connection.sendall(struct.pack(">i", len(request)) + request)
-        response = read_frame(connection)
-    return list(MemoryRecords(fetch_v4_records(response, topic_bytes)))
-
-
-def read_frame(connection: socket.socket) -> bytes:
-    size = struct.unpack(">i", read_exactly(connection, 4))[0]
-    return read_exactly(connection, size)
-
-
-def read_exactly(connection: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = connection.recv(size - len(data))
-        assert chunk, "broker closed the connection mid-response"
-        data += chunk
-    return data
-
-
-def fetch_v4_records(response: bytes, topic: bytes) -> bytes:
-    """The records field of a one-topic, one-partition Fetch v4 response."""
-    # correlation_id, throttle_time_ms, topic count, topic name length
-    _, _, topic_count, name_length = struct.unpack_from(">iiih", response, 0)
-    position = 14
-    assert (topic_count, response[position : position + name_length]) == (1, topic)
-    position += name_length
-    # partition count, partition, error_code, high_watermark, last_stable_offset, aborted count
-    partition_count, _, error_code, _, _, aborted = struct.unpack_from(
-        ">iihqqi", response, position
-    )
-    assert (partition_count, error_code) == (1, 0)
-    position += 30 + 16 * max(aborted, 0)
-    (records_length,) = struct.unpack_from(">i", response, position)
-    return response[position + 4 : position + 4 + records_length]
+    request = fetch_fields(topic, partition, offset=0, max_wait_ms=0)
+    with connect(bootstrap, CLIENT_TIMEOUT_S) as connection:
+        response = connection.call(FETCH_API_KEY, FETCH_VERSION, request)
+    [topic_answer] = response.responses
+    [partition_answer] = topic_answer.partitions
+    assert (topic_answer.topic, partition_answer.error_code) == (topic, 0)
+    return list(MemoryRecords(bytes(partition_answer.records or b"")))
 
 
 @pytest.mark.parametrize("codec", list(CODEC_IDS))

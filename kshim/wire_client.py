@@ -1,0 +1,343 @@
+"""A small blocking Kafka client: one TCP connection, requests as nested dicts, kio answers.
+
+For programs that must see the protocol itself rather than a client library's view of it:
+``kshim groups``, the Docker health check, the raw-protocol tests and the benchmarks. A
+request is a nested dict of kio field names, encoded by ``codec.build(..., any_version=True)``
+(fields the version lacks are dropped, missing ones zero-filled); an answer is kio's
+dataclass for that response version. The raw pieces (request headers, frames, exact bytes
+out, one frame in) let a test send broken input and watch what comes back.
+
+On the wire (https://kafka.apache.org/protocol#protocol_common and #protocol_messages)::
+
+    frame               size int32, then size bytes
+    request header v1   api_key int16, api_version int16, correlation_id int32,
+                        client_id nullable string (int16 length)
+    request header v2   v1, then tagged fields (flexible versions, KIP-482)
+    response header v0  correlation_id int32
+    response header v1  v0, then tagged fields (flexible versions)
+
+ApiVersions always answers with response header v0, whatever version was asked, so that a
+client can read the answer of a broker that does not serve its version (KIP-511).
+
+Every read has a deadline and every response a size bound: nothing here waits forever or
+allocates what a garbage size prefix claims. A connection is not thread-safe; use one per
+thread.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Self
+
+from kio.serial import entity_reader
+from kio.serial.errors import SerialError
+
+from kshim.protocol import codec
+from kshim.protocol.apis import API_VERSIONS_KEY
+from kshim.protocol.headers import CORRELATION_ID, EMPTY_TAGGED_FIELDS
+from kshim.protocol.primitives import DecodeError, read_tagged_fields
+
+FRAME_SIZE = struct.Struct(">i")
+REQUEST_HEADER_FIXED = struct.Struct(">hhi")  # api key, api version, correlation id
+CLIENT_ID_LENGTH = struct.Struct(">h")
+NULL_LENGTH = -1
+DEFAULT_CLIENT_ID = "kshim-wire-client"
+DEFAULT_TIMEOUT_S = 10.0
+# A guard against reading a garbage size prefix as an allocation, not a protocol limit: a
+# Fetch answer is bounded by the request's max_bytes (fetch.max.bytes, 50 MiB by default).
+DEFAULT_MAX_RESPONSE_BYTES = 1 << 28
+RECEIVE_CHUNK = 1 << 16
+
+
+class ConnectionClosedError(ConnectionError):
+    """The broker closed the connection (FIN or RST) before the expected bytes arrived."""
+
+
+class MalformedResponseError(Exception):
+    """An answer that is not the response expected: an implausible size, another request's
+    correlation id, a header or body that does not decode, or bytes left over after it."""
+
+
+def parse_bootstrap(bootstrap: str) -> tuple[str, int]:
+    """(host, port) of ``host:port``, the first of a comma-separated list; raises ValueError."""
+    host, _, port = bootstrap.split(",", maxsplit=1)[0].strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"{bootstrap!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+def request_header(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    *,
+    flexible: bool,
+    client_id: str | None = DEFAULT_CLIENT_ID,
+) -> bytes:
+    """Request header v1, or v2 (v1 and an empty tagged-field section) when ``flexible``."""
+    fixed = REQUEST_HEADER_FIXED.pack(api_key, api_version, correlation_id)
+    if client_id is None:
+        client = CLIENT_ID_LENGTH.pack(NULL_LENGTH)
+    else:
+        encoded = client_id.encode()
+        client = CLIENT_ID_LENGTH.pack(len(encoded)) + encoded
+    return fixed + client + (EMPTY_TAGGED_FIELDS if flexible else b"")
+
+
+def encode_body(api_key: int, api_version: int, fields: Mapping[str, Any]) -> bytes:
+    """kio's encoding of a request body given as a nested dict of field names.
+
+    Raises KeyError for an API version kio does not know, and what ``codec.build`` raises
+    for a field name no version of the message has.
+    """
+    request_class = codec.request_class(api_key, api_version)
+    return codec.encode_entity(request_class, codec.build(request_class, fields, any_version=True))
+
+
+def with_size(payload: bytes) -> bytes:
+    """``payload`` behind its int32 size: one frame."""
+    return FRAME_SIZE.pack(len(payload)) + payload
+
+
+def encode_request(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    fields: Mapping[str, Any],
+    *,
+    client_id: str | None = DEFAULT_CLIENT_ID,
+) -> bytes:
+    """A whole request frame, with the header version that the API version calls for."""
+    flexible = codec.is_flexible(api_key, api_version)
+    header = request_header(
+        api_key, api_version, correlation_id, flexible=flexible, client_id=client_id
+    )
+    return with_size(header + encode_body(api_key, api_version, fields))
+
+
+def response_header_is_flexible(api_key: int, api_version: int) -> bool:
+    """True when the answer carries response header v1: flexible versions but ApiVersions."""
+    return api_key != API_VERSIONS_KEY and codec.is_flexible(api_key, api_version)
+
+
+def correlation_id_of(frame: bytes) -> int:
+    """The correlation id that a response frame starts with; raises MalformedResponseError."""
+    if len(frame) < CORRELATION_ID.size:
+        raise MalformedResponseError(f"a {len(frame)}-byte frame has no correlation id")
+    correlation_id: int = CORRELATION_ID.unpack_from(frame, 0)[0]
+    return correlation_id
+
+
+def split_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, bytes]:
+    """(correlation id, body) of a response frame; raises MalformedResponseError."""
+    correlation_id = correlation_id_of(frame)
+    position = CORRELATION_ID.size
+    if response_header_is_flexible(api_key, api_version):
+        try:
+            position = read_tagged_fields(frame, position)
+        except DecodeError as error:
+            raise MalformedResponseError(f"response header v1: {error}") from error
+    return correlation_id, frame[position:]
+
+
+def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, kio response) of a response frame, the size prefix taken off.
+
+    Raises MalformedResponseError when the body does not decode as that response version
+    or has bytes left over.
+    """
+    correlation_id, body = split_response(api_key, api_version, frame)
+    response_class = codec.response_class(api_key, api_version)
+    try:
+        response, size = entity_reader(response_class)(body, 0)
+    except (SerialError, ValueError) as error:  # kio's own errors, and its enums' ValueError
+        raise MalformedResponseError(f"{response_class.__name__}: {error}") from error
+    if size != len(body):
+        left = len(body) - size
+        raise MalformedResponseError(f"{left} bytes left over after {response_class.__name__}")
+    return correlation_id, response
+
+
+class WireConnection:
+    """One TCP connection to a broker; one thread at a time sends and reads on it.
+
+    ``call`` is a request and its answer. For tests, ``send`` puts exact bytes on the wire,
+    ``read_frame`` and ``read_response`` take one answer, and ``wait_closed`` waits for the
+    broker to close. Reads raise TimeoutError at their deadline and ConnectionClosedError
+    when the broker closes first; both are OSErrors, as are connection failures.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        *,
+        client_id: str | None = DEFAULT_CLIENT_ID,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
+        """Connects; raises OSError (TimeoutError when the connection is not made in time)."""
+        self.timeout_s = timeout_s
+        self.client_id = client_id
+        self.max_response_bytes = max_response_bytes
+        self._socket = socket.create_connection((host, port), timeout=timeout_s)
+        # Each request is sent whole and then waited for: Nagle's algorithm only delays it.
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._next_correlation_id = 1
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._socket.close()
+
+    def half_close(self) -> None:
+        """Sends FIN (no more requests) while still able to read what the broker sends."""
+        self._socket.shutdown(socket.SHUT_WR)
+
+    def reset(self) -> None:
+        """Closes with RST instead of FIN (SO_LINGER on with a zero timeout)."""
+        linger_now = struct.pack("ii", 1, 0)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger_now)
+        self._socket.close()
+
+    def next_correlation_id(self) -> int:
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id += 1
+        return correlation_id
+
+    def send(self, data: bytes) -> None:
+        """Writes ``data`` as it is; raises OSError, TimeoutError after ``timeout_s``."""
+        self._socket.settimeout(self.timeout_s)
+        self._socket.sendall(data)
+
+    def send_request(
+        self, api_key: int, api_version: int, fields: Mapping[str, Any], correlation_id: int
+    ) -> None:
+        """Sends one request built from ``fields``, without waiting for its answer."""
+        frame = encode_request(
+            api_key, api_version, correlation_id, fields, client_id=self.client_id
+        )
+        self.send(frame)
+
+    def call(self, api_key: int, api_version: int, fields: Mapping[str, Any] | None = None) -> Any:
+        """Sends one request and returns kio's decoded answer to it."""
+        correlation_id = self.next_correlation_id()
+        self.send_request(api_key, api_version, fields or {}, correlation_id)
+        return self.read_response(api_key, api_version, correlation_id)
+
+    def exchange(self, api_key: int, api_version: int, body: bytes, *, flexible: bool) -> bytes:
+        """Sends an already encoded ``body`` under a header of this client's making and
+        returns the answer's frame, its correlation id checked."""
+        correlation_id = self.next_correlation_id()
+        header = request_header(
+            api_key, api_version, correlation_id, flexible=flexible, client_id=self.client_id
+        )
+        self.send(with_size(header + body))
+        frame = self.read_frame()
+        self._check_answers(correlation_id, correlation_id_of(frame))
+        return frame
+
+    def read_response(
+        self, api_key: int, api_version: int, correlation_id: int, timeout_s: float | None = None
+    ) -> Any:
+        """Reads the next answer, which must be to ``correlation_id``; returns kio's entity."""
+        answered, response = decode_response(api_key, api_version, self.read_frame(timeout_s))
+        self._check_answers(correlation_id, answered)
+        return response
+
+    def read_frame(self, timeout_s: float | None = None) -> bytes:
+        """The next frame, its size prefix taken off; raises MalformedResponseError for a
+        size that is negative or over ``max_response_bytes``."""
+        deadline = self._deadline(timeout_s)
+        (size,) = FRAME_SIZE.unpack(self._read_until(FRAME_SIZE.size, deadline))
+        if not 0 <= size <= self.max_response_bytes:
+            raise MalformedResponseError(f"implausible response size {size}")
+        return self._read_until(size, deadline)
+
+    def read_exactly(self, count: int, timeout_s: float | None = None) -> bytes:
+        """The next ``count`` bytes, whatever they are."""
+        return self._read_until(count, self._deadline(timeout_s))
+
+    def wait_closed(self, timeout_s: float | None = None) -> bytes:
+        """Waits for the broker to close the connection; returns what it sent before.
+
+        Raises TimeoutError when the connection is still open at the deadline.
+        """
+        deadline = self._deadline(timeout_s)
+        received = bytearray()
+        while True:
+            try:
+                chunk = self._receive(RECEIVE_CHUNK, deadline)
+            except ConnectionClosedError:
+                return bytes(received)
+            except TimeoutError as error:
+                sample = bytes(received[:64])
+                raise TimeoutError(f"connection still open; received {sample!r}") from error
+            received += chunk
+
+    def _read_until(self, count: int, deadline: float) -> bytes:
+        received = bytearray()
+        while len(received) < count:
+            try:
+                received += self._receive(count - len(received), deadline)
+            except ConnectionClosedError as error:
+                message = f"{error} after {len(received)} of {count} bytes"
+                raise ConnectionClosedError(message) from error
+            except TimeoutError as error:
+                message = f"got {len(received)} of {count} bytes before the deadline"
+                raise TimeoutError(message) from error
+        return bytes(received)
+
+    def _receive(self, most: int, deadline: float) -> bytes:
+        """At most ``most`` bytes, at least one; raises ConnectionClosedError on EOF or reset,
+        TimeoutError once ``deadline`` (time.monotonic) has passed."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("deadline passed")
+        self._socket.settimeout(remaining)
+        try:
+            chunk = self._socket.recv(most)
+        except ConnectionResetError as error:
+            raise ConnectionClosedError("connection reset") from error
+        if not chunk:
+            raise ConnectionClosedError("EOF")
+        return chunk
+
+    def _deadline(self, timeout_s: float | None) -> float:
+        return time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+
+    @staticmethod
+    def _check_answers(expected: int, answered: int) -> None:
+        if answered != expected:
+            message = f"an answer to correlation id {answered}, expected {expected}"
+            raise MalformedResponseError(message)
+
+
+def connect(
+    bootstrap: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    *,
+    client_id: str | None = DEFAULT_CLIENT_ID,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+) -> WireConnection:
+    """A connection to the first broker of ``bootstrap`` (``host:port[,...]``).
+
+    Raises ValueError for an address that is not host:port, OSError when it cannot connect.
+    """
+    host, port = parse_bootstrap(bootstrap)
+    return WireConnection(
+        host, port, timeout_s, client_id=client_id, max_response_bytes=max_response_bytes
+    )
