@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kshim.broker.context import RequestContext
-from kshim.broker.transactions import transaction_states as states
-from kshim.protocol.errors import ErrorCode
+from kshim.protocol.messages.add_offsets_to_txn import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+)
+
+FIRST_FENCED_VERSION = 2  # KIP-588: older versions get INVALID_PRODUCER_EPOCH
 
 
-async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
-    coordinator = context.broker.transactions
-    async with coordinator.lock(request.transactional_id):
-        record = coordinator.records.get(request.transactional_id)
-        error = coordinator.check_fencing(
-            record, request.producer_id, request.producer_epoch, context.version >= 2
-        )
-        if error == ErrorCode.none and record is not None:
-            if record.state in states.PREPARING:
-                error = ErrorCode.concurrent_transactions
-            else:
-                if request.group_id not in record.groups:
-                    record.groups.append(request.group_id)
-                await coordinator.add_partitions(record, [])
-    return {"throttle_time": 0, "error_code": error}
+async def handle(
+    request: AddOffsetsToTxnRequest, context: RequestContext
+) -> AddOffsetsToTxnResponse:
+    error = await context.broker.transactions.add_offsets(
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        request.group_id,
+        fenced_code=context.version >= FIRST_FENCED_VERSION,
+    )
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=error)

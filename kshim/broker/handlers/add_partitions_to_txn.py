@@ -1,55 +1,60 @@
-"""AddPartitionsToTxn (key 24, v0-3): the partitions a transaction will write to."""
+"""AddPartitionsToTxn (key 24, v0-3): the partitions a transaction will write to.
+
+A transaction may add a partition only if Produce could write to it; any other partition
+(an unknown one, or one of a read-only full-data view) is UNKNOWN_TOPIC_OR_PARTITION.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kshim.broker.context import RequestContext
-from kshim.broker.transactions import transaction_states as states
-from kshim.protocol.errors import ErrorCode
+from kshim.broker.topic_resolver import TopicResolver
+from kshim.broker.topics import TopicError
+from kshim.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopicResult,
+)
 from kshim.storage.interface import TopicPartition
 
 FIRST_FENCED_VERSION = 2  # KIP-588: older versions get INVALID_PRODUCER_EPOCH
 
 
-async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
-    broker = context.broker
-    coordinator = broker.transactions
-    transactional_id = request.v3_and_below_transactional_id
-    wanted = [
-        TopicPartition(topic.name, partition)
-        for topic in request.v3_and_below_topics
-        for partition in topic.partitions
-    ]
-    async with coordinator.lock(transactional_id):
-        record = coordinator.records.get(transactional_id)
-        error = coordinator.check_fencing(
-            record,
-            request.v3_and_below_producer_id,
-            request.v3_and_below_producer_epoch,
-            context.version >= FIRST_FENCED_VERSION,
-        )
-        if error == ErrorCode.none and record is not None and record.state in states.PREPARING:
-            error = ErrorCode.concurrent_transactions
-        errors = dict.fromkeys(wanted, error)
-        if error == ErrorCode.none and record is not None:
-            unknown = [tp for tp in wanted if broker.partition_log(tp) is None]
-            errors = {
-                tp: ErrorCode.unknown_topic_or_partition
-                if tp in unknown
-                else (ErrorCode.operation_not_attempted if unknown else ErrorCode.none)
-                for tp in wanted
-            }
-            if not unknown:
-                await coordinator.add_partitions(record, wanted)
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for tp, code in errors.items():
-        topics.setdefault(tp.topic, []).append(
-            {"partition_index": tp.partition, "partition_error_code": code}
-        )
-    return {
-        "throttle_time": 0,
-        "results_by_topic_v3_and_below": [
-            {"name": name, "results_by_partition": results} for name, results in topics.items()
+async def handle(
+    request: AddPartitionsToTxnRequest, context: RequestContext
+) -> AddPartitionsToTxnResponse:
+    resolver = context.broker.resolver
+    errors = await context.broker.transactions.add_partitions(
+        request.v3_and_below_transactional_id,
+        request.v3_and_below_producer_id,
+        request.v3_and_below_producer_epoch,
+        [
+            TopicPartition(topic.name, partition)
+            for topic in request.v3_and_below_topics
+            for partition in topic.partitions
         ],
-    }
+        lambda topic_partition: _writable(resolver, topic_partition),
+        fenced_code=context.version >= FIRST_FENCED_VERSION,
+    )
+    topics: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
+    for topic_partition, code in errors.items():
+        topics.setdefault(topic_partition.topic, []).append(
+            AddPartitionsToTxnPartitionResult(
+                partition_index=topic_partition.partition, partition_error_code=code
+            )
+        )
+    return AddPartitionsToTxnResponse(
+        throttle_time_ms=0,
+        results_by_topic_v3_and_below=[
+            AddPartitionsToTxnTopicResult(name=name, results_by_partition=results)
+            for name, results in topics.items()
+        ],
+    )
+
+
+def _writable(resolver: TopicResolver, topic_partition: TopicPartition) -> bool:
+    """True when Produce could write to the partition (a view's are read-only)."""
+    try:
+        return resolver.writable_partition(topic_partition) is not None
+    except TopicError:
+        return False

@@ -2,42 +2,69 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
+from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
+from kshim.protocol.messages.describe_producers import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    PartitionResponse,
+    ProducerState,
+    TopicResponse,
+)
 from kshim.storage.interface import TopicPartition
 
+NO_COORDINATOR_EPOCH = -1
 
-async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
-    broker = context.broker
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for index in topic.partition_indexes:
-            topic_partition = TopicPartition(topic.name, index)
-            if broker.partition_log(topic_partition) is None:
-                partitions.append({"partition_index": index,
-                                   "error_code": ErrorCode.unknown_topic_or_partition,
-                                   "error_message": None, "active_producers": []})  # fmt: skip
-                continue
-            open_transactions = broker.transactions.partition(topic_partition).open
-            producers = [
-                {
-                    "producer_id": producer_id,
-                    "producer_epoch": entry.epoch,
-                    "last_sequence": entry.last_sequence,
-                    "last_timestamp": entry.last_timestamp,
-                    "coordinator_epoch": -1,
-                    "current_txn_start_offset": (
-                        open_transactions[producer_id].first_offset
-                        if producer_id in open_transactions
-                        else -1
-                    ),
-                }
-                for producer_id, entry in broker.producer_state(topic_partition).producers.items()
-            ]
-            partitions.append({"partition_index": index, "error_code": ErrorCode.none,
-                               "error_message": None, "active_producers": producers})  # fmt: skip
-        topics.append({"name": topic.name, "partitions": partitions})
-    return {"throttle_time": 0, "topics": topics}
+
+async def handle(
+    request: DescribeProducersRequest, context: RequestContext
+) -> DescribeProducersResponse:
+    topics = [
+        TopicResponse(
+            name=topic.name,
+            partitions=[
+                _partition(context.broker, TopicPartition(topic.name, index))
+                for index in topic.partition_indexes
+            ],
+        )
+        for topic in request.topics
+    ]
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
+
+
+def _partition(broker: Broker, topic_partition: TopicPartition) -> PartitionResponse:
+    """A log's producers; a partition Produce cannot write to (unknown, or a read-only
+    view's) keeps no producer state and is UNKNOWN_TOPIC_OR_PARTITION."""
+    try:
+        writable = broker.resolver.writable_partition(topic_partition)
+    except TopicError:
+        writable = None
+    if writable is None:
+        return PartitionResponse(
+            partition_index=topic_partition.partition,
+            error_code=ErrorCode.unknown_topic_or_partition,
+            error_message=None,
+            active_producers=[],
+        )
+    coordinator = broker.transactions
+    producers = [
+        ProducerState(
+            producer_id=producer_id,
+            producer_epoch=entry.epoch,
+            last_sequence=entry.last_sequence,
+            last_timestamp=entry.last_timestamp,
+            coordinator_epoch=NO_COORDINATOR_EPOCH,
+            current_txn_start_offset=coordinator.open_transaction_offset(
+                topic_partition, producer_id
+            ),
+        )
+        for producer_id, entry in broker.producer_state(topic_partition).producers.items()
+    ]
+    return PartitionResponse(
+        partition_index=topic_partition.partition,
+        error_code=ErrorCode.none,
+        error_message=None,
+        active_producers=producers,
+    )

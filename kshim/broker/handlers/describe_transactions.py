@@ -2,34 +2,57 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kshim.broker.context import RequestContext
+from kshim.broker.transactions.answers import TransactionDescription
 from kshim.protocol.errors import ErrorCode
+from kshim.protocol.messages.describe_transactions import (
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    TopicData,
+    TransactionState,
+)
+
+# An unknown transactional id's answer, besides TRANSACTIONAL_ID_NOT_FOUND.
+NO_PRODUCER = -1
+NO_EPOCH = -1
+NO_START_TIME = 0
 
 
-async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
-    records = context.broker.transactions.records
-    states = []
-    for transactional_id in request.transactional_ids:
-        record = records.get(transactional_id)
-        if record is None:
-            states.append({"error_code": ErrorCode.transactional_id_not_found,
-                           "transactional_id": transactional_id, "transaction_state": "",
-                           "transaction_start_time": 0, "producer_id": -1,
-                           "producer_epoch": -1})  # fmt: skip
-            continue
-        topics: dict[str, list[int]] = {}
-        for topic, partition in record.partitions:
-            topics.setdefault(topic, []).append(partition)
-        states.append({
-            "error_code": ErrorCode.none,
-            "transactional_id": transactional_id,
-            "transaction_state": record.state,
-            "transaction_timeout": record.timeout_ms,
-            "transaction_start_time": record.started_ms,
-            "producer_id": record.producer_id,
-            "producer_epoch": record.producer_epoch,
-            "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
-        })  # fmt: skip
-    return {"throttle_time": 0, "transaction_states": states}
+async def handle(
+    request: DescribeTransactionsRequest, context: RequestContext
+) -> DescribeTransactionsResponse:
+    coordinator = context.broker.transactions
+    return DescribeTransactionsResponse(
+        throttle_time_ms=0,
+        transaction_states=[
+            _state(transactional_id, coordinator.describe(transactional_id))
+            for transactional_id in request.transactional_ids
+        ],
+    )
+
+
+def _state(transactional_id: str, found: TransactionDescription | None) -> TransactionState:
+    if found is None:
+        return TransactionState(
+            error_code=ErrorCode.transactional_id_not_found,
+            transactional_id=transactional_id,
+            transaction_state="",
+            transaction_timeout_ms=0,
+            transaction_start_time_ms=NO_START_TIME,
+            producer_id=NO_PRODUCER,
+            producer_epoch=NO_EPOCH,
+            topics=[],
+        )
+    topics: dict[str, list[int]] = {}
+    for topic_partition in found.partitions:
+        topics.setdefault(topic_partition.topic, []).append(topic_partition.partition)
+    return TransactionState(
+        error_code=ErrorCode.none,
+        transactional_id=transactional_id,
+        transaction_state=found.state,
+        transaction_timeout_ms=found.timeout_ms,
+        transaction_start_time_ms=found.started_ms,
+        producer_id=found.producer_id,
+        producer_epoch=found.producer_epoch,
+        topics=[TopicData(topic=name, partitions=parts) for name, parts in topics.items()],
+    )

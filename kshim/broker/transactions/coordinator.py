@@ -5,10 +5,14 @@ read_committed readers (below the last stable offset) until the producer's
 second confirmation, EndTxn, writes a COMMIT or ABORT marker to every
 partition it touched: the half-message scheme of VENUS and RocketMQ. Every
 state change is persisted in LMDB before it is acted on, so a crash in
-PrepareCommit/PrepareAbort is completed on restart (``recover``).
+PrepareCommit/PrepareAbort is completed on restart (``load``).
 
-An ABORT marker's aborted-index entry is persisted before the marker is
-appended, so a marker on disk is never without its entry.
+The state machine lives here, as in Kafka's TransactionCoordinator.scala: each request
+method (``init_producer``, ``add_partitions``, ``add_offsets``, ``commit_offsets``,
+``end_transaction``) takes the transactional id's lock itself, checks fencing and the
+transaction's state, and returns an ErrorCode (or a small answer from ``answers.py``);
+handlers only translate requests into these calls. All methods run on the event loop's
+thread; LMDB writes go to a worker thread.
 """
 
 from __future__ import annotations
@@ -16,31 +20,42 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from kshim.broker.transactions import transaction_states as states
-from kshim.broker.transactions.markers import marker_batch
+from kshim.broker.transactions.answers import (
+    ProducerIdAndEpoch,
+    TransactionalOffset,
+    TransactionDescription,
+)
+from kshim.broker.transactions.fencing import (
+    MAX_EPOCH,
+    NO_PRODUCER,
+    check_fencing,
+    check_transactional_batch,
+)
+from kshim.broker.transactions.marker_writer import PartitionLookup, write_markers
 from kshim.broker.transactions.partition_state import PartitionTransactions
 from kshim.protocol.errors import ErrorCode
-from kshim.protocol.record_batch import BatchHeader, read_header
+from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.interface import TopicPartition
 from kshim.storage.metadata import MetadataStore
-from kshim.storage.partition_log import LogFailed, PartitionLog
-from kshim.storage.transaction_store import AbortedTransaction, TransactionRecord
+from kshim.storage.transaction_store import TransactionRecord
 
 log = logging.getLogger(__name__)
-MAX_EPOCH = 32767
-NO_PRODUCER = -1
+
+# Decides a transaction a previous producer instance left open (the reviewer's
+# ``resolve``): called with the record and the reason, under the record's lock; True once
+# decided (committed or aborted), False while undecided.
+ReviewOpen = Callable[[TransactionRecord, str], Awaitable[bool]]
+NEW_INSTANCE_REASON = "new producer instance"
 
 
 @dataclass(frozen=True, slots=True)
 class TransactionSettings:
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     id_expiration_ms: int = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms
-
-
-PartitionLookup = Callable[[TopicPartition], PartitionLog | None]
 
 
 class TransactionCoordinator:
@@ -56,21 +71,300 @@ class TransactionCoordinator:
         self._partition_log = partition_log
         self._clock = clock
         self.settings = settings
+        # Read by the reviewer; handlers ask the methods below.
         self.records: dict[str, TransactionRecord] = {}
         self.partitions: dict[TopicPartition, PartitionTransactions] = {}
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         # Called with (record, committed) once markers are durable: group offsets.
         self.on_complete: list[Callable[[TransactionRecord, bool], object]] = []
 
+    # Requests (Kafka's TransactionCoordinator.handle*): each takes its own lock
+
+    async def init_producer(
+        self,
+        transactional_id: str | None,
+        timeout_ms: int,
+        producer_id: int,
+        epoch: int,
+        review_open: ReviewOpen,
+        *,
+        fenced_code: bool,
+    ) -> ProducerIdAndEpoch:
+        """InitProducerId (handleInitProducerId). Without a transactional id: a new
+        producer id, or, given a known id and epoch (KIP-360), the next epoch. With one:
+        the id's producer id with its epoch bumped (fencing older instances), after
+        ``review_open`` decided a transaction the previous instance left open;
+        CONCURRENT_TRANSACTIONS while it stays undecided (the client retries).
+        ``fenced_code``: the request version knows PRODUCER_FENCED (KIP-588)."""
+        if transactional_id is None:
+            return await self._init_idempotent(producer_id, epoch)
+        if not 0 < timeout_ms <= self.settings.max_timeout_ms:
+            return ProducerIdAndEpoch(ErrorCode.invalid_transaction_timeout)
+        async with self.lock(transactional_id):
+            record = self.records.get(transactional_id)
+            if record is None:
+                new_id = await asyncio.to_thread(self._metadata.allocate_producer_id)
+                record = TransactionRecord(transactional_id, new_id, 0, timeout_ms, states.EMPTY)
+                await self.persist(record)
+                return ProducerIdAndEpoch(ErrorCode.none, record.producer_id, 0)
+            if producer_id != NO_PRODUCER:
+                error = check_fencing(record, producer_id, epoch, fenced_code=fenced_code)
+                if error != ErrorCode.none:
+                    return ProducerIdAndEpoch(error)
+            if record.state == states.ONGOING and not await review_open(
+                record, NEW_INSTANCE_REASON
+            ):
+                return ProducerIdAndEpoch(ErrorCode.concurrent_transactions)
+            await self.new_epoch(record)
+            record.state = states.EMPTY
+            record.timeout_ms = timeout_ms
+            await self.persist(record)
+            return ProducerIdAndEpoch(ErrorCode.none, record.producer_id, record.producer_epoch)
+
+    async def _init_idempotent(self, producer_id: int, epoch: int) -> ProducerIdAndEpoch:
+        if producer_id != NO_PRODUCER and 0 <= epoch < MAX_EPOCH - 1:
+            return ProducerIdAndEpoch(ErrorCode.none, producer_id, epoch + 1)
+        new_id = await asyncio.to_thread(self._metadata.allocate_producer_id)
+        return ProducerIdAndEpoch(ErrorCode.none, new_id, 0)
+
+    async def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Sequence[TopicPartition],
+        writable: Callable[[TopicPartition], bool],
+        *,
+        fenced_code: bool,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn (handleAddPartitionsToTransaction): each partition's error,
+        in request order. A fencing or state error applies to every partition. A partition
+        ``writable`` refuses is UNKNOWN_TOPIC_OR_PARTITION and the others
+        OPERATION_NOT_ATTEMPTED: nothing is added. Otherwise the transaction is Ongoing
+        with the partitions added (even when none were asked for)."""
+        async with self.lock(transactional_id):
+            record = self._writable_record(transactional_id, producer_id, epoch, fenced_code)
+            if isinstance(record, ErrorCode):
+                return dict.fromkeys(partitions, record)
+            unknown = {tp for tp in partitions if not writable(tp)}
+            if unknown:
+                return {
+                    tp: ErrorCode.unknown_topic_or_partition
+                    if tp in unknown
+                    else ErrorCode.operation_not_attempted
+                    for tp in partitions
+                }
+            await self._begin(record, partitions)
+            return dict.fromkeys(partitions, ErrorCode.none)
+
+    async def add_offsets(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        group_id: str,
+        *,
+        fenced_code: bool,
+    ) -> ErrorCode:
+        """AddOffsetsToTxn: the group's offsets may be sent with the transaction
+        (TxnOffsetCommit), which is then Ongoing. Kafka adds the group's
+        __consumer_offsets partition; here the group's name is recorded."""
+        async with self.lock(transactional_id):
+            record = self._writable_record(transactional_id, producer_id, epoch, fenced_code)
+            if isinstance(record, ErrorCode):
+                return record
+            if group_id not in record.groups:
+                record.groups.append(group_id)
+            await self._begin(record, [])
+            return ErrorCode.none
+
+    async def commit_offsets(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        group_id: str,
+        offsets: Sequence[TransactionalOffset],
+        *,
+        fenced_code: bool,
+    ) -> ErrorCode:
+        """TxnOffsetCommit (GroupCoordinator.handleTxnCommitOffsets in Kafka): holds the
+        offsets in the transaction's record, durable, until it ends; they become the
+        group's committed offsets on commit (``on_complete``). INVALID_TXN_STATE unless the
+        transaction is Ongoing and AddOffsetsToTxn added the group."""
+        async with self.lock(transactional_id):
+            record = self._unfenced_record(transactional_id, producer_id, epoch, fenced_code)
+            if isinstance(record, ErrorCode):
+                return record
+            if group_id not in record.groups or record.state != states.ONGOING:
+                return ErrorCode.invalid_txn_state
+            for offset in offsets:
+                tp = offset.topic_partition
+                record.pending_offsets.append([group_id, tp.topic, tp.partition, offset.offset,
+                                               offset.leader_epoch, offset.metadata])  # fmt: skip
+            await self.persist(record)
+            return ErrorCode.none
+
+    async def end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        *,
+        fenced_code: bool,
+    ) -> ErrorCode:
+        """EndTxn (handleEndTransaction), the producer's second confirmation: markers are
+        written to every partition of the transaction and durable before it returns. A
+        retry of a completed EndTxn with the same outcome, or the end of a transaction
+        that wrote nothing, succeeds; CONCURRENT_TRANSACTIONS while one is being
+        completed; INVALID_TXN_STATE for the opposite outcome of a completed one. An
+        instance fenced by a newer epoch (a newer producer, or a review that already
+        decided) cannot change the outcome."""
+        async with self.lock(transactional_id):
+            record = self._unfenced_record(transactional_id, producer_id, epoch, fenced_code)
+            if isinstance(record, ErrorCode):
+                return record
+            if record.state == states.ONGOING:
+                await self.end(record, commit)
+                return ErrorCode.none
+            done = states.COMPLETE_COMMIT if commit else states.COMPLETE_ABORT
+            if record.state in (done, states.EMPTY):
+                return ErrorCode.none
+            if record.state in states.PREPARING:
+                return ErrorCode.concurrent_transactions
+            return ErrorCode.invalid_txn_state
+
+    def describe(self, transactional_id: str) -> TransactionDescription | None:
+        """DescribeTransactions (handleDescribeTransactions): None for an unknown id."""
+        record = self.records.get(transactional_id)
+        return None if record is None else TransactionDescription.of(record)
+
+    def list_transactions(
+        self, wanted_states: Collection[str], producer_ids: Collection[int]
+    ) -> list[TransactionDescription]:
+        """ListTransactions (handleListTransactions): every transactional id in one of
+        ``wanted_states`` with one of ``producer_ids`` (an empty filter passes all)."""
+        return [
+            TransactionDescription.of(record)
+            for record in self.records.values()
+            if (not wanted_states or record.state in wanted_states)
+            and (not producer_ids or record.producer_id in producer_ids)
+        ]
+
+    def _unfenced_record(
+        self, transactional_id: str, producer_id: int, epoch: int, fenced_code: bool
+    ) -> TransactionRecord | ErrorCode:
+        """The record (``producer_id``, ``epoch``) may act for, or the fencing error."""
+        record = self.records.get(transactional_id)
+        error = check_fencing(record, producer_id, epoch, fenced_code=fenced_code)
+        return record if error == ErrorCode.none and record is not None else error
+
+    def _writable_record(
+        self, transactional_id: str, producer_id: int, epoch: int, fenced_code: bool
+    ) -> TransactionRecord | ErrorCode:
+        """The record a request may add to, or its error: fencing, or
+        CONCURRENT_TRANSACTIONS while the transaction's markers are being written."""
+        record = self._unfenced_record(transactional_id, producer_id, epoch, fenced_code)
+        if isinstance(record, TransactionRecord) and record.state in states.PREPARING:
+            return ErrorCode.concurrent_transactions
+        return record
+
+    async def _begin(self, record: TransactionRecord, partitions: Sequence[TopicPartition]) -> None:
+        """Moves the transaction to Ongoing (its review clock starting when it was not) and
+        records the partitions it writes to."""
+        if record.state != states.ONGOING:
+            record.state = states.ONGOING
+            record.started_ms = self._clock()
+            record.next_review_ms = record.started_ms + record.timeout_ms
+            record.reviews = 0
+        wanted = [
+            (topic_partition.topic, topic_partition.partition) for topic_partition in partitions
+        ]
+        record.partitions = list(dict.fromkeys([*record.partitions, *wanted]))
+        await self.persist(record)
+
+    # Produce, fetch and the reviewer
+
+    def check_produce(
+        self, transactional_id: str | None, header: BatchHeader, topic_partition: TopicPartition
+    ) -> ErrorCode:
+        """Validates a transactional batch against its transaction (TV1 rules)."""
+        record = None if transactional_id is None else self.records.get(transactional_id)
+        return check_transactional_batch(record, header, topic_partition)
+
+    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of the group whose offsets an open transaction holds (TxnOffsetCommit)."""
+        return {
+            TopicPartition(topic, partition)
+            for record in self.records.values()
+            if record.state not in states.COMPLETED
+            for group, topic, partition, *_ in record.pending_offsets
+            if group == group_id
+        }
+
     def lock(self, transactional_id: str) -> asyncio.Lock:
+        """The lock every change to the transactional id's record is made under."""
         return self._locks[transactional_id]
 
+    async def persist(self, record: TransactionRecord) -> None:
+        """Stores the record (durable in LMDB) as the id's current state; caller holds
+        its lock."""
+        record.updated_ms = self._clock()
+        self.records[record.transactional_id] = record
+        await asyncio.to_thread(self._store.put, record)
+
+    async def new_epoch(self, record: TransactionRecord) -> None:
+        """Fences every older instance: the epoch goes up (a new id once it would
+        overflow). Caller holds the record's lock and persists it."""
+        if record.producer_epoch + 1 >= MAX_EPOCH - 1:
+            record.producer_id = await asyncio.to_thread(self._metadata.allocate_producer_id)
+            record.producer_epoch = 0
+        else:
+            record.producer_epoch += 1
+
+    async def end(self, record: TransactionRecord, commit: bool) -> None:
+        """Prepare, write markers everywhere, complete: the second confirmation. Caller
+        holds the record's lock; raises ValueError unless the state may end."""
+        target = states.PREPARE_COMMIT if commit else states.PREPARE_ABORT
+        if not states.can_move(record.state, target):
+            raise ValueError(f"{record.transactional_id}: cannot end from {record.state}")
+        record.state = target
+        await self.persist(record)
+        await self._complete(record, commit)
+
+    async def _complete(self, record: TransactionRecord, commit: bool) -> None:
+        await write_markers(
+            record, commit, self._partition_log, self.partition, self._store, self._clock
+        )
+        for callback in self.on_complete:
+            result = callback(record, commit)
+            if asyncio.iscoroutine(result):
+                await result
+        record.state = states.COMPLETE_COMMIT if commit else states.COMPLETE_ABORT
+        record.partitions = []
+        record.groups = []
+        record.pending_offsets = []  # applied on commit by on_complete, dropped on abort
+        record.reviews = 0
+        record.next_review_ms = -1
+        await self.persist(record)
+        log.info("transaction %s %s", record.transactional_id, "committed" if commit else "aborted")
+
+    # Partition states, start-up and expiry
+
     def partition(self, topic_partition: TopicPartition) -> PartitionTransactions:
+        """The partition's open and aborted transactions (created on first use)."""
         state = self.partitions.get(topic_partition)
         if state is None:
             state = PartitionTransactions(aborted=self._store.aborted(topic_partition))
             self.partitions[topic_partition] = state
         return state
+
+    def open_transaction_offset(self, topic_partition: TopicPartition, producer_id: int) -> int:
+        """The first offset of the producer's open transaction on the partition, or -1
+        (DescribeProducers' current_txn_start_offset)."""
+        open_transaction = self.partition(topic_partition).open.get(producer_id)
+        return -1 if open_transaction is None else open_transaction.first_offset
 
     def forget_below(self, topic_partition: TopicPartition, log_start: int) -> None:
         """Drops the aborted transactions retention or DeleteRecords left without records
@@ -96,168 +390,6 @@ class TransactionCoordinator:
             if record.state in states.PREPARING:
                 async with self.lock(record.transactional_id):
                     await self._complete(record, record.state == states.PREPARE_COMMIT)
-
-    async def persist(self, record: TransactionRecord) -> None:
-        record.updated_ms = self._clock()
-        self.records[record.transactional_id] = record
-        await asyncio.to_thread(self._store.put, record)
-
-    def check_fencing(
-        self,
-        record: TransactionRecord | None,
-        producer_id: int,
-        epoch: int,
-        fenced_code: bool = True,
-    ) -> ErrorCode:
-        """The error for a request from (producer_id, epoch), or none.
-
-        ``fenced_code`` False: the request version predates PRODUCER_FENCED (KIP-588), so
-        an older epoch is answered INVALID_PRODUCER_EPOCH, as Kafka does.
-        """
-        if record is None or record.producer_id != producer_id:
-            return ErrorCode.invalid_producer_id_mapping
-        if epoch < record.producer_epoch:
-            return ErrorCode.producer_fenced if fenced_code else ErrorCode.invalid_producer_epoch
-        if epoch > record.producer_epoch:
-            return ErrorCode.invalid_producer_epoch
-        return ErrorCode.none
-
-    def check_produce(
-        self, transactional_id: str | None, header: BatchHeader, topic_partition: TopicPartition
-    ) -> ErrorCode:
-        """Validates a transactional batch against its transaction (TV1 rules)."""
-        record = self.records.get(transactional_id or "")
-        if transactional_id is None or record is None or record.producer_id != header.producer_id:
-            return ErrorCode.invalid_producer_id_mapping
-        if header.producer_epoch < record.producer_epoch:
-            return ErrorCode.invalid_producer_epoch
-        if record.state != states.ONGOING or (
-            topic_partition.topic,
-            topic_partition.partition,
-        ) not in [tuple(partition) for partition in record.partitions]:
-            return ErrorCode.invalid_txn_state
-        return ErrorCode.none
-
-    def new_epoch(self, record: TransactionRecord) -> None:
-        """Fences every older instance: the epoch goes up (a new id once it would overflow)."""
-        if record.producer_epoch + 1 >= MAX_EPOCH - 1:
-            record.producer_id = self._metadata.allocate_producer_id()
-            record.producer_epoch = 0
-        else:
-            record.producer_epoch += 1
-
-    async def end(self, record: TransactionRecord, commit: bool) -> None:
-        """Prepare, write markers everywhere, complete: the second confirmation."""
-        if not states.can_move(
-            record.state, states.PREPARE_COMMIT if commit else states.PREPARE_ABORT
-        ):
-            raise ValueError(f"{record.transactional_id}: cannot end from {record.state}")
-        record.state = states.PREPARE_COMMIT if commit else states.PREPARE_ABORT
-        await self.persist(record)
-        await self._complete(record, commit)
-
-    async def _complete(self, record: TransactionRecord, commit: bool) -> None:
-        await self._write_markers(record, commit)
-        for callback in self.on_complete:
-            result = callback(record, commit)
-            if asyncio.iscoroutine(result):
-                await result
-        record.state = states.COMPLETE_COMMIT if commit else states.COMPLETE_ABORT
-        record.partitions = []
-        record.groups = []
-        record.pending_offsets = []  # applied on commit by on_complete, dropped on abort
-        record.reviews = 0
-        record.next_review_ms = -1
-        await self.persist(record)
-        log.info("transaction %s %s", record.transactional_id, "committed" if commit else "aborted")
-
-    async def _write_markers(self, record: TransactionRecord, commit: bool) -> None:
-        written: list[tuple[PartitionLog, int]] = []
-        for topic, index in record.partitions:
-            topic_partition = TopicPartition(topic, index)
-            partition_log = self._partition_log(topic_partition)
-            state = self.partition(topic_partition)
-            open_transaction = state.open.get(record.producer_id)
-            if partition_log is None or open_transaction is None:
-                continue  # no data written there, marker already written, or topic deleted
-            if not commit:
-                planned = AbortedTransaction(record.producer_id, open_transaction.first_offset,
-                                             partition_log.log_end_offset)  # fmt: skip
-                await asyncio.to_thread(self._store.add_aborted, topic_partition, planned)
-            batch = marker_batch(record.producer_id, record.producer_epoch, commit, self._clock())
-            header = read_header(batch)
-            base_offset = partition_log.append(batch, header)
-            if not commit:
-                state.record_abort(
-                    AbortedTransaction(
-                        record.producer_id, open_transaction.first_offset, base_offset
-                    )
-                )
-            state.on_append(header, base_offset)
-            written.append((partition_log, base_offset))
-        for partition_log, base_offset in written:
-            try:
-                await partition_log.wait_durable(base_offset)
-            except LogFailed:
-                log.exception("marker for %s not durable", record.transactional_id)
-                raise
-
-    async def init_producer(
-        self,
-        transactional_id: str,
-        timeout_ms: int,
-        producer_id: int,
-        epoch: int,
-        resolve_open: Callable[[TransactionRecord], Awaitable[bool]],
-        fenced_code: bool = True,
-    ) -> tuple[ErrorCode, int, int]:
-        """InitProducerId for a transactional id; ``resolve_open`` decides an open transaction."""
-        if not 0 < timeout_ms <= self.settings.max_timeout_ms:
-            return ErrorCode.invalid_transaction_timeout, NO_PRODUCER, -1
-        async with self.lock(transactional_id):
-            record = self.records.get(transactional_id)
-            if record is None:
-                new_id = await asyncio.to_thread(self._metadata.allocate_producer_id)
-                record = TransactionRecord(transactional_id, new_id, 0, timeout_ms, states.EMPTY)
-                await self.persist(record)
-                return ErrorCode.none, record.producer_id, record.producer_epoch
-            if producer_id != NO_PRODUCER:
-                error = self.check_fencing(record, producer_id, epoch, fenced_code)
-                if error != ErrorCode.none:
-                    return error, NO_PRODUCER, -1
-            # An open transaction is decided by review first; undecided: the client retries.
-            if record.state == states.ONGOING and not await resolve_open(record):
-                return ErrorCode.concurrent_transactions, NO_PRODUCER, -1
-            self.new_epoch(record)
-            record.state = states.EMPTY
-            record.timeout_ms = timeout_ms
-            await self.persist(record)
-            return ErrorCode.none, record.producer_id, record.producer_epoch
-
-    async def add_partitions(
-        self, record: TransactionRecord, partitions: list[TopicPartition]
-    ) -> None:
-        """Moves the transaction to Ongoing and records the partitions it writes to."""
-        if record.state != states.ONGOING:
-            record.state = states.ONGOING
-            record.started_ms = self._clock()
-            record.next_review_ms = record.started_ms + record.timeout_ms
-            record.reviews = 0
-        known = {tuple(partition) for partition in record.partitions}
-        for topic_partition in partitions:
-            if (topic_partition.topic, topic_partition.partition) not in known:
-                record.partitions.append((topic_partition.topic, topic_partition.partition))
-        await self.persist(record)
-
-    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
-        """Partitions of the group whose offsets an open transaction holds (TxnOffsetCommit)."""
-        return {
-            TopicPartition(topic, partition)
-            for record in self.records.values()
-            if record.state not in states.COMPLETED
-            for group, topic, partition, *_ in record.pending_offsets
-            if group == group_id
-        }
 
     async def expire_idle(self) -> int:
         """Forgets transactional ids idle (and not open) longer than the expiration."""

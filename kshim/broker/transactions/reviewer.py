@@ -88,7 +88,7 @@ class TransactionReviewer:
                       record.transactional_id, record.reviews)  # fmt: skip
             decision = ABORT
         log.info("review of %s (%s): %s", record.transactional_id, reason, decision)
-        self._coordinator.new_epoch(record)
+        await self._coordinator.new_epoch(record)
         await self._coordinator.end(record, decision == COMMIT)
         return True
 

@@ -1,0 +1,185 @@
+"""A transaction coordinator built as kshim/broker/broker.py builds it, without a broker.
+
+LMDB metadata in a temporary directory; partition logs from the in-memory log store
+(kshim/storage/memory_log.py), looked up as the broker looks them up. ``restart`` builds a
+new coordinator on the same metadata and logs, as a broker restart does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from kshim.broker.transactions.answers import ProducerIdAndEpoch
+from kshim.broker.transactions.coordinator import TransactionCoordinator, TransactionSettings
+from kshim.broker.transactions.markers import marker_type
+from kshim.protocol.errors import ErrorCode
+from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK, iter_batches, read_header
+from kshim.protocol.records import BatchSpec, Record, build_batch, decode_records
+from kshim.storage.interface import LogConfig, TopicPartition, chunk_bytes
+from kshim.storage.memory_log import MemoryLogStore, MemoryPartitionLog
+from kshim.storage.metadata import MetadataStore
+from kshim.storage.transaction_store import TransactionRecord
+
+START_MS = 1_000_000
+TIMEOUT_MS = 60_000
+TRANSACTIONAL_ID = "txn"
+GROUP = "group"
+FIRST = TopicPartition("t", 0)
+SECOND = TopicPartition("t", 1)
+UNKNOWN_PARTITION = TopicPartition("missing", 0)
+PARTITIONS = (FIRST, SECOND)
+NO_PRODUCER = -1
+NO_EPOCH = -1
+
+
+class FakeClock:
+    def __init__(self, now_ms: int = START_MS) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+async def never_decided(_record: TransactionRecord, _reason: str) -> bool:
+    """A review that cannot decide (the hook keeps answering unknown)."""
+    return False
+
+
+class Transactions:
+    """The coordinator under test, its logs and what its completion callback saw."""
+
+    def __init__(self, directory: Path, clock: FakeClock, settings: TransactionSettings) -> None:
+        self.clock = clock
+        self.settings = settings
+        self.metadata = MetadataStore(str(directory / "meta"))
+        self.logs = MemoryLogStore(clock)
+        self.completed: list[tuple[bool, list[list[object]]]] = []
+        # Logs whose writes fail (closed ones refuse appends, as a failed disk log does).
+        self.failed: dict[TopicPartition, MemoryPartitionLog] = {}
+        self.coordinator = self._coordinator()
+
+    def _coordinator(self) -> TransactionCoordinator:
+        coordinator = TransactionCoordinator(
+            self.metadata, self._partition_log, self.clock, self.settings
+        )
+        coordinator.on_complete.append(self._on_complete)
+        return coordinator
+
+    def _partition_log(self, topic_partition: TopicPartition) -> MemoryPartitionLog | None:
+        return self.failed.get(topic_partition) or self.logs.get(topic_partition)
+
+    def _on_complete(self, record: TransactionRecord, committed: bool) -> None:
+        self.completed.append((committed, [list(entry) for entry in record.pending_offsets]))
+
+    async def open_logs(self) -> None:
+        """Opens (or, after a restart, recovers) every partition's log."""
+        for topic_partition in PARTITIONS:
+            replay = self.coordinator.recovery_callback(topic_partition)
+            await self.logs.open(topic_partition, LogConfig(), 0, replay)
+
+    async def fail_writes(self, topic_partition: TopicPartition) -> None:
+        """Every later append to the partition raises LogFailed, until a restart."""
+        log = self.log(topic_partition)
+        await log.close()
+        self.failed[topic_partition] = log
+
+    async def restart(self) -> None:
+        """A new coordinator on the same metadata and logs, loaded as a broker starts."""
+        self.failed.clear()
+        self.coordinator = self._coordinator()
+        await self.open_logs()
+        await self.coordinator.load()
+
+    async def close(self) -> None:
+        await self.logs.close()
+        self.metadata.close()
+
+    def log(self, topic_partition: TopicPartition) -> MemoryPartitionLog:
+        log = self.logs.get(topic_partition)
+        assert log is not None
+        return log
+
+    def writable(self, topic_partition: TopicPartition) -> bool:
+        return self.logs.get(topic_partition) is not None
+
+    def record(self) -> TransactionRecord:
+        return self.coordinator.records[TRANSACTIONAL_ID]
+
+    async def init(
+        self,
+        producer: ProducerIdAndEpoch | None = None,
+        review: Callable[[TransactionRecord, str], Awaitable[bool]] = never_decided,
+    ) -> ProducerIdAndEpoch:
+        """InitProducerId for TRANSACTIONAL_ID, as the producer ``producer`` (KIP-360)
+        or as a new instance."""
+        producer_id = NO_PRODUCER if producer is None else producer.producer_id
+        epoch = NO_EPOCH if producer is None else producer.producer_epoch
+        return await self.coordinator.init_producer(
+            TRANSACTIONAL_ID, TIMEOUT_MS, producer_id, epoch, review, fenced_code=True
+        )
+
+    async def add(
+        self, producer: ProducerIdAndEpoch, *partitions: TopicPartition
+    ) -> dict[TopicPartition, ErrorCode]:
+        return await self.coordinator.add_partitions(
+            TRANSACTIONAL_ID,
+            producer.producer_id,
+            producer.producer_epoch,
+            list(partitions),
+            self.writable,
+            fenced_code=True,
+        )
+
+    async def end(self, producer: ProducerIdAndEpoch, commit: bool) -> ErrorCode:
+        return await self.coordinator.end_transaction(
+            TRANSACTIONAL_ID, producer.producer_id, producer.producer_epoch, commit,
+            fenced_code=True,
+        )  # fmt: skip
+
+    async def produce(self, producer: ProducerIdAndEpoch, topic_partition: TopicPartition) -> int:
+        """Appends a transactional batch as Produce does (checked, then tracked); returns
+        its base offset once durable."""
+        spec = BatchSpec(
+            attributes=TRANSACTIONAL_FLAG_MASK,
+            producer_id=producer.producer_id,
+            producer_epoch=producer.producer_epoch,
+            base_sequence=0,
+        )
+        batch = bytearray(build_batch([Record(0, self.clock(), b"key", b"value")], spec))
+        header = read_header(batch)
+        code = self.coordinator.check_produce(TRANSACTIONAL_ID, header, topic_partition)
+        assert code == ErrorCode.none
+        log = self.log(topic_partition)
+        offset = log.append(batch, header)
+        self.coordinator.partition(topic_partition).on_append(header, offset)
+        await log.wait_durable(offset)
+        return offset
+
+    async def begin(self, *partitions: TopicPartition) -> ProducerIdAndEpoch:
+        """A new producer instance with an open transaction holding one batch on each of
+        ``partitions``."""
+        producer = await self.init()
+        assert producer.error == ErrorCode.none
+        assert set((await self.add(producer, *partitions)).values()) <= {ErrorCode.none}
+        for topic_partition in partitions:
+            await self.produce(producer, topic_partition)
+        return producer
+
+    async def markers(self, topic_partition: TopicPartition) -> list[tuple[int, int]]:
+        """(offset, COMMIT or ABORT) of every marker in the partition's log."""
+        log = self.log(topic_partition)
+        found = []
+        position = log.log_start_offset
+        while position < log.high_watermark:
+            result = await log.read(position, 1 << 20)
+            for chunk in result.chunks:
+                data = chunk_bytes(chunk)
+                for start, header in iter_batches(data):
+                    if header.is_control:
+                        _, records = decode_records(data[start : start + header.size])
+                        kind = marker_type(records[0].key)
+                        assert kind is not None
+                        found.append((header.base_offset, kind))
+            position = result.end_offset
+        return found
