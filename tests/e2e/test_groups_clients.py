@@ -1,15 +1,17 @@
 """Consumer groups with each Python client (kafka-python, aiokafka, confluent-kafka).
 
-The clients reach kshim on their own protocol versions (research notes §1.3(d):
-JoinGroup v7/v5/v5, SyncGroup v5/v3/v3, OffsetCommit v8/v3/v9, OffsetFetch
-v8/v3/v9) and with their own assignors (range for kafka-python and librdkafka,
-roundrobin for aiokafka). Scenarios:
+The clients reach kshim on their own protocol versions (JoinGroup v7/v5/v5,
+SyncGroup v5/v3/v3, OffsetCommit v8/v3/v9, OffsetFetch v8/v3/v9) and with
+their own assignors (range for kafka-python and librdkafka, roundrobin for
+aiokafka). Scenarios:
 
 - one member consumes, commits, is restarted, and resumes right after its commit;
 - two members split a 2-partition topic; a third joins mid-stream, the group
   rebalances, and with commits on revoke no record is consumed twice;
 - a member killed with SIGKILL stops heartbeating, is expired after the
   session timeout (6 s), and the survivor gets its partition.
+
+A group reading a full-data view ``T.full`` is in test_groups_full_view.py.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""Committed offsets: durable layout, commit fencing, retention, DeleteGroups and OffsetDelete."""
+"""Committed offsets: durable layout, OffsetCommit and OffsetFetch rules, retention,
+DeleteGroups, OffsetDelete, and the views behind ListGroups and DescribeGroups."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kshim.broker.groups import admin
+from kshim.broker.groups import admin, offset_commits
 from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.group_states import GroupState
 from kshim.broker.groups.settings import MINUTE_MS, GroupSettings
@@ -93,11 +94,11 @@ async def test_commit_fencing_follows_kafka(
     clock: FakeClock, coordinator: GroupCoordinator
 ) -> None:
     def check(generation: int, member: str, instance: str | None = None) -> ErrorCode:
-        return admin.check_commit(coordinator, GROUP, generation, member, instance)
+        return offset_commits.check_commit(coordinator, GROUP, generation, member, instance)
 
     assert check(-1, "") == ErrorCode.none  # standalone consumer, no group yet
     assert check(1, "ghost") == ErrorCode.illegal_generation
-    assert admin.check_commit(coordinator, "", -1, "", None) == ErrorCode.invalid_group_id
+    assert offset_commits.check_commit(coordinator, "", -1, "", None) == ErrorCode.invalid_group_id
     joined = await stable_member(coordinator)
     member = joined.member_id
     assert check(1, member) == ErrorCode.none
@@ -119,10 +120,13 @@ async def test_static_member_commit_with_a_stale_id_is_fenced(
     old = await stable_member(coordinator, instance_id="node-1")
     new = await coordinator.join(join_request(instance_id="node-1"))
     assert new.generation_id == 1
-    assert admin.check_commit(coordinator, GROUP, 1, old.member_id, "node-1") == (
+    assert offset_commits.check_commit(coordinator, GROUP, 1, old.member_id, "node-1") == (
         ErrorCode.fenced_instance_id
     )
-    assert admin.check_commit(coordinator, GROUP, 1, new.member_id, "node-1") == ErrorCode.none
+    assert (
+        offset_commits.check_commit(coordinator, GROUP, 1, new.member_id, "node-1")
+        == ErrorCode.none
+    )
 
 
 async def test_offsets_of_an_empty_group_expire_after_retention(
@@ -176,6 +180,10 @@ async def test_deleting_a_topic_drops_its_offsets_at_once(coordinator: GroupCoor
     assert await admin.drop_topic_offsets(coordinator, "t") == 3
     assert set(coordinator.offsets.committed("g")) == {OTHER}
     assert "g2" not in coordinator.offsets.group_ids()
+    view = TopicPartition("other.full", 0)
+    await coordinator.offsets.commit("g", {view: offset(5), TopicPartition("kept", 0): offset(6)})
+    assert await admin.drop_topic_offsets(coordinator, "other", "other.full") == 2
+    assert set(coordinator.offsets.committed("g")) == {TopicPartition("kept", 0)}
 
 
 async def test_delete_groups_rules(coordinator: GroupCoordinator) -> None:
@@ -195,18 +203,18 @@ async def test_delete_groups_rules(coordinator: GroupCoordinator) -> None:
 async def test_offset_delete_refuses_subscribed_topics(coordinator: GroupCoordinator) -> None:
     await stable_member(coordinator, protocols=[("range", subscription("t"))])
     await coordinator.offsets.commit(GROUP, {TP0: offset(1), OTHER: offset(2)})
-    group_error, errors = await admin.delete_offsets(coordinator, GROUP, [TP0, OTHER])
+    group_error, errors = await offset_commits.delete_offsets(coordinator, GROUP, [TP0, OTHER])
     assert group_error == ErrorCode.none
     assert errors == {TP0: ErrorCode.group_subscribed_to_topic, OTHER: ErrorCode.none}
     assert set(coordinator.offsets.committed(GROUP)) == {TP0}
-    missing, _ = await admin.delete_offsets(coordinator, "nothing", [TP0])
+    missing, _ = await offset_commits.delete_offsets(coordinator, "nothing", [TP0])
     assert missing == ErrorCode.group_id_not_found
 
 
 async def test_offset_delete_needs_readable_subscriptions(coordinator: GroupCoordinator) -> None:
     await stable_member(coordinator, protocol_type="connect", protocols=[("default", b"?")])
     await coordinator.offsets.commit(GROUP, {TP0: offset(1)})
-    group_error, _ = await admin.delete_offsets(coordinator, GROUP, [TP0])
+    group_error, _ = await offset_commits.delete_offsets(coordinator, GROUP, [TP0])
     assert group_error == ErrorCode.non_empty_group
 
 
@@ -234,3 +242,82 @@ async def test_describe_hides_protocol_while_rebalancing(coordinator: GroupCoord
     assert described.state is GroupState.PREPARING_REBALANCE
     assert described.protocol_name == ""
     newcomer.cancel()
+
+
+def commit_request(
+    offsets: dict[TopicPartition, offset_commits.PartitionCommit],
+    *,
+    generation: int = -1,
+    member: str = "",
+    retention_ms: int = offset_commits.DEFAULT_RETENTION,
+) -> offset_commits.CommitRequest:
+    return offset_commits.CommitRequest(GROUP, generation, member, None, retention_ms, offsets)
+
+
+async def test_commit_stores_what_may_be_committed(
+    clock: FakeClock, coordinator: GroupCoordinator
+) -> None:
+    settings = coordinator.settings
+    fits = offset_commits.PartitionCommit(5, 2, "m" * settings.max_metadata_bytes)
+    too_long = offset_commits.PartitionCommit(6, 2, "é" * settings.max_metadata_bytes)
+    errors = await offset_commits.commit_offsets(
+        coordinator, commit_request({TP0: fits, TP1: too_long}, retention_ms=500)
+    )
+    assert errors == {TP0: ErrorCode.none, TP1: ErrorCode.offset_metadata_too_large}
+    assert coordinator.offsets.committed(GROUP) == {
+        TP0: CommittedOffset(5, 2, fits.metadata, clock(), expire_timestamp=clock() + 500)
+    }
+    fenced = await offset_commits.commit_offsets(
+        coordinator, commit_request({TP0: fits, TP1: fits}, generation=3, member="ghost")
+    )
+    assert fenced == {TP0: ErrorCode.illegal_generation, TP1: ErrorCode.illegal_generation}
+    assert set(coordinator.offsets.committed(GROUP)) == {TP0}
+
+
+async def test_fetch_answers_each_partition_or_everything_committed(
+    coordinator: GroupCoordinator,
+) -> None:
+    await coordinator.offsets.commit(GROUP, {TP1: offset(7), OTHER: offset(2)})
+    error, fetched = offset_commits.fetch_offsets(coordinator, GROUP, [TP1, TP0], {TP1})
+    assert error == ErrorCode.none
+    assert [(f.topic_partition, f.committed, f.error) for f in fetched] == [
+        (TP1, offset(7), ErrorCode.unstable_offset_commit),  # an open transaction holds it
+        (TP0, offset_commits.NOTHING_COMMITTED, ErrorCode.none),
+    ]
+    _, everything = offset_commits.fetch_offsets(coordinator, GROUP, None)
+    assert [f.topic_partition for f in everything] == [OTHER, TP1]
+    assert offset_commits.fetch_offsets(coordinator, "", None) == (ErrorCode.invalid_group_id, [])
+
+
+async def test_list_filters_by_state_and_type(coordinator: GroupCoordinator) -> None:
+    await stable_member(coordinator)
+    await coordinator.offsets.commit("restarted", {TP0: offset(1)})
+    assert [o.group_id for o in admin.list_groups(coordinator, states=["EMPTY"])] == ["restarted"]
+    assert [o.group_id for o in admin.list_groups(coordinator, states=["stable", "empty"])] == [
+        GROUP,
+        "restarted",
+    ]
+    assert len(admin.list_groups(coordinator, types=["Classic"])) == 2
+    assert admin.list_groups(coordinator, types=["consumer"]) == []
+
+
+async def test_describe_shows_metadata_and_assignment_only_when_stable(
+    coordinator: GroupCoordinator,
+) -> None:
+    joined = await stable_member(coordinator, data=b"mine")
+    (member,) = admin.describe_group(coordinator, GROUP).members
+    assert (member.member_id, member.metadata, member.assignment) == (
+        joined.member_id,
+        subscription("t"),
+        b"mine",
+    )
+    newcomer = await start(coordinator.join(join_request(two_step=False)))
+    rebalancing = admin.describe_group(coordinator, GROUP)
+    assert {(m.metadata, m.assignment) for m in rebalancing.members} == {(b"", b"")}
+    newcomer.cancel()
+    invalid = admin.describe_group(coordinator, "")
+    assert (invalid.error, invalid.state, invalid.state_name) == (
+        ErrorCode.invalid_group_id,
+        None,
+        "",
+    )

@@ -92,12 +92,20 @@ async def test_broker_status_reads_offsets_assignments_and_members(broker: Broke
     )
     await coordinator.offsets.commit("live", {T0: CommittedOffset(0, -1, "", 0)})
     await coordinator.offsets.commit("idle", {T1: CommittedOffset(0, -1, "", 0)})
+    # A full-data view's partition has a log end too; a topic that is gone has none.
+    view, gone = TopicPartition("orders.full", 0), TopicPartition("gone", 0)
+    await coordinator.offsets.commit("viewer", {view: CommittedOffset(0, -1, "", 0)})
+    await coordinator.offsets.commit("viewer", {gone: CommittedOffset(0, -1, "", 0)})
 
-    rows = broker_status(broker)
+    rows = await broker_status(broker)
 
-    assert [(r.group_id, r.partition, r.committed, r.log_end, r.members) for r in rows] == [
-        ("idle", 1, 0, 0, 0),
-        ("live", 0, 0, 0, 1),
-        ("live", 1, None, 0, 1),
+    assert [
+        (r.group_id, r.topic, r.partition, r.committed, r.log_end, r.members) for r in rows
+    ] == [
+        ("idle", "orders", 1, 0, 0, 0),
+        ("live", "orders", 0, 0, 0, 1),
+        ("live", "orders", 1, None, 0, 1),
+        ("viewer", "gone", 0, 0, None, 0),
+        ("viewer", "orders.full", 0, 0, 0, 0),
     ]
-    assert [r.group_id for r in broker_status(broker, "idle")] == ["idle"]
+    assert [r.group_id for r in await broker_status(broker, "idle")] == ["idle"]

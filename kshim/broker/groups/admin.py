@@ -1,19 +1,19 @@
-"""Group administration and offset rules over the coordinator's state.
+"""Group administration over the coordinator's state, and offset retention.
 
-OffsetCommit fencing (Kafka's GroupCoordinator.handleCommitOffsets), the
-views behind ListGroups and DescribeGroups, DeleteGroups, OffsetDelete, and
-the retention pass that expires offsets of empty groups. A group known only
-from committed offsets (a standalone consumer, or any group after a broker
-restart, since membership is not persisted) is reported as Empty.
+The views behind ListGroups and DescribeGroups (Kafka's GroupCoordinator
+handleListGroups and handleDescribeGroup, with GroupMetadata.summary),
+DeleteGroups, and the retention pass that expires offsets of empty groups and
+of topics that are gone. A group known only from committed offsets (a
+standalone consumer, or any group after a broker restart, since membership is
+not persisted) is reported as Empty.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from kshim.broker.groups.coordinator import GroupCoordinator, valid_group_id
-from kshim.broker.groups.group import Group
 from kshim.broker.groups.group_states import GroupState
 from kshim.broker.groups.member import Member
 from kshim.protocol.errors import ErrorCode
@@ -21,41 +21,7 @@ from kshim.storage.interface import TopicPartition
 
 # Kafka's GroupType for classic groups (ListGroups v5 types filter, KIP-848).
 CLASSIC_GROUP_TYPE = "classic"
-
-
-def check_commit(
-    coordinator: GroupCoordinator,
-    group_id: str,
-    generation_id: int,
-    member_id: str,
-    group_instance_id: str | None,
-) -> ErrorCode:
-    """Whether this member may commit offsets for the group now.
-
-    Generation -1 with no member is a standalone commit, allowed while the
-    group has no members. Commits are allowed in PreparingRebalance, so
-    members can commit what they consumed when their partitions are revoked.
-    """
-    if not valid_group_id(group_id):
-        return ErrorCode.invalid_group_id
-    group = coordinator.groups.get(group_id)
-    if group is None:
-        return ErrorCode.none if generation_id < 0 else ErrorCode.illegal_generation
-    if group.state is GroupState.DEAD:
-        return ErrorCode.coordinator_not_available
-    instance_error = group.check_member(member_id, group_instance_id)
-    if instance_error is ErrorCode.fenced_instance_id:
-        return instance_error
-    if generation_id < 0 and group.state is GroupState.EMPTY:
-        return ErrorCode.none
-    if group.state is GroupState.COMPLETING_REBALANCE:
-        return ErrorCode.rebalance_in_progress
-    if instance_error is not None:
-        return instance_error
-    if generation_id != group.generation_id:
-        return ErrorCode.illegal_generation
-    group.members[member_id].last_activity_ms = coordinator.clock()
-    return ErrorCode.none
+NO_STATE = ""  # Kafka's GroupCoordinator.NoState: the state of a group that was not described
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,19 +29,57 @@ class GroupOverview:
     group_id: str
     state: GroupState
     protocol_type: str
+    group_type: str = CLASSIC_GROUP_TYPE  # every kshim group is a classic one
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSummary:
+    """A member as DescribeGroups shows it; metadata and assignment only in a Stable group."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class GroupDescription:
     group_id: str
-    state: GroupState
+    error: ErrorCode
+    state: GroupState | None  # None when the group could not be described (``error``)
     protocol_type: str
-    protocol_name: str
-    members: tuple[Member, ...]
+    protocol_name: str  # "" unless Stable
+    members: tuple[MemberSummary, ...]
+
+    @property
+    def state_name(self) -> str:
+        """The state as Kafka names it, or NO_STATE."""
+        return NO_STATE if self.state is None else self.state.value
 
 
-def list_groups(coordinator: GroupCoordinator) -> list[GroupOverview]:
-    """Every live group, and every group that only has committed offsets."""
+def list_groups(
+    coordinator: GroupCoordinator,
+    states: Collection[str] = (),
+    types: Collection[str] = (),
+) -> list[GroupOverview]:
+    """Every live group, and every group that only has committed offsets, by group id.
+
+    Non-empty ``states`` (ListGroups v4+, KIP-518) and ``types`` (v5+, KIP-848) keep
+    the groups whose state and type they name, compared case-insensitively.
+    """
+    if types and CLASSIC_GROUP_TYPE not in {group_type.lower() for group_type in types}:
+        return []
+    wanted_states = {state.lower() for state in states}
+    return [
+        overview
+        for overview in _all_groups(coordinator)
+        if not wanted_states or overview.state.value.lower() in wanted_states
+    ]
+
+
+def _all_groups(coordinator: GroupCoordinator) -> list[GroupOverview]:
     overviews = [
         GroupOverview(group.group_id, group.state, group.protocol_type or "")
         for group in coordinator.groups.values()
@@ -91,19 +95,35 @@ def list_groups(coordinator: GroupCoordinator) -> list[GroupOverview]:
 
 
 def describe_group(coordinator: GroupCoordinator, group_id: str) -> GroupDescription:
-    """The group as DescribeGroups shows it; an unknown group is Dead (as Kafka before v6)."""
+    """The group as DescribeGroups shows it: INVALID_GROUP_ID with no state for an invalid
+    id; an unknown group is Dead with no error (as Kafka before DescribeGroups v6)."""
+    if not valid_group_id(group_id):
+        return GroupDescription(group_id, ErrorCode.invalid_group_id, None, "", "", ())
     group = coordinator.groups.get(group_id)
     if group is None:
         known = group_id in coordinator.offsets.group_ids()
         state = GroupState.EMPTY if known else GroupState.DEAD
-        return GroupDescription(group_id, state, "", "", ())
+        return GroupDescription(group_id, ErrorCode.none, state, "", "", ())
     stable = group.state is GroupState.STABLE
+    protocol_name = (group.protocol_name or "") if stable else ""
     return GroupDescription(
         group_id,
+        ErrorCode.none,
         group.state,
         group.protocol_type or "",
-        (group.protocol_name or "") if stable else "",
-        tuple(group.members.values()),
+        protocol_name,
+        tuple(_summary(member, protocol_name, stable) for member in group.members.values()),
+    )
+
+
+def _summary(member: Member, protocol_name: str, stable: bool) -> MemberSummary:
+    return MemberSummary(
+        member.member_id,
+        member.group_instance_id,
+        member.client_id,
+        member.client_host,
+        member.metadata_for(protocol_name) if stable else b"",
+        member.assignment if stable else b"",
     )
 
 
@@ -123,44 +143,14 @@ async def delete_group(coordinator: GroupCoordinator, group_id: str) -> ErrorCod
     return ErrorCode.none
 
 
-async def delete_offsets(
-    coordinator: GroupCoordinator, group_id: str, partitions: Iterable[TopicPartition]
-) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-    """OffsetDelete: forgets offsets of topics the group does not subscribe to (KIP-496)."""
-    wanted = list(partitions)
-    group = coordinator.groups.get(group_id)
-    if not valid_group_id(group_id):
-        return ErrorCode.invalid_group_id, {}
-    if group is None and group_id not in coordinator.offsets.group_ids():
-        return ErrorCode.group_id_not_found, {}
-    subscribed = _subscribed_topics(group)
-    if subscribed is None:
-        return ErrorCode.non_empty_group, {}
-    errors = {
-        tp: ErrorCode.group_subscribed_to_topic if tp.topic in subscribed else ErrorCode.none
-        for tp in wanted
-    }
-    await coordinator.offsets.delete(
-        group_id, [tp for tp, error in errors.items() if error is ErrorCode.none]
-    )
-    return ErrorCode.none, errors
-
-
-def _subscribed_topics(group: Group | None) -> frozenset[str] | None:
-    """Topics the group's members subscribe to; None when it has members but they are unknown."""
-    if group is None or group.is_empty():
-        return frozenset()
-    return group.subscribed_topics()
-
-
 async def expire_offsets_once(
     coordinator: GroupCoordinator, topic_exists: Callable[[str], bool]
 ) -> int:
     """One retention pass; returns how many offsets were removed.
 
     Removes offsets of empty groups older than ``offsets.retention.minutes``
-    and offsets of topics that no longer exist, then forgets empty groups
-    that have no offsets left.
+    and offsets of topics for which ``topic_exists`` is false (a name consumers
+    can no longer read), then forgets empty groups that have no offsets left.
     """
     now = coordinator.clock()
     retention_ms = coordinator.settings.offsets_retention_ms
@@ -179,13 +169,15 @@ async def expire_offsets_once(
     return removed
 
 
-async def drop_topic_offsets(coordinator: GroupCoordinator, topic: str) -> int:
-    """Removes every group's offsets of ``topic`` as it is deleted, as Kafka does; the
-    retention pass would only catch them minutes later, after a topic recreated under
-    the name could already be read from the old positions. Returns how many."""
+async def drop_topic_offsets(coordinator: GroupCoordinator, *topics: str) -> int:
+    """Removes every group's offsets of ``topics`` as they are deleted (a topic, and its
+    full-data view if it had one), as Kafka does; the retention pass would only catch
+    them minutes later, after a topic recreated under the name could already be read
+    from the old positions. Returns how many."""
+    names = frozenset(topics)
     removed = 0
     for group_id in coordinator.offsets.group_ids():
-        doomed = coordinator.offsets.partitions_where(group_id, lambda tp: tp.topic == topic)
+        doomed = coordinator.offsets.partitions_where(group_id, lambda tp: tp.topic in names)
         await coordinator.offsets.delete(group_id, doomed)
         removed += len(doomed)
     return removed

@@ -60,8 +60,9 @@ def group_status(
     ]
 
 
-def broker_status(broker: Broker, group_id: str | None = None) -> list[PartitionStatus]:
-    """The status of one group, or of every group, from the broker's own state."""
+async def broker_status(broker: Broker, group_id: str | None = None) -> list[PartitionStatus]:
+    """The status of one group, or of every group, from the broker's own state (on the
+    event loop: a full-data view's log end is read through its partition)."""
     coordinator = broker.groups
     group_ids = [group_id] if group_id else [o.group_id for o in list_groups(coordinator)]
     rows: list[PartitionStatus] = []
@@ -71,17 +72,20 @@ def broker_status(broker: Broker, group_id: str | None = None) -> list[Partition
         owners = group.partition_owners() if group is not None else {}
         assigned = [TopicPartition(topic, partition) for topic, partition in owners]
         members = len(group.members) if group is not None else 0
-        log_ends = _log_ends(broker, set(committed) | set(assigned))
+        log_ends = await _log_ends(broker, set(committed) | set(assigned))
         rows += group_status(name, committed, log_ends, assigned, members)
     return rows
 
 
-def _log_ends(broker: Broker, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+async def _log_ends(
+    broker: Broker, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """The high watermark of each partition that exists (a topic's or a full-data view's)."""
     ends = {}
     for topic_partition in partitions:
-        log = broker.partition_log(topic_partition)
-        if log is not None:
-            ends[topic_partition] = log.high_watermark
+        partition = broker.resolver.readable_partition(topic_partition)
+        if partition is not None:
+            ends[topic_partition] = (await partition.offsets()).high_watermark
     return ends
 
 

@@ -1,13 +1,12 @@
 """The coordinator's background work: its timers, and the offset retention pass.
 
-Started by the server next to log retention; cancelling the task stops both.
+Started with the broker's other background jobs; cancelling the task stops both.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from kshim.broker.broker import Broker
 from kshim.broker.groups.admin import expire_offsets_once
@@ -22,18 +21,25 @@ async def run_group_coordinator(broker: Broker) -> None:
         tasks.create_task(_expire_offsets_forever(broker))
 
 
+async def expire_broker_offsets_once(broker: Broker) -> int:
+    """One offset retention pass over the broker's groups; returns how many offsets went.
+
+    Offsets stay while their name resolves to something consumers can read (a
+    topic, or a full-data view): those of a name that no longer does go, as well
+    as those of empty groups older than ``offsets.retention.minutes``.
+    """
+    resolver = broker.resolver
+    return await expire_offsets_once(broker.groups, lambda name: resolver.resolve(name) is not None)
+
+
 async def _expire_offsets_forever(broker: Broker) -> None:
     interval_s = broker.groups.settings.retention_check_interval_ms / 1000
     while True:
         await asyncio.sleep(interval_s)
         try:
-            removed = await expire_offsets_once(broker.groups, _topic_exists(broker))
+            removed = await expire_broker_offsets_once(broker)
         except Exception:
             log.exception("offset retention pass failed; retrying next interval")
             continue
         if removed:
             log.info("expired %d committed offsets", removed)
-
-
-def _topic_exists(broker: Broker) -> Callable[[str], bool]:
-    return lambda topic: broker.topic(topic) is not None

@@ -1,31 +1,58 @@
-"""FindCoordinator (key 10): this single broker coordinates every group and transaction."""
+"""FindCoordinator (key 10): this single broker coordinates every group and transaction.
+
+v0-3 ask for one key; v4+ for a batch of keys of one type (KIP-699), each answered on its
+own in ``coordinators``.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kshim.broker.context import RequestContext
 from kshim.protocol.errors import ErrorCode
+from kshim.protocol.messages.find_coordinator import (
+    Coordinator,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 
 GROUP_KEY_TYPE = 0
-KNOWN_KEY_TYPES = (GROUP_KEY_TYPE, 1)  # 1: transaction coordinator
+TRANSACTION_KEY_TYPE = 1
+KNOWN_KEY_TYPES = (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE)
 
 
-async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
+async def handle(
+    request: FindCoordinatorRequest, context: RequestContext
+) -> FindCoordinatorResponse:
+    found = _coordinator(request.key, request.key_type, context)
+    return FindCoordinatorResponse(
+        throttle_time_ms=0,
+        error_code=found.error_code,
+        error_message=found.error_message,
+        node_id=found.node_id,
+        host=found.host,
+        port=found.port,
+        coordinators=[
+            _coordinator(key, request.key_type, context) for key in request.coordinator_keys
+        ],
+    )
+
+
+def _coordinator(key: str, key_type: int, context: RequestContext) -> Coordinator:
+    """This broker for a known key type, else INVALID_REQUEST with no node."""
+    if key_type not in KNOWN_KEY_TYPES:
+        return Coordinator(
+            key=key,
+            node_id=-1,
+            host="",
+            port=-1,
+            error_code=ErrorCode.invalid_request,
+            error_message=f"unknown key type {key_type}",
+        )
     host, port = context.broker.config.advertised_address()
-    node_id = context.broker.config.node_id
-    key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
-    error = ErrorCode.none if key_type in KNOWN_KEY_TYPES else ErrorCode.invalid_request
-    found = {
-        "error_code": error,
-        "error_message": None if error == ErrorCode.none else f"unknown key type {key_type}",
-        "node_id": node_id if error == ErrorCode.none else -1,
-        "host": host if error == ErrorCode.none else "",
-        "port": port if error == ErrorCode.none else -1,
-    }
-    keys = getattr(request, "coordinator_keys", ())
-    return {
-        "throttle_time": 0,
-        **found,
-        "coordinators": [{"key": key, **found} for key in keys],
-    }
+    return Coordinator(
+        key=key,
+        node_id=context.broker.config.node_id,
+        host=host,
+        port=port,
+        error_code=ErrorCode.none,
+        error_message=None,
+    )

@@ -1,76 +1,114 @@
 """OffsetFetch (key 9): a group's committed offsets; -1 where nothing is committed.
 
 v1-7 ask for one group (v2+ may ask for all its partitions with null topics,
-and add a top-level error); v8+ batch several groups (KIP-709). require_stable
-(v7+) answers UNSTABLE_OFFSET_COMMIT for partitions whose offsets an open
-transaction is about to commit (TxnOffsetCommit), so the client retries.
+and add a top-level error); v8+ batch several groups (KIP-709), with their own
+nested classes. require_stable (v7+) answers UNSTABLE_OFFSET_COMMIT for
+partitions whose offsets an open transaction is about to commit
+(TxnOffsetCommit), so the client retries; the group coordinator
+(``groups/offset_commits.py``) answers the rest.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from kshim.broker.context import RequestContext
-from kshim.broker.groups.coordinator import GroupCoordinator, valid_group_id
+from kshim.broker.groups.offset_commits import FetchedOffset, fetch_offsets
 from kshim.protocol.errors import ErrorCode
-from kshim.storage.committed_offsets import CommittedOffset
+from kshim.protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+    OffsetFetchRequestTopics,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
 from kshim.storage.interface import TopicPartition
 
-FIRST_BATCHED_VERSION = 8
-NOTHING_COMMITTED = CommittedOffset(offset=-1, leader_epoch=-1, metadata="", commit_timestamp=-1)
+FIRST_BATCHED_VERSION = 8  # KIP-709
+
+RequestTopics = Sequence[OffsetFetchRequestTopic | OffsetFetchRequestTopics] | None
 
 
-async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
-    coordinator = context.broker.groups
+async def handle(request: OffsetFetchRequest, context: RequestContext) -> OffsetFetchResponse:
     if context.version >= FIRST_BATCHED_VERSION:
-        groups = [
-            _mark_unstable(context, _fetch(coordinator, group.group_id, group.topics), request)
-            for group in request.groups
+        groups = []
+        for group in request.groups:
+            error, fetched = _fetch(context, request, group.group_id, group.topics)
+            groups.append(
+                OffsetFetchResponseGroup(
+                    group_id=group.group_id, topics=_batched_topics(fetched), error_code=error
+                )
+            )
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups, topics=[])
+    error, fetched = _fetch(context, request, request.group_id, request.topics)
+    return OffsetFetchResponse(
+        throttle_time_ms=0, groups=[], topics=_topics(fetched), error_code=error
+    )
+
+
+def _fetch(
+    context: RequestContext, request: OffsetFetchRequest, group_id: str, topics: RequestTopics
+) -> tuple[ErrorCode, list[FetchedOffset]]:
+    wanted = None
+    if topics is not None:
+        wanted = [
+            TopicPartition(topic.name, index)
+            for topic in topics
+            for index in topic.partition_indexes
         ]
-        return {"throttle_time": 0, "groups": groups}
-    answer = _mark_unstable(context, _fetch(coordinator, request.group_id, request.topics), request)
-    return {"throttle_time": 0, "topics": answer["topics"], "error_code": answer["error_code"]}
+    unstable: set[TopicPartition] = set()
+    if request.require_stable:
+        unstable = context.broker.transactions.pending_offsets(group_id)
+    return fetch_offsets(context.broker.groups, group_id, wanted, unstable)
 
 
-def _fetch(coordinator: GroupCoordinator, group_id: str, topics: Any) -> dict[str, Any]:
-    if not valid_group_id(group_id):
-        return {"group_id": group_id, "error_code": ErrorCode.invalid_group_id, "topics": []}
-    committed = coordinator.offsets.committed(group_id)
-    if topics is None:
-        wanted: dict[str, list[int]] = {}
-        for topic_partition in sorted(committed):
-            wanted.setdefault(topic_partition.topic, []).append(topic_partition.partition)
-    else:
-        wanted = {topic.name: list(topic.partition_indexes) for topic in topics}
-    answer = [
-        {
-            "name": topic,
-            "partitions": [
-                _partition(index, committed.get(TopicPartition(topic, index), NOTHING_COMMITTED))
-                for index in indexes
+def _by_topic(fetched: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
+    """The fetched offsets by topic, each topic where it first appears."""
+    topics: dict[str, list[FetchedOffset]] = {}
+    for offset in fetched:
+        topics.setdefault(offset.topic_partition.topic, []).append(offset)
+    return topics
+
+
+def _topics(fetched: list[FetchedOffset]) -> list[OffsetFetchResponseTopic]:
+    """v1-7's topics."""
+    return [
+        OffsetFetchResponseTopic(
+            name=name,
+            partitions=[
+                OffsetFetchResponsePartition(
+                    partition_index=offset.topic_partition.partition,
+                    committed_offset=offset.committed.offset,
+                    committed_leader_epoch=offset.committed.leader_epoch,
+                    metadata=offset.committed.metadata,
+                    error_code=offset.error,
+                )
+                for offset in offsets
             ],
-        }
-        for topic, indexes in wanted.items()
+        )
+        for name, offsets in _by_topic(fetched).items()
     ]
-    return {"group_id": group_id, "error_code": ErrorCode.none, "topics": answer}
 
 
-def _mark_unstable(context: RequestContext, answer: dict[str, Any], request: Any) -> dict[str, Any]:
-    if not getattr(request, "require_stable", False):
-        return answer
-    pending = context.broker.transactions.pending_offsets(answer["group_id"])
-    for topic in answer["topics"]:
-        for partition in topic["partitions"]:
-            if TopicPartition(topic["name"], partition["partition_index"]) in pending:
-                partition["error_code"] = ErrorCode.unstable_offset_commit
-    return answer
-
-
-def _partition(index: int, committed: CommittedOffset) -> dict[str, Any]:
-    return {
-        "partition_index": index,
-        "committed_offset": committed.offset,
-        "committed_leader_epoch": committed.leader_epoch,
-        "metadata": committed.metadata,
-        "error_code": ErrorCode.none,
-    }
+def _batched_topics(fetched: list[FetchedOffset]) -> list[OffsetFetchResponseTopics]:
+    """v8+'s topics of one group: the same fields in classes of their own."""
+    return [
+        OffsetFetchResponseTopics(
+            name=name,
+            partitions=[
+                OffsetFetchResponsePartitions(
+                    partition_index=offset.topic_partition.partition,
+                    committed_offset=offset.committed.offset,
+                    committed_leader_epoch=offset.committed.leader_epoch,
+                    metadata=offset.committed.metadata,
+                    error_code=offset.error,
+                )
+                for offset in offsets
+            ],
+        )
+        for name, offsets in _by_topic(fetched).items()
+    ]
