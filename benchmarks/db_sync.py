@@ -1,4 +1,5 @@
-"""Database synchronisation (issue 7): the VENUS capture and transmission measurements.
+"""The VENUS capture and transmission measurements of database synchronisation on Spark
+(README, "Database synchronisation on Spark").
 
     python -m benchmarks.db_sync [--changes 100000] [--repeats 1]
 
@@ -33,9 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from kshim.testing import BrokerProcess
-from spark_examples.apply import ApplyOptions, apply_error_message, start_apply
-from spark_examples.apply_core import next_offset
-from spark_examples.apply_pipeline import (
+from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
+from spark_examples.apply.sink import next_offset
+from spark_examples.capture.broker import ensure_topic
+from spark_examples.capture.shipper import run_capture
+from spark_examples.databases import open_database
+from spark_examples.spark_session import connector_unavailable_reason, kafka_spark_session
+from spark_examples.testing import (
     TABLE_NAMES,
     Workload,
     create_source_tables,
@@ -43,13 +48,10 @@ from spark_examples.apply_pipeline import (
     registry_environment,
     wait_until,
 )
-from spark_examples.capture import ensure_topic, run_capture
-from spark_examples.databases import open_database
-from spark_examples.spark_session import connector_unavailable_reason, kafka_spark_session
 from spark_examples.verify import compare_tables
 
 RESULTS = Path(__file__).parent / "results"
-REVIEW_HOOK = "kshim.review.hook=spark_examples.capture_review:decide"
+REVIEW_HOOK = "kshim.review.hook=spark_examples.capture.review:decide"
 POLL_S = 0.02
 TIMEOUT_S = 900.0
 

@@ -21,15 +21,38 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TypeAlias, TypedDict
 
 from spark_examples import databases
-from spark_examples.databases import PortableType
+from spark_examples.databases import Columns, PortableType, PortableValue, Row
 
 OPERATIONS = ("insert", "update")
 _BASE64 = "$base64"
+
+# One value as JSON: a blob is {"$base64": "..."}, numeric, date and timestamp are strings.
+JsonValue: TypeAlias = bool | int | float | str | dict[str, str] | None
+# Column name -> JSON value: a row image, or a primary key as the record key holds it.
+JsonRow: TypeAlias = dict[str, JsonValue]
+
+
+class KeyDocument(TypedDict):
+    """The JSON of a record key."""
+
+    pk: JsonRow
+    table: str
+
+
+class ValueDocument(TypedDict):
+    """The JSON of a non-null record value."""
+
+    seq: int
+    op: str
+    table: str
+    columns: dict[str, PortableType]
+    row: JsonRow
 
 
 @dataclass(frozen=True)
@@ -39,18 +62,18 @@ class Change:
     seq: int
     op: str
     table: str
-    columns: dict[str, PortableType]
-    row: dict[str, Any]
+    columns: Columns
+    row: Row
 
 
-def _json_bytes(document: Any, sort_keys: bool) -> bytes:
+def _json_bytes(document: KeyDocument | ValueDocument, sort_keys: bool) -> bytes:
     # Values keep column order (a destination creates its table in that order).
     return json.dumps(
         document, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     ).encode("utf-8")
 
 
-def encode_json_value(value: Any) -> Any:
+def encode_json_value(value: PortableValue | bytearray | memoryview) -> JsonValue:
     """One python value as its JSON form (see the module docstring)."""
     if value is None or isinstance(value, bool | int | str):
         return value
@@ -65,32 +88,32 @@ def encode_json_value(value: Any) -> Any:
     raise TypeError(f"cannot encode {type(value).__name__} value {value!r}")
 
 
-def decode_json_value(portable: PortableType, value: Any) -> Any:
+def decode_json_value(portable: PortableType, value: JsonValue) -> PortableValue:
     """The python value of one JSON value of portable type ``portable``."""
     if isinstance(value, dict):
         return base64.b64decode(value[_BASE64])
     return databases.decode_value(portable, value)
 
 
-def encode_key(table: str, pk: dict[str, Any]) -> bytes:
+def encode_key(table: str, pk: Mapping[str, PortableValue]) -> bytes:
     """The record key of the row of ``table`` with primary key values ``pk``."""
     pk_json = {name: encode_json_value(value) for name, value in pk.items()}
     return _json_bytes({"pk": pk_json, "table": table}, sort_keys=True)
 
 
-def decode_key(key: bytes) -> tuple[str, dict[str, Any]]:
+def decode_key(key: bytes) -> tuple[str, JsonRow]:
     """(table, primary key as JSON values) from a record key; blobs stay {"$base64": ...}."""
-    document = json.loads(key.decode("utf-8"))
+    document: KeyDocument = json.loads(key.decode("utf-8"))
     return document["table"], document["pk"]
 
 
 def encode_value(
-    seq: int, op: str, table: str, columns: dict[str, PortableType], row: dict[str, Any]
+    seq: int, op: str, table: str, columns: Columns, row: Mapping[str, PortableValue]
 ) -> bytes:
     """The record value of an insert or update (a delete is a null value instead)."""
     if op not in OPERATIONS:
         raise ValueError(f"op must be one of {OPERATIONS}, not {op!r}")
-    document = {
+    document: ValueDocument = {
         "seq": seq,
         "op": op,
         "table": table,
@@ -100,7 +123,7 @@ def encode_value(
     return _json_bytes(document, sort_keys=False)
 
 
-def decode_row(columns: dict[str, PortableType], row_json: dict[str, Any]) -> dict[str, Any]:
+def decode_row(columns: Columns, row_json: Mapping[str, JsonValue]) -> Row:
     """Decoded python values of a JSON row image, in ``columns`` order."""
     return {name: decode_json_value(kind, row_json.get(name)) for name, kind in columns.items()}
 
@@ -108,8 +131,8 @@ def decode_row(columns: dict[str, PortableType], row_json: dict[str, Any]) -> di
 def decode_value(value: bytes) -> Change:
     """The change in a non-null record value; raises ValueError if it is malformed."""
     try:
-        document = json.loads(value.decode("utf-8"))
-        columns = dict(document["columns"])
+        document: ValueDocument = json.loads(value.decode("utf-8"))
+        columns = _portable_columns(dict(document["columns"]))
         return Change(
             seq=int(document["seq"]),
             op=str(document["op"]),
@@ -119,3 +142,10 @@ def decode_value(value: bytes) -> Change:
         )
     except (KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"malformed change value: {error}") from error
+
+
+def _portable_columns(columns: Mapping[str, object]) -> Columns:
+    unknown = {name: kind for name, kind in columns.items() if not databases.is_portable_type(kind)}
+    if unknown:
+        raise ValueError(f"malformed change value: unknown portable types {unknown}")
+    return {name: kind for name, kind in columns.items() if databases.is_portable_type(kind)}

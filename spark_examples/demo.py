@@ -31,8 +31,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kshim.testing import BrokerProcess
-from spark_examples.apply import ApplyOptions, apply_error_message, start_apply
-from spark_examples.apply_pipeline import (
+from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
+from spark_examples.capture.broker import ensure_topic
+from spark_examples.capture.review import REVIEW_HOOK, REVIEW_HOOK_SETTING
+from spark_examples.databases import open_database
+from spark_examples.testing import (
     TABLE_NAMES,
     CaptureProcess,
     PacedWorkload,
@@ -42,21 +45,19 @@ from spark_examples.apply_pipeline import (
     topic_end_offset,
     wait_until,
 )
-from spark_examples.capture import ensure_topic
-from spark_examples.databases import open_database
 from spark_examples.verify import compare_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 TOPIC = "shop"
-REVIEW_HOOK = "kshim.review.hook=spark_examples.capture_review:decide"
 CATCH_UP_TIMEOUT_S = 300.0
 PROGRESS_INTERVAL_S = 3.0
 
 
 def say(message: str) -> None:
+    """Prints one progress line, timestamped, at once."""
     print(f"[demo {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
@@ -91,7 +92,7 @@ class Demo:
             f"duckdb:///{work}/dest.duckdb": TOPIC,
         }
         self.late = f"sqlite:///{work}/late.db"
-        self.broker = BrokerProcess(work / "broker", [REVIEW_HOOK])
+        self.broker = BrokerProcess(work / "broker", [f"{REVIEW_HOOK_SETTING}={REVIEW_HOOK}"])
         self.capture: CaptureProcess | None = None
         self.workload: PacedWorkload | None = None
         self.spark: SparkSession | None = None

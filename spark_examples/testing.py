@@ -1,11 +1,12 @@
-"""Pieces the demo, the end-to-end tests and the benchmark share around the apply job.
+"""Reusable pieces for running the whole pipeline: the demo, the end-to-end tests, the benchmark.
 
 - ``create_source_tables`` and ``Workload``: a source database with two tables and a
   generator of random inserts, updates and deletes (application transactions of a few
   statements each), the activity the VENUS consistency experiment replays.
 - ``CaptureProcess``: ``python -m spark_examples.capture`` as a child process that can be
   killed with -9 and restarted, as a crashed capture would be.
-- ``capture_drained`` and ``topic_end_offset``: when everything written is in the broker.
+- ``capture_drained``, ``topic_end_offset`` and ``last_record_offset``: when everything
+  written is in the broker.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 from kshim.testing import kill_process, stop_process
-from spark_examples.capture_triggers import SEQUENCE_TABLE, STATE_TABLE, install_capture
-from spark_examples.databases import Database, PortableType, open_database, quote
+from spark_examples.capture.review import REGISTRY_VARIABLE
+from spark_examples.capture.triggers import SEQUENCE_TABLE, STATE_TABLE, install_capture
+from spark_examples.databases import Columns, Database, Row, open_database, quote
 
-SOURCE_TABLES: dict[str, dict[str, PortableType]] = {
+SOURCE_TABLES: dict[str, Columns] = {
     "customers": {
         "id": "integer",
         "name": "text",
@@ -60,7 +61,7 @@ def create_source_tables(database: Database) -> None:
     install_capture(database, TABLE_NAMES)
 
 
-def _random_row(generator: random.Random, table: str, row_id: int) -> dict[str, Any]:
+def _random_row(generator: random.Random, table: str, row_id: int) -> Row:
     moment = datetime.datetime(2026, 1, 1) + datetime.timedelta(
         seconds=generator.randrange(10**7), microseconds=generator.randrange(1000) * 1000
     )
@@ -157,13 +158,14 @@ class Workload:
             self.database.execute(f"DELETE FROM {table} WHERE id = ?", [victim])
 
     def _insert(self, table: str) -> int:
-        row = _random_row(self.generator, table, self.next_id[table])
+        row_id = self.next_id[table]
+        row = _random_row(self.generator, table, row_id)
         self.next_id[table] += 1
         names = ", ".join(quote(name) for name in row)
         marks = ", ".join("?" for _ in row)
         self.database.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(row.values()))
-        self.live[table].append(row["id"])
-        return int(row["id"])
+        self.live[table].append(row_id)
+        return row_id
 
 
 def _transient(error: Exception) -> bool:
@@ -302,8 +304,8 @@ def topic_end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
 
 def registry_environment(work_dir: str | Path) -> dict[str, str]:
     """KSHIM_CAPTURE_REGISTRY in ``work_dir``: set it in os.environ before starting the
-    broker and the capture, which both inherit it (see capture_review.py)."""
-    return {"KSHIM_CAPTURE_REGISTRY": os.path.join(str(work_dir), "capture-registry")}
+    broker and the capture, which both inherit it (see capture/review.py)."""
+    return {REGISTRY_VARIABLE: os.path.join(str(work_dir), "capture-registry")}
 
 
 def last_record_offset(bootstrap: str, topic: str) -> int:
@@ -318,7 +320,8 @@ def last_record_offset(bootstrap: str, topic: str) -> int:
     # A capture transaction ends with one commit marker; a few more offsets cover aborts.
     consumer.assign([TopicPartition(topic, 0, max(0, end - 3))])
     try:
-        offsets = [message.offset() for message in consumer.consume(10, timeout=5.0)]
+        messages = consumer.consume(10, timeout=5.0)
+        offsets = [offset for message in messages if (offset := message.offset()) is not None]
     finally:
         consumer.close()
     if not offsets:

@@ -13,38 +13,48 @@ every table is equal.
 from __future__ import annotations
 
 import argparse
+import datetime
 import hashlib
 import json
 import sys
+from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
+from typing import TypeAlias
 
-from spark_examples import databases
-from spark_examples.databases import Database, PortableType, open_database
+from spark_examples.databases import (
+    Columns,
+    Database,
+    PortableType,
+    PortableValue,
+    decode_value,
+    open_database,
+)
 
 DIFFERENCE_LIMIT = 20
 
+# A value in its canonical, JSON-able form, and a row of them.
+NormalValue: TypeAlias = bool | int | str | None
+NormalRow: TypeAlias = dict[str, NormalValue]
 
-def normalise(portable: PortableType, value: Any) -> Any:
+
+def normalise(portable: PortableType, value: PortableValue) -> NormalValue:
     """A JSON-able canonical form of ``value`` read as portable type ``portable``."""
-    decoded = databases.decode_value(portable, value)
-    if decoded is None:
-        return None
-    if portable == "numeric":
+    decoded = decode_value(portable, value)
+    if isinstance(decoded, Decimal):  # numeric
         text = format(decoded.normalize(), "f")
         return "0" if Decimal(text) == 0 else text
-    if portable == "real":
-        return repr(float(decoded))
-    if portable == "blob":
+    if isinstance(decoded, float):  # real
+        return repr(decoded)
+    if isinstance(decoded, bytes):  # blob
         return decoded.hex()
-    if portable in ("date", "timestamp"):
+    if isinstance(decoded, datetime.date):  # date, and timestamp (a datetime is a date)
         return decoded.isoformat()
     return decoded
 
 
 def _normalised_rows(
-    db: Database, table: str, columns: dict[str, PortableType], key: list[str]
-) -> dict[str, tuple[str, dict[str, Any]]]:
+    db: Database, table: str, columns: Columns, key: list[str]
+) -> dict[str, tuple[str, NormalRow]]:
     # primary key (as JSON text) -> (hash of the normalised row, the normalised row)
     result = {}
     for row in db.rows(table):
@@ -57,12 +67,10 @@ def _normalised_rows(
 
 def compare_table(source: Database, dest: Database, table: str, limit: int) -> list[str]:
     """Differences of one table (empty when equal)."""
-    if not dest.table_exists(table):
-        return [f"{table}: missing in destination {dest.url}"]
+    problem = _schema_problem(source, dest, table)
+    if problem is not None:
+        return [problem]
     columns = source.table_columns(table)
-    absent = [name for name in columns if name not in dest.table_columns(table)]
-    if absent:
-        return [f"{table}: destination lacks columns {absent}"]
     key = source.primary_key_cached(table)
     source_rows = _normalised_rows(source, table, columns, key)
     dest_rows = _normalised_rows(dest, table, columns, key)
@@ -71,18 +79,40 @@ def compare_table(source: Database, dest: Database, table: str, limit: int) -> l
         differences.append(f"{table}: {len(source_rows)} rows in source, {len(dest_rows)} in dest")
     missing = [k for k in source_rows if k not in dest_rows]
     extra = [k for k in dest_rows if k not in source_rows]
-    differing = [k for k in source_rows if k in dest_rows and source_rows[k][0] != dest_rows[k][0]]
     differences += _listed(table, "missing in destination", missing, limit)
     differences += _listed(table, "extra in destination", extra, limit)
+    return differences + _differing(table, key, source_rows, dest_rows, limit)
+
+
+def _schema_problem(source: Database, dest: Database, table: str) -> str | None:
+    if not dest.table_exists(table):
+        return f"{table}: missing in destination {dest.url}"
+    columns = source.table_columns(table)
+    absent = [name for name in columns if name not in dest.table_columns(table)]
+    if absent:
+        return f"{table}: destination lacks columns {absent}"
+    return None
+
+
+def _differing(
+    table: str,
+    key: list[str],
+    source_rows: dict[str, tuple[str, NormalRow]],
+    dest_rows: dict[str, tuple[str, NormalRow]],
+    limit: int,
+) -> list[str]:
+    # Rows in both whose hashes differ, each with the columns that differ.
+    differing = [k for k in source_rows if k in dest_rows and source_rows[k][0] != dest_rows[k][0]]
+    lines = []
     for identity in differing[:limit]:
         wanted, found = source_rows[identity][1], dest_rows[identity][1]
         changed = {
             name: (wanted[name], found[name]) for name in wanted if wanted[name] != found[name]
         }
-        differences.append(f"{table}: row {key}={identity} differs (source, dest): {changed}")
+        lines.append(f"{table}: row {key}={identity} differs (source, dest): {changed}")
     if len(differing) > limit:
-        differences.append(f"{table}: ... and {len(differing) - limit} more differing rows")
-    return differences
+        lines.append(f"{table}: ... and {len(differing) - limit} more differing rows")
+    return lines
 
 
 def _listed(table: str, what: str, identities: list[str], limit: int) -> list[str]:
@@ -107,8 +137,11 @@ def compare_tables(
         dest.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spark_examples.verify")
+def main(argv: Sequence[str] | None = None) -> int:
+    """Compares the tables the command line names; returns 0 when all are equal, else 1."""
+    parser = argparse.ArgumentParser(
+        prog="python -m spark_examples.verify", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--source", required=True, help="source database URL")
     parser.add_argument("--dest", required=True, help="destination database URL")
     parser.add_argument("--tables", required=True, help="comma-separated table names")

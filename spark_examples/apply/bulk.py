@@ -11,31 +11,32 @@ which converts them per engine.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TypeVar
 
-from spark_examples.databases import Database, quote
+from spark_examples.databases import Database, PortableValue, conflict_action, quote
 
 # Bound parameters per statement: far below SQLite's 32,766 and PostgreSQL's 65,535.
 MAX_PARAMETERS = 8_000
 
+Item = TypeVar("Item")
 
-def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+
+def chunks(items: Sequence[Item], size: int) -> Iterator[Sequence[Item]]:
+    """Consecutive slices of ``items`` of at most ``size`` each."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
 
 def upsert_rows(
-    database: Database, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    database: Database,
+    table: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[PortableValue]],
 ) -> None:
     """Inserts the rows, replacing those whose primary key exists; keys must be distinct."""
     key = database.primary_key_cached(table)
-    updates = [name for name in columns if name not in key]
-    action = (
-        "DO UPDATE SET " + ", ".join(f"{quote(name)} = excluded.{quote(name)}" for name in updates)
-        if updates
-        else "DO NOTHING"
-    )
+    action = conflict_action(columns, key)
     names = ", ".join(quote(name) for name in columns)
     placeholder = "(" + ", ".join("?" for _ in columns) + ")"
     conflict = ", ".join(quote(name) for name in key)
@@ -49,7 +50,9 @@ def upsert_rows(
         )
 
 
-def delete_keys(database: Database, table: str, keys: Sequence[dict[str, Any]]) -> None:
+def delete_keys(
+    database: Database, table: str, keys: Sequence[Mapping[str, PortableValue]]
+) -> None:
     """Deletes the rows with these primary keys; absent ones are no error."""
     if not keys:
         return

@@ -5,10 +5,11 @@
 The source is Spark's stock ``format("kafka")`` with standard options only; nothing but the
 topic name is kshim-specific, so the same job reads ``T`` (changes) or ``T.full`` (the
 full-data view: a new destination's snapshot, then every change). Each micro-batch goes to
-``apply_core.apply_batch``: one destination transaction holding the rows and the next offset,
+``sink.apply_batch``: one destination transaction holding the rows and the next offset,
 which makes the sink exactly-once (see spark_examples/README.md). ``--once`` drains what is
 committed now (trigger availableNow) and exits; otherwise the query runs until stopped. The
-exit status is non-zero when a record could not be applied.
+exit status is non-zero when a record could not be applied. ``python -m spark_examples.apply``
+runs ``main`` (__main__.py), and so does spark_submit.py under ``spark-submit``.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from spark_examples.apply_core import (
+from spark_examples.apply.sink import (
     DEFAULT_MAX_RETRIES,
     ApplyError,
     SourceRecord,
@@ -30,8 +31,8 @@ from spark_examples.apply_core import (
 from spark_examples.databases import open_database
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 20_000
 DEFAULT_TRIGGER_INTERVAL = "1 second"
@@ -41,6 +42,8 @@ POLL_TIMEOUT_MS = "20000"
 
 @dataclass(frozen=True, slots=True)
 class ApplyOptions:
+    """One apply query: where it reads, where it writes, and how it is triggered."""
+
     bootstrap: str
     topic: str
     dest: str
@@ -74,7 +77,9 @@ def read_changes(spark: SparkSession, options: ApplyOptions) -> DataFrame:
     )
 
 
-def _to_record(row: Any) -> SourceRecord:
+def _to_record(row: Row) -> SourceRecord:
+    # The connector's columns: key and value are binary (bytearray), partition and offset
+    # integers; pyspark types a Row's fields as Any.
     key, value = row["key"], row["value"]
     return SourceRecord(
         topic=row["topic"],
@@ -164,7 +169,10 @@ def run(spark: SparkSession, options: ApplyOptions) -> int:
 
 
 def parse_arguments(argv: Sequence[str] | None = None) -> ApplyOptions:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """The options of the command line (argparse exits on a usage error)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m spark_examples.apply", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--bootstrap", required=True, help="HOST:PORT of the broker")
     parser.add_argument("--topic", required=True, help="T for changes, T.full to bootstrap")
     parser.add_argument("--dest", required=True, help="destination database URL")
@@ -192,14 +200,10 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     """Entry point; builds a local session unless given one (spark-submit passes its own)."""
     options = parse_arguments(argv)
     if spark is None:
-        from spark_examples.spark_session import kafka_spark_session
+        from spark_examples.spark_session import kafka_spark_session  # pyspark is slow to load
 
         spark = kafka_spark_session(f"kshim-apply-{options.topic}")
     try:
         return run(spark, options)
     finally:
         spark.stop()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,7 +10,7 @@ the batch is rolled back and retried a bounded number of times, then ``ApplyErro
 record.
 
 Two ways to apply the same records, with the same committed result: the fast path keeps the
-last change per row and writes the survivors with multi-row statements (``apply_bulk``); the
+last change per row and writes the survivors with multi-row statements (bulk.py); the
 sequential path applies record after record in offset order. The first attempt tries the fast
 path and, if it fails, the sequential one at once, which finds the failing record to name;
 retries are sequential. Thread use: one call at a time per ``Database``.
@@ -21,11 +21,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeAlias
 
-from spark_examples.apply_bulk import delete_keys, upsert_rows
-from spark_examples.change_format import Change, decode_key, decode_row, decode_value
-from spark_examples.databases import Database
+from spark_examples.apply.bulk import delete_keys, upsert_rows
+from spark_examples.change_format import (
+    Change,
+    JsonRow,
+    decode_key,
+    decode_row,
+    decode_value,
+)
+from spark_examples.databases import Database, PortableValue, Row
 
 STATE_TABLE = "kshim_apply_state"
 
@@ -40,6 +46,9 @@ STORE_NEXT_OFFSET = (
     f"INSERT INTO {STATE_TABLE} (topic, partition_id, next_offset) VALUES (?, ?, ?) "
     "ON CONFLICT (topic, partition_id) DO UPDATE SET next_offset = excluded.next_offset"
 )
+
+# A decoded record: (table, primary key as JSON values, the change or None for a delete).
+DecodedRecord: TypeAlias = tuple[str, JsonRow, Change | None]
 
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_BACKOFF_S = 0.2
@@ -202,13 +211,13 @@ def _apply_sequentially(database: Database, records: list[SourceRecord]) -> None
 
 
 def _apply_coalesced(database: Database, records: list[SourceRecord]) -> None:
-    latest: dict[bytes | None, tuple[str, dict[str, Any], Change | None]] = {}
+    latest: dict[bytes | None, DecodedRecord] = {}
     for record in records:
         latest.pop(record.key, None)  # re-inserted last: keeps the order of last changes
         latest[record.key] = _decode(record)
     tables = _Tables()
-    deletes: dict[str, list[dict[str, Any]]] = {}
-    upserts: dict[str, tuple[list[str], list[list[Any]]]] = {}
+    deletes: dict[str, list[Row]] = {}
+    upserts: dict[str, tuple[list[str], list[list[PortableValue]]]] = {}
     for table, key, change in latest.values():
         if change is None:
             if tables.exists(database, table):
@@ -223,7 +232,7 @@ def _apply_coalesced(database: Database, records: list[SourceRecord]) -> None:
         upsert_rows(database, table, columns, rows)
 
 
-def _decode(record: SourceRecord) -> tuple[str, dict[str, Any], Change | None]:
+def _decode(record: SourceRecord) -> DecodedRecord:
     """(table, primary key as JSON values, change or None for a delete)."""
     if record.key is None:
         raise ValueError("a change record needs a key (table and primary key)")
@@ -239,7 +248,7 @@ def _decode(record: SourceRecord) -> tuple[str, dict[str, Any], Change | None]:
     return table, key, change
 
 
-def _typed_key(database: Database, table: str, key: dict[str, Any]) -> dict[str, Any]:
+def _typed_key(database: Database, table: str, key: JsonRow) -> Row:
     """Key values as python values of the destination's column types (dates, blobs...)."""
     columns = database.table_columns(table)
     return decode_row({name: columns[name] for name in key}, key)

@@ -14,7 +14,7 @@ cannot cross: if the hook answers ``abort`` it first marks the batch aborted, an
 capture's later attempt to record it finds the mark and fails; if the capture recorded
 it first, the hook answers ``commit``. Repeated reviews give the same answer.
 
-Broker setting: ``kshim.review.hook=spark_examples.capture_review:decide``. The hook
+Broker setting: ``kshim.review.hook=spark_examples.capture.review:decide``. The hook
 finds the source database of a transactional id in the registry directory named by
 ``KSHIM_CAPTURE_REGISTRY`` (default ``~/.cache/kshim/capture-registry``), which the
 capture writes at start; the broker must run with the same variable.
@@ -26,27 +26,45 @@ import json
 import logging
 import os
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Final, Literal, TypeAlias, TypedDict
 
-from spark_examples.capture_triggers import STATE_TABLE
-from spark_examples.databases import Database, open_database
+from spark_examples.capture.triggers import STATE_TABLE
+from spark_examples.databases import Database, DriverRow, open_database
 
 log = logging.getLogger(__name__)
 
+# The broker setting naming the hook, and this module's hook in its module:function form.
+REVIEW_HOOK_SETTING = "kshim.review.hook"
+REVIEW_HOOK = "spark_examples.capture.review:decide"
 REGISTRY_VARIABLE = "KSHIM_CAPTURE_REGISTRY"
 DEFAULT_REGISTRY = Path.home() / ".cache" / "kshim" / "capture-registry"
 TRANSACTIONAL_ID_PREFIX = "kshim-capture-"
-OPEN, ABORTED = "open", "aborted"
-COMMIT, ABORT, UNKNOWN = "commit", "abort", "unknown"
+OPEN: Final = "open"
+ABORTED: Final = "aborted"
+# The hook's answer to the broker; "unknown" makes the broker ask again later.
+Verdict: TypeAlias = Literal["commit", "abort", "unknown"]
+COMMIT: Final = "commit"
+ABORT: Final = "abort"
+UNKNOWN: Final = "unknown"
 
 
 @dataclass(frozen=True)
 class CaptureState:
+    """One topic's row of ``kshim_capture_state`` (see the module docstring)."""
+
     last_seq: int
     pending_seq: int | None
     pending_status: str | None
+
+
+class RegistryEntry(TypedDict):
+    """Which source database decides a transactional id, and the topic it captures to."""
+
+    source_url: str
+    topic: str
 
 
 def transactional_id_for(topic: str) -> str:
@@ -78,22 +96,22 @@ def register(transactional_id: str, source_url: str, topic: str) -> None:
     target = _registry_file(transactional_id)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_suffix(f".{os.getpid()}.tmp")
-    entry = {"source_url": absolute_url(source_url), "topic": topic}
+    entry: RegistryEntry = {"source_url": absolute_url(source_url), "topic": topic}
     temporary.write_text(json.dumps(entry), encoding="utf-8")
     os.replace(temporary, target)
 
 
-def registered_source(transactional_id: str) -> dict[str, str] | None:
+def registered_source(transactional_id: str) -> RegistryEntry | None:
     """The registry entry {"source_url", "topic"} of ``transactional_id``, or None."""
     try:
-        entry: dict[str, str] = json.loads(_registry_file(transactional_id).read_text("utf-8"))
+        entry: RegistryEntry = json.loads(_registry_file(transactional_id).read_text("utf-8"))
     except FileNotFoundError:
         return None
     return entry
 
 
 # -- state in the source database -----------------------------------------------------------
-def _locked_state(db: Database, topic: str) -> tuple[Any, ...] | None:
+def _locked_state(db: Database, topic: str) -> DriverRow | None:
     # Call inside db.transaction(): on PostgreSQL FOR UPDATE locks the row until commit;
     # SQLite's transaction already holds the database write lock.
     lock = " FOR UPDATE" if db.engine == "postgresql" else ""
@@ -143,7 +161,7 @@ def record_captured(db: Database, topic: str, target: int) -> bool:
     return True
 
 
-def decide_for_database(db: Database, topic: str) -> str:
+def decide_for_database(db: Database, topic: str) -> Verdict:
     """The verdict on the capture's open broker transaction for ``topic``.
 
     ``commit`` if the batch was recorded; otherwise marks it aborted and says ``abort``.
@@ -160,8 +178,8 @@ def decide_for_database(db: Database, topic: str) -> str:
         return ABORT if row[2] == ABORTED else COMMIT
 
 
-def decide(request: dict[str, Any]) -> str:
-    """The broker's review hook (``spark_examples.capture_review:decide``).
+def decide(request: Mapping[str, object]) -> Verdict:
+    """The broker's review hook (``spark_examples.capture.review:decide``).
 
     ``unknown`` when the transactional id is not registered or the source is unreachable,
     so the broker asks again later instead of guessing.

@@ -23,17 +23,25 @@ tables of our own:
   ``read_changes``). Captured rows are deleted once the broker holds them committed.
 - ``kshim_capture_state(topic, last_seq, pending_seq, pending_status)``: per capture
   topic, the last sequence committed to the broker and the batch in flight
-  (see capture_review.py).
+  (see review.py).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias
 
-from spark_examples import databases
-from spark_examples.databases import Database, quote
+from spark_examples.databases import (
+    Columns,
+    Database,
+    PortableValue,
+    Row,
+    decode_record,
+    decode_value,
+    quote,
+)
 
 LOG_TABLE = "kshim_change_log"
 SEQUENCE_TABLE = "kshim_change_seq"  # view: (id = 1, last_seq = the last number issued)
@@ -41,6 +49,9 @@ COUNTER_TABLE = "kshim_change_counter"
 STATE_TABLE = "kshim_capture_state"
 CAPTURE_ENGINES = ("sqlite", "postgresql")
 ROWS_PER_QUERY = 500  # keys per row-reading query (SQLite allows 32766 parameters)
+
+# A row's primary key values, in key order: how current_rows indexes what it found.
+KeyValues: TypeAlias = tuple[PortableValue, ...]
 
 _TABLES_SQL = (
     f"CREATE TABLE IF NOT EXISTS {COUNTER_TABLE} "
@@ -58,7 +69,7 @@ class LoggedChange:
 
     seq: int
     table: str
-    pk: dict[str, Any]
+    pk: Row
     op: str  # "insert" | "update" | "delete"
 
 
@@ -69,6 +80,18 @@ def install_capture(db: Database, tables: list[str]) -> None:
     """
     if db.engine not in CAPTURE_ENGINES:
         raise ValueError(f"capture supports {CAPTURE_ENGINES}, not {db.engine}")
+    _install_log_tables(db)
+    for table in tables:
+        key = db.primary_key(table)
+        if not key:
+            raise ValueError(f"table {table!r} has no primary key")
+        if db.engine == "sqlite":
+            _install_sqlite_triggers(db, table, key)
+        else:
+            _install_postgres_triggers(db, table, key)
+
+
+def _install_log_tables(db: Database) -> None:
     with db.transaction():
         for statement in _TABLES_SQL:
             db.execute(statement)
@@ -81,25 +104,25 @@ def install_capture(db: Database, tables: list[str]) -> None:
                 f"COALESCE((SELECT max(seq) FROM {LOG_TABLE}), 0)) AS last_seq "
                 f"FROM {COUNTER_TABLE}"
             )
-    for table in tables:
-        key = db.primary_key(table)
-        if not key:
-            raise ValueError(f"table {table!r} has no primary key")
-        if db.engine == "sqlite":
-            with db.transaction():
-                for statement in _sqlite_triggers(table, key):
-                    db.execute(statement)
-            continue
-        # Functions are replaced every time (no table lock); triggers are created only when
-        # absent and one table per transaction, because creating a trigger locks its table
-        # while applications keep writing.
-        functions, triggers = _postgres_trigger(table, key)
-        for statement in functions:
+
+
+def _install_sqlite_triggers(db: Database, table: str, key: list[str]) -> None:
+    with db.transaction():
+        for statement in _sqlite_triggers(table, key):
             db.execute(statement)
-        if not _postgres_has_trigger(db, table):
-            with db.transaction():
-                for statement in triggers:
-                    db.execute(statement)
+
+
+def _install_postgres_triggers(db: Database, table: str, key: list[str]) -> None:
+    # Functions are replaced every time (no table lock); triggers are created only when
+    # absent and one table per transaction, because creating a trigger locks its table
+    # while applications keep writing.
+    functions, triggers = _postgres_trigger(table, key)
+    for statement in functions:
+        db.execute(statement)
+    if not _postgres_has_trigger(db, table):
+        with db.transaction():
+            for statement in triggers:
+                db.execute(statement)
 
 
 def _view_exists(db: Database, name: str) -> bool:
@@ -175,27 +198,7 @@ def _sqlite_triggers(table: str, key: list[str]) -> list[str]:
 def _postgres_trigger(table: str, key: list[str]) -> tuple[list[str], list[str]]:
     """(functions, triggers) capturing ``table``."""
     function = quote(f"kshim_capture_{table}")
-
-    def pk_json(row: str) -> str:
-        pairs = ", ".join(f"'{k.replace(chr(39), chr(39) * 2)}', {row}.{quote(k)}" for k in key)
-        return f"json_build_object({pairs})::text"
-
-    old_key = ", ".join(f"OLD.{quote(k)}" for k in key)
-    new_key = ", ".join(f"NEW.{quote(k)}" for k in key)
-    literal = "'" + table.replace("'", "''") + "'"
-    body = f"""
-DECLARE
-  key_changed BOOLEAN := TG_OP = 'UPDATE' AND ROW({old_key}) IS DISTINCT FROM ROW({new_key});
-BEGIN
-  IF TG_OP = 'DELETE' OR key_changed THEN
-    INSERT INTO {LOG_TABLE} VALUES (kshim_next_seq(), {literal}, {pk_json("OLD")}, 'delete');
-  END IF;
-  IF TG_OP <> 'DELETE' THEN
-    INSERT INTO {LOG_TABLE} VALUES (kshim_next_seq(), {literal}, {pk_json("NEW")},
-      CASE WHEN TG_OP = 'INSERT' OR key_changed THEN 'insert' ELSE 'update' END);
-  END IF;
-  RETURN NULL;
-END"""
+    body = _postgres_function_body(table, key)
     functions = [
         _POSTGRES_LOCK_FUNCTION,
         _POSTGRES_NEXT_SEQ_FUNCTION,
@@ -212,6 +215,31 @@ END"""
         f"ON {quote(table)} FOR EACH STATEMENT EXECUTE FUNCTION kshim_capture_lock()",
     ]
     return functions, triggers
+
+
+def _postgres_function_body(table: str, key: list[str]) -> str:
+    """The row trigger's PL/pgSQL: log a delete of the old key, an insert or update of the new."""
+
+    def pk_json(row: str) -> str:
+        pairs = ", ".join(f"'{k.replace(chr(39), chr(39) * 2)}', {row}.{quote(k)}" for k in key)
+        return f"json_build_object({pairs})::text"
+
+    old_key = ", ".join(f"OLD.{quote(k)}" for k in key)
+    new_key = ", ".join(f"NEW.{quote(k)}" for k in key)
+    literal = "'" + table.replace("'", "''") + "'"
+    return f"""
+DECLARE
+  key_changed BOOLEAN := TG_OP = 'UPDATE' AND ROW({old_key}) IS DISTINCT FROM ROW({new_key});
+BEGIN
+  IF TG_OP = 'DELETE' OR key_changed THEN
+    INSERT INTO {LOG_TABLE} VALUES (kshim_next_seq(), {literal}, {pk_json("OLD")}, 'delete');
+  END IF;
+  IF TG_OP <> 'DELETE' THEN
+    INSERT INTO {LOG_TABLE} VALUES (kshim_next_seq(), {literal}, {pk_json("NEW")},
+      CASE WHEN TG_OP = 'INSERT' OR key_changed THEN 'insert' ELSE 'update' END);
+  END IF;
+  RETURN NULL;
+END"""
 
 
 _POSTGRES_LOCK_FUNCTION = (
@@ -246,23 +274,20 @@ def read_changes(db: Database, after_seq: int, tables: list[str], limit: int) ->
     changes = []
     for seq, table, pk_json, op in rows:
         logged = json.loads(pk_json)
-        pk = {
-            name: databases.decode_value(kind, logged[name])
-            for name, kind in key_types[table].items()
-        }
+        pk = {name: decode_value(kind, logged[name]) for name, kind in key_types[table].items()}
         changes.append(LoggedChange(int(seq), table, pk, op))
     return changes
 
 
-def _key_types(db: Database, table: str) -> dict[str, databases.PortableType]:
+def _key_types(db: Database, table: str) -> Columns:
     # Primary-key column -> portable type, in key order.
     columns = db.table_columns(table)
     return {name: columns[name] for name in db.primary_key_cached(table)}
 
 
 def current_rows(
-    db: Database, table: str, keys: list[dict[str, Any]]
-) -> dict[tuple[Any, ...], dict[str, Any]]:
+    db: Database, table: str, keys: Sequence[Mapping[str, PortableValue]]
+) -> dict[KeyValues, Row]:
     """The rows of ``table`` with the given keys as they are now, by key-value tuple.
 
     Capture ships rows as they are when captured, not as they were at the change. That is
@@ -278,7 +303,7 @@ def current_rows(
     key_sql = "(" + ", ".join(quote(name) for name in key) + ")"
     one_key = "(" + ", ".join("?" for _ in key) + ")"
     positions = [list(columns).index(name) for name in key]
-    found: dict[tuple[Any, ...], dict[str, Any]] = {}
+    found: dict[KeyValues, Row] = {}
     distinct = list({tuple(pk[name] for name in key): None for pk in keys})
     for start in range(0, len(distinct), ROWS_PER_QUERY):
         chunk = distinct[start : start + ROWS_PER_QUERY]
@@ -289,15 +314,12 @@ def current_rows(
             [value for identity in chunk for value in identity],
         )
         for record in records:
-            row = {
-                name: databases.decode_value(kind, value)
-                for (name, kind), value in zip(columns.items(), record, strict=True)
-            }
+            row = decode_record(columns, record)
             found[tuple(row[list(columns)[p]] for p in positions)] = row
     return found
 
 
-def current_row(db: Database, table: str, pk: dict[str, Any]) -> dict[str, Any] | None:
+def current_row(db: Database, table: str, pk: Mapping[str, PortableValue]) -> Row | None:
     """The row of ``table`` with key ``pk`` now, or None if there is none (see current_rows)."""
     key = db.primary_key_cached(table)
     return current_rows(db, table, [pk]).get(tuple(pk[name] for name in key))

@@ -9,8 +9,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from spark_examples import capture_triggers, change_format
-from spark_examples.capture import OP_HEADER, SEQ_HEADER
+from spark_examples import change_format
+from spark_examples.capture import triggers as capture_triggers
+from spark_examples.capture.shipper import OP_HEADER, SEQ_HEADER
 from spark_examples.databases import Database
 
 ITEM_COLUMNS = {"id": "integer", "name": "text", "price": "numeric", "active": "boolean"}

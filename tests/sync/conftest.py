@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING
 import pytest
 
 from kshim.testing import BrokerProcess, free_port
-from spark_examples import capture_review
-from spark_examples.apply_pipeline import registry_environment
+from spark_examples.capture import review as capture_review
 from spark_examples.databases import Database, open_database
+from spark_examples.testing import registry_environment
 from tests.sync.capture_helpers import create_items
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ROLE = "kshim"
-REVIEW_HOOK = "kshim.review.hook=spark_examples.capture_review:decide"
+REVIEW_HOOK = "kshim.review.hook=spark_examples.capture.review:decide"
 _database_numbers = itertools.count()
 
 

@@ -1,4 +1,4 @@
-"""The apply job's sink without Spark: ``apply_core.apply_batch`` on real databases.
+"""The apply job's sink without Spark: ``apply.sink.apply_batch`` on real databases.
 
 Replays are idempotent, offsets below the stored next offset are skipped, deletes of absent
 rows are no-ops, a failing record is retried a bounded number of times and then named (never
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from spark_examples.apply_core import (
+from spark_examples.apply.sink import (
     ApplyError,
     SourceRecord,
     apply_batch,

@@ -6,6 +6,7 @@ The broker runs the capture's review hook and finds the source through
 
 from __future__ import annotations
 
+import importlib
 import random
 import threading
 import time
@@ -14,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from kshim.testing import BrokerProcess
-from spark_examples import capture_review, capture_triggers
-from spark_examples.capture import run_capture
+from spark_examples.capture import review as capture_review
+from spark_examples.capture import triggers as capture_triggers
+from spark_examples.capture.shipper import run_capture
 from spark_examples.databases import Database, open_database
 from tests.sync.capture_helpers import (
     create_items,
@@ -154,6 +156,13 @@ def test_review_is_unknown_when_the_source_is_unreachable(
     transactional_id = capture_review.transactional_id_for("gone")
     capture_review.register(transactional_id, "postgresql://nobody@127.0.0.1:1/none", "gone")
     assert capture_review.decide({"transactional_id": transactional_id}) == "unknown"
+
+
+def test_review_hook_setting_names_the_hook() -> None:
+    # The capture warns unless the broker's kshim.review.hook is exactly this string.
+    module_name, function_name = capture_review.REVIEW_HOOK.split(":")
+    hook = getattr(importlib.import_module(module_name), function_name)
+    assert hook is capture_review.decide
 
 
 # -- capture through a real broker ---------------------------------------------------------

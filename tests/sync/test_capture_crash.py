@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from kshim.testing import BrokerProcess
-from spark_examples import capture_review, capture_triggers
-from spark_examples.capture import run_capture
+from spark_examples.capture import review as capture_review
+from spark_examples.capture import triggers as capture_triggers
+from spark_examples.capture.shipper import run_capture
 from spark_examples.databases import Database, open_database
 from tests.raw_client import RawConnection
 from tests.sync.capture_helpers import (
@@ -36,14 +37,14 @@ LIST_TRANSACTIONS = 66
 
 CRASH_SCRIPT = """
 import os, sys
-from spark_examples import capture, capture_review
-real_record = capture_review.record_captured
+from spark_examples.capture import review, shipper
+real_record = review.record_captured
 def record_then_crash(*args):
     if sys.argv[1] == "after_record":
         real_record(*args)
     os._exit(9)  # the process dies here: no abort, no commit, no cleanup
-capture_review.record_captured = record_then_crash
-capture.run_capture(sys.argv[2], ["items"], sys.argv[3], "exact", True, batch_size=10)
+review.record_captured = record_then_crash
+shipper.run_capture(sys.argv[2], ["items"], sys.argv[3], "exact", True, batch_size=10)
 """
 
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spark_examples.apply_pipeline import REPOSITORY_ROOT
+from spark_examples.testing import REPOSITORY_ROOT
 from tests.sync.spark_marks import SPARK_PIPELINE
 
 pytestmark = SPARK_PIPELINE

@@ -26,9 +26,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from kshim.testing import BrokerProcess
-from spark_examples.apply import ApplyOptions, apply_error_message, start_apply
-from spark_examples.apply_core import next_offset
-from spark_examples.apply_pipeline import (
+from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
+from spark_examples.apply.sink import next_offset
+from spark_examples.capture.broker import ensure_topic
+from spark_examples.capture.shipper import SEQ_HEADER
+from spark_examples.change_format import encode_key, encode_value
+from spark_examples.databases import open_database
+from spark_examples.testing import (
     REPOSITORY_ROOT,
     TABLE_NAMES,
     CaptureProcess,
@@ -39,15 +43,12 @@ from spark_examples.apply_pipeline import (
     topic_end_offset,
     wait_until,
 )
-from spark_examples.capture import SEQ_HEADER, ensure_topic
-from spark_examples.change_format import encode_key, encode_value
-from spark_examples.databases import open_database
 from spark_examples.verify import compare_tables
 from tests.sync.spark_marks import SPARK_PIPELINE
 
 pytestmark = SPARK_PIPELINE
 TOPIC = "shop"
-REVIEW_SETTINGS = ["kshim.review.hook=spark_examples.capture_review:decide"]
+REVIEW_SETTINGS = ["kshim.review.hook=spark_examples.capture.review:decide"]
 APPLY_TIMEOUT_S = 180
 DRAIN_TIMEOUT_S = 180
 
