@@ -18,7 +18,7 @@ from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.settings import GroupSettings
 from kshim.broker.producer_state import PartitionProducerState
 from kshim.broker.topic_resolver import TopicResolver
-from kshim.broker.topics import Topic, TopicManager
+from kshim.broker.topics import TopicManager
 from kshim.broker.transactions.coordinator import TransactionCoordinator
 from kshim.broker.transactions.review_hooks import load_review_hook
 from kshim.broker.transactions.reviewer import TransactionReviewer
@@ -65,7 +65,7 @@ class Broker:
             GroupSettings.from_config(config), clock, self.metadata.committed_offsets
         )
         self.transactions = TransactionCoordinator(
-            self.metadata, self.partition_log, clock, transaction_settings(config)
+            self.metadata, self.topics.log, clock, transaction_settings(config)
         )
         self.transactions.on_complete.append(self._apply_transaction_offsets)
         self.resolver = TopicResolver(self.topics, self.transactions, self.full_view)
@@ -120,17 +120,8 @@ class Broker:
     def _notify_view(self, topic_partition: TopicPartition) -> None:
         # Only topics with a view wake the applier: the others would wake it for nothing on
         # every flush round.
-        if self.resolver.has_view(topic_partition.topic):
+        if self.resolver.keeps_view(topic_partition.topic):
             self.full_view.notify(topic_partition)
-
-    def topic(self, name: str) -> Topic | None:
-        return self.topics.topics.get(name)
-
-    def partition_log(self, topic_partition: TopicPartition) -> PartitionLog | None:
-        topic = self.topics.topics.get(topic_partition.topic)
-        if topic is None or not 0 <= topic_partition.partition < len(topic.logs):
-            return None
-        return topic.logs[topic_partition.partition]
 
     def producer_state(self, topic_partition: TopicPartition) -> PartitionProducerState:
         return self.producer_states.setdefault(topic_partition, PartitionProducerState())

@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kshim.broker.transactions.partition_state import PartitionTransactions
-from kshim.storage.interface import Chunk, OffsetOutOfRange, TopicPartition
-from kshim.storage.partition_log import PartitionLog
-from kshim.storage.timestamp_lookup import offset_for_timestamp, offset_of_max_timestamp
+from kshim.storage.interface import Chunk, OffsetOutOfRange, PartitionLog, TopicPartition
 
 # (offset, timestamp) of a record found by its timestamp
 TimestampHit = tuple[int, int]
@@ -88,7 +86,7 @@ class LogPartition:
         return PartitionRead(offsets, result.chunks, aborted)
 
     async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
-        return await offset_for_timestamp(self._log, timestamp)
+        return await self._log.offset_for_timestamp(timestamp)
 
     async def offset_of_max_timestamp(self) -> TimestampHit | None:
-        return await offset_of_max_timestamp(self._log)
+        return await self._log.offset_of_max_timestamp()

@@ -1,11 +1,17 @@
-"""The one table from API key to handler."""
+"""The one table from API key to handler: which typed request each handler takes.
+
+A route binds an API's typed request class (``protocol/messages/``, or Produce's own
+decoder, which leaves record batches in the frame) to its handler, so mypy checks that
+the handler takes exactly that class. Handlers return their typed response, encoded
+body parts (Fetch, Produce and the cached ApiVersions answers), or None when no answer
+is due (Produce with acks=0).
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from kshim.broker.context import RequestContext
 from kshim.broker.handlers import (
@@ -42,62 +48,82 @@ from kshim.broker.handlers import (
     txn_offset_commit,
 )
 from kshim.protocol.apis import ADVERTISED
+from kshim.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+from kshim.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+from kshim.protocol.messages.alter_configs import AlterConfigsRequest
+from kshim.protocol.messages.api_versions import ApiVersionsRequest
+from kshim.protocol.messages.create_partitions import CreatePartitionsRequest
+from kshim.protocol.messages.create_topics import CreateTopicsRequest
+from kshim.protocol.messages.delete_groups import DeleteGroupsRequest
+from kshim.protocol.messages.delete_records import DeleteRecordsRequest
+from kshim.protocol.messages.delete_topics import DeleteTopicsRequest
+from kshim.protocol.messages.describe_configs import DescribeConfigsRequest
+from kshim.protocol.messages.describe_groups import DescribeGroupsRequest
+from kshim.protocol.messages.describe_producers import DescribeProducersRequest
+from kshim.protocol.messages.describe_transactions import DescribeTransactionsRequest
+from kshim.protocol.messages.end_txn import EndTxnRequest
+from kshim.protocol.messages.fetch import FetchRequest
+from kshim.protocol.messages.find_coordinator import FindCoordinatorRequest
+from kshim.protocol.messages.heartbeat import HeartbeatRequest
+from kshim.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+from kshim.protocol.messages.init_producer_id import InitProducerIdRequest
+from kshim.protocol.messages.join_group import JoinGroupRequest
+from kshim.protocol.messages.leave_group import LeaveGroupRequest
+from kshim.protocol.messages.list_groups import ListGroupsRequest
+from kshim.protocol.messages.list_offsets import ListOffsetsRequest
+from kshim.protocol.messages.list_transactions import ListTransactionsRequest
+from kshim.protocol.messages.metadata import MetadataRequest
+from kshim.protocol.messages.offset_commit import OffsetCommitRequest
+from kshim.protocol.messages.offset_delete import OffsetDeleteRequest
+from kshim.protocol.messages.offset_fetch import OffsetFetchRequest
+from kshim.protocol.messages.sync_group import SyncGroupRequest
+from kshim.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
+from kshim.protocol.produce_request import ProduceRequest, decode_produce_request
 
-# A handler returns its API's typed response (protocol/messages/), a dict for the kio
-# encoder (handlers not yet typed), already encoded body parts (Fetch), or None when no
-# response is due (Produce with acks=0).
-Handler = Callable[[Any, RequestContext], Awaitable[object]]
+RequestT = TypeVar("RequestT")
+# version, frame, body offset -> request; raises DecodeError
+Decoder = Callable[[int, bytes | bytearray, int], RequestT]
 
-HANDLERS: dict[int, Handler] = {
-    0: produce.handle,
-    1: fetch.handle,
-    2: list_offsets.handle,
-    3: metadata.handle,
-    8: offset_commit.handle,
-    9: offset_fetch.handle,
-    10: find_coordinator.handle,
-    11: join_group.handle,
-    12: heartbeat.handle,
-    13: leave_group.handle,
-    14: sync_group.handle,
-    15: describe_groups.handle,
-    16: list_groups.handle,
-    18: api_versions.handle,
-    19: create_topics.handle,
-    20: delete_topics.handle,
-    21: delete_records.handle,
-    22: init_producer_id.handle,
-    32: describe_configs.handle,
-    33: alter_configs.handle,
-    37: create_partitions.handle,
-    42: delete_groups.handle,
-    44: incremental_alter_configs.handle,
-    24: add_partitions_to_txn.handle,
-    25: add_offsets_to_txn.handle,
-    26: end_txn.handle,
-    28: txn_offset_commit.handle,
-    61: describe_producers.handle,
-    65: describe_transactions.handle,
-    66: list_transactions.handle,
-    47: offset_delete.handle,
+
+@dataclass(frozen=True, slots=True)
+class Route(Generic[RequestT]):
+    request_type: type[RequestT]
+    handle: Callable[[RequestT, RequestContext], Awaitable[object]]
+    decode: Decoder[RequestT] | None = None  # None: kio's decoder into ``request_type``
+
+
+ROUTES: dict[int, Route[Any]] = {
+    0: Route(ProduceRequest, produce.handle, decode_produce_request),
+    1: Route(FetchRequest, fetch.handle),
+    2: Route(ListOffsetsRequest, list_offsets.handle),
+    3: Route(MetadataRequest, metadata.handle),
+    8: Route(OffsetCommitRequest, offset_commit.handle),
+    9: Route(OffsetFetchRequest, offset_fetch.handle),
+    10: Route(FindCoordinatorRequest, find_coordinator.handle),
+    11: Route(JoinGroupRequest, join_group.handle),
+    12: Route(HeartbeatRequest, heartbeat.handle),
+    13: Route(LeaveGroupRequest, leave_group.handle),
+    14: Route(SyncGroupRequest, sync_group.handle),
+    15: Route(DescribeGroupsRequest, describe_groups.handle),
+    16: Route(ListGroupsRequest, list_groups.handle),
+    18: Route(ApiVersionsRequest, api_versions.handle),
+    19: Route(CreateTopicsRequest, create_topics.handle),
+    20: Route(DeleteTopicsRequest, delete_topics.handle),
+    21: Route(DeleteRecordsRequest, delete_records.handle),
+    22: Route(InitProducerIdRequest, init_producer_id.handle),
+    32: Route(DescribeConfigsRequest, describe_configs.handle),
+    33: Route(AlterConfigsRequest, alter_configs.handle),
+    37: Route(CreatePartitionsRequest, create_partitions.handle),
+    42: Route(DeleteGroupsRequest, delete_groups.handle),
+    44: Route(IncrementalAlterConfigsRequest, incremental_alter_configs.handle),
+    24: Route(AddPartitionsToTxnRequest, add_partitions_to_txn.handle),
+    25: Route(AddOffsetsToTxnRequest, add_offsets_to_txn.handle),
+    26: Route(EndTxnRequest, end_txn.handle),
+    28: Route(TxnOffsetCommitRequest, txn_offset_commit.handle),
+    61: Route(DescribeProducersRequest, describe_producers.handle),
+    65: Route(DescribeTransactionsRequest, describe_transactions.handle),
+    66: Route(ListTransactionsRequest, list_transactions.handle),
+    47: Route(OffsetDeleteRequest, offset_delete.handle),
 }
 
-assert HANDLERS.keys() == ADVERTISED.keys(), "every advertised API needs a handler"
-
-
-def request_type(api_key: int) -> type[Any] | None:
-    """The typed request class the API's handler takes (its ``request`` annotation), or None
-    for a handler still taking kio's per-version dataclass."""
-    return _REQUEST_TYPES[api_key]
-
-
-def _annotated_request_type(handler: Handler) -> type[Any] | None:
-    annotation = typing.get_type_hints(handler).get("request")
-    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
-        return annotation
-    return None
-
-
-_REQUEST_TYPES = {
-    api_key: _annotated_request_type(handler) for api_key, handler in HANDLERS.items()
-}
+assert ROUTES.keys() == ADVERTISED.keys(), "every advertised API needs a handler"

@@ -23,8 +23,7 @@ from kshim.broker.partition_reads import LogPartition, ReadablePartition
 from kshim.broker.topics import INVALID_TOPIC, Topic, TopicError, TopicManager
 from kshim.broker.transactions.coordinator import TransactionCoordinator
 from kshim.protocol.errors import ErrorCode
-from kshim.storage.interface import TopicPartition
-from kshim.storage.partition_log import PartitionLog
+from kshim.storage.interface import PartitionLog, TopicPartition
 
 # A view's topic id is uuid5(its topic's id, this): stable, and distinct from every topic's.
 VIEW_ID_NAME = "kshim.full.view"
@@ -40,6 +39,10 @@ class TopicConfigs:
     values: dict[str, str]  # every effective config
     overridden: frozenset[str]  # the names set on the topic rather than by broker defaults
     read_only: bool
+
+    def overrides(self) -> dict[str, str]:
+        """The configs set on the topic itself (what AlterConfigs replaces)."""
+        return {name: self.values[name] for name in self.overridden}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +80,40 @@ class ResolvedTopic:
         if not self.writable:
             raise TopicError(code, f"{self.name} is a read-only full-data view; {instead}")
 
+    def refuse_deletion(self) -> None:
+        """Raises TopicError(POLICY_VIOLATION) unless DeleteTopics may delete the topic: a
+        view goes only with its topic."""
+        if not self.writable:
+            raise TopicError(
+                ErrorCode.policy_violation,
+                f"{self.name} is a full-data view; delete its topic instead",
+            )
+
 
 @dataclass(frozen=True, slots=True)
 class WritablePartition:
     log: PartitionLog
     topic: Topic  # its configs say what the log accepts
+
+
+@dataclass(frozen=True, slots=True)
+class DeletablePartition:
+    """A stored topic's partition whose oldest records retention and DeleteRecords delete.
+
+    A topic's full-data view is built from its log, so the log start never passes what
+    the view has applied: a record deleted first would be missing from the view for good.
+    """
+
+    log: PartitionLog
+    topic: Topic  # its configs say what retention keeps
+    view: FullView | None  # the topic's view, which holds the log start back; None without one
+
+    async def log_start_limit(self) -> int | None:
+        """The offset the log start must not pass now (the view's applied position), or
+        None when nothing holds it back."""
+        if self.view is None:
+            return None
+        return await self.view.applied_position(self.log.topic_partition)
 
 
 class TopicResolver:
@@ -96,24 +128,24 @@ class TopicResolver:
 
     def resolve(self, name: str) -> ResolvedTopic | None:
         """The topic or view called ``name``, or None."""
-        topic = self._topics.topics.get(name)
+        topic = self._topics.get(name)
         if topic is not None:
             return ResolvedTopic(name, TopicKind.LOG, topic)
-        source = naming.source_of(self._topics.topics, name)
+        source = naming.source_of(self._topics.by_name, name)
         if source is not None:
             return ResolvedTopic(name, TopicKind.VIEW, source)
         return None
 
     def resolve_id(self, topic_id: uuid.UUID) -> ResolvedTopic | None:
         """The stored topic with this id, or None (views are never addressed by id)."""
-        for topic in self._topics.topics.values():
+        for topic in self._topics.by_name.values():
             if topic.record.topic_id == topic_id.bytes:
                 return ResolvedTopic(topic.record.name, TopicKind.LOG, topic)
         return None
 
     def listed(self) -> Iterator[ResolvedTopic]:
         """Every topic, each followed by its view when it has one (Metadata for all topics)."""
-        for topic in list(self._topics.topics.values()):
+        for topic in list(self._topics.by_name.values()):
             yield ResolvedTopic(topic.record.name, TopicKind.LOG, topic)
             if naming.has_view(topic):
                 view_name = naming.view_name(topic.record.name)
@@ -153,8 +185,36 @@ class TopicResolver:
         resolved.refuse_change("produce to its topic instead", ErrorCode.invalid_request)
         return WritablePartition(resolved.stored.logs[topic_partition.partition], resolved.stored)
 
-    def has_view(self, topic: str) -> bool:
+    def deletable_partition(self, topic_partition: TopicPartition) -> DeletablePartition | None:
+        """The partition DeleteRecords deletes from; None when there is no such partition.
+        Raises TopicError(POLICY_VIOLATION) for any partition of a view: views are
+        read-only."""
+        resolved = self.resolve(topic_partition.topic)
+        if resolved is not None:
+            resolved.refuse_change("delete records of its topic instead")
+        if resolved is None or not 0 <= topic_partition.partition < resolved.partition_count:
+            return None
+        return self._deletable(resolved.stored, topic_partition.partition)
+
+    def deletable_partitions(self) -> list[DeletablePartition]:
+        """Every partition of every stored topic, as they are now (retention's pass)."""
+        return [
+            self._deletable(topic, index)
+            for topic in list(self._topics.by_name.values())
+            for index in range(len(topic.logs))
+        ]
+
+    def _deletable(self, topic: Topic, index: int) -> DeletablePartition:
+        view = self._full_view if naming.has_view(topic) else None
+        return DeletablePartition(topic.logs[index], topic, view)
+
+    async def forget_view(self, topic: str) -> None:
+        """Deletes the view data of the deleted topic ``topic``: a view goes with its topic
+        (nothing to do for a topic without one)."""
+        await self._full_view.forget_topic(topic)
+
+    def keeps_view(self, topic: str) -> bool:
         """True when the stored topic ``topic`` keeps a full-data view (which must then see
         every append, and hold back retention until it has applied what goes)."""
-        stored = self._topics.topics.get(topic)
+        stored = self._topics.get(topic)
         return stored is not None and naming.has_view(stored)

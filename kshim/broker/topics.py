@@ -81,14 +81,29 @@ class TopicManager:
         self._logs = logs
         self._on_open = on_open  # gives the recovery callback for a partition
         self._on_opened = on_opened  # sees every log once it is open
-        self.topics: dict[str, Topic] = {}
+        self._by_name: dict[str, Topic] = {}
         self._lock = asyncio.Lock()
 
     async def load(self) -> None:
         """Opens every stored topic's logs (running recovery)."""
         records = await asyncio.to_thread(self._metadata.topics)
         for record in records.values():
-            self.topics[record.name] = await self._open(record)
+            self._by_name[record.name] = await self._open(record)
+
+    @property
+    def by_name(self) -> Mapping[str, Topic]:
+        """Every stored topic by name (read-only; change topics through the methods)."""
+        return self._by_name
+
+    def get(self, name: str) -> Topic | None:
+        return self._by_name.get(name)
+
+    def log(self, topic_partition: TopicPartition) -> PartitionLog | None:
+        """The partition's log, or None when the topic or the partition does not exist."""
+        topic = self._by_name.get(topic_partition.topic)
+        if topic is None or not 0 <= topic_partition.partition < len(topic.logs):
+            return None
+        return topic.logs[topic_partition.partition]
 
     def effective_configs(self, overrides: Mapping[str, str]) -> dict[str, str]:
         return {**self._config.topic_defaults(), **overrides}
@@ -128,20 +143,20 @@ class TopicManager:
             raise TopicError(INVALID_PARTITIONS, "number of partitions must be at least 1")
         checked = validate_topic_configs(overrides)
         async with self._lock:
-            if name in self.topics:
+            if name in self._by_name:
                 raise TopicError(TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
             if validate_only:
                 return None
             record = TopicRecord(name, uuid.uuid4().bytes, partitions, checked)
             await asyncio.to_thread(self._metadata.put_topic, record)
             topic = await self._open(record)
-            self.topics[name] = topic
+            self._by_name[name] = topic
             return topic
 
     async def delete(self, name: str) -> None:
         """Deletes the topic, its metadata and its files; raises TopicError if unknown."""
         async with self._lock:
-            topic = self.topics.pop(name, None)
+            topic = self._by_name.pop(name, None)
             if topic is None:
                 raise TopicError(UNKNOWN_TOPIC, f"unknown topic {name!r}")
             await asyncio.to_thread(self._metadata.delete_topic, name)
@@ -151,7 +166,7 @@ class TopicManager:
     async def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
         """Grows the topic to ``total`` partitions; raises TopicError."""
         async with self._lock:
-            topic = self.topics.get(name)
+            topic = self._by_name.get(name)
             if topic is None:
                 raise TopicError(UNKNOWN_TOPIC, f"unknown topic {name!r}")
             current = topic.record.partitions
@@ -173,7 +188,7 @@ class TopicManager:
         """Replaces the topic's overrides with ``overrides``; raises TopicError."""
         checked = validate_topic_configs(overrides)
         async with self._lock:
-            topic = self.topics.get(name)
+            topic = self._by_name.get(name)
             if topic is None:
                 raise TopicError(UNKNOWN_TOPIC, f"unknown topic {name!r}")
             if validate_only:

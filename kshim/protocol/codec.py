@@ -1,11 +1,11 @@
-"""Message bodies through kio's generated codecs, version-agnostic for handlers.
+"""Message bodies through kio's generated codecs, one dataclass per message and version.
 
 kio (PyPI) carries a dataclass per message and version, generated from Kafka's
-own JSON schemas, with a native decoder. Handlers should not care which
-version a client picked, so they describe a response as a plain nested dict
-holding the union of every version's fields; ``encode_response`` builds that
-version's dataclasses from it, dropping fields the version lacks and filling
-absent ones with the schema default.
+own JSON schemas, with a native decoder. The broker decodes and encodes through
+here and meets typed messages only (``messages/``, which converts). Tools and
+tests describe a message as a nested dict instead: ``build`` makes one version's
+dataclass from it, and ``encode_response`` encodes a dict holding the union of
+every version's fields in one version, dropping what the version lacks.
 """
 
 from __future__ import annotations

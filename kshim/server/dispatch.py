@@ -14,9 +14,9 @@ from typing import Any
 
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
-from kshim.broker.registry import HANDLERS, request_type
+from kshim.broker.registry import ROUTES, Route
 from kshim.protocol import codec
-from kshim.protocol.apis import ADVERTISED, API_VERSIONS_KEY, PRODUCE_KEY, serves
+from kshim.protocol.apis import ADVERTISED, API_VERSIONS_KEY, serves
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.framing import frame
@@ -27,8 +27,8 @@ from kshim.protocol.headers import (
     peek_api,
 )
 from kshim.protocol.messages import serial
+from kshim.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
 from kshim.protocol.primitives import DecodeError
-from kshim.protocol.produce_request import decode_produce_request
 
 # ApiVersions v3+ uses flexible request headers even at versions this broker does not know.
 API_VERSIONS_FIRST_FLEXIBLE = 3
@@ -46,9 +46,9 @@ class DecodingFailed(Exception):
 @dataclass(frozen=True, slots=True)
 class Call:
     header: RequestHeader
-    # A kio request dataclass (produce_request.ProduceRequest for Produce), or None for
-    # the ApiVersions fallback.
-    request: Any
+    # The API's typed request (registry.py's route says which), or None for the
+    # ApiVersions fallback.
+    request: object
 
 
 def decode(frame_bytes: bytes | bytearray) -> Call:
@@ -65,13 +65,7 @@ def decode(frame_bytes: bytes | bytearray) -> Call:
         if not serves(api_key, version):
             raise ProtocolViolation(f"api {api_key} version {version} is not supported")
         header, body_offset = parse_request_header(frame_bytes, codec.is_flexible(api_key, version))
-        typed = request_type(api_key)
-        if api_key == PRODUCE_KEY:  # nearly every received byte: decoded without copies
-            request = decode_produce_request(version, frame_bytes, body_offset)
-        elif typed is not None:
-            request = serial.decode_request(typed, api_key, version, frame_bytes, body_offset)
-        else:
-            request = codec.decode_request(api_key, version, frame_bytes, body_offset)
+        request = _decode_body(ROUTES[api_key], api_key, version, frame_bytes, body_offset)
     except DecodeError as error:
         raise ProtocolViolation(str(error)) from error
     except ProtocolViolation:
@@ -81,12 +75,21 @@ def decode(frame_bytes: bytes | bytearray) -> Call:
     return Call(header, request)
 
 
+def _decode_body(
+    route: Route[Any], api_key: int, version: int, frame_bytes: bytes | bytearray, offset: int
+) -> object:
+    if route.decode is not None:
+        return route.decode(version, frame_bytes, offset)
+    return serial.decode_request(route.request_type, api_key, version, frame_bytes, offset)
+
+
 async def respond(call: Call, broker: Broker, client_host: str = "") -> list[Part] | None:
     """Runs the handler and returns the framed response, or None when none is due (acks=0)."""
     header = call.header
     if call.request is None:
         return _api_versions_fallback(header)
-    body = await HANDLERS[header.api_key](call.request, RequestContext(header, broker, client_host))
+    route = ROUTES[header.api_key]
+    body = await route.handle(call.request, RequestContext(header, broker, client_host))
     if body is None:
         return None
     flexible = codec.is_flexible(header.api_key, header.api_version)
@@ -96,22 +99,17 @@ async def respond(call: Call, broker: Broker, client_host: str = "") -> list[Par
     )
     if isinstance(body, list):
         return frame([response_header, *body])
-    if isinstance(body, dict):
-        encoded = codec.encode_response(header.api_key, header.api_version, body)
-    else:
-        encoded = serial.encode_response(header.api_key, header.api_version, body)
+    encoded = serial.encode_response(header.api_key, header.api_version, body)
     return frame([response_header, encoded])
 
 
 def _api_versions_fallback(header: RequestHeader) -> list[Part]:
     """A v0-format UNSUPPORTED_VERSION answer listing ApiVersions' own range (KIP-511)."""
     low, high = ADVERTISED[API_VERSIONS_KEY]
-    body = codec.encode_response(
-        API_VERSIONS_KEY,
-        0,
-        {
-            "error_code": ErrorCode.unsupported_version,
-            "api_keys": [{"api_key": API_VERSIONS_KEY, "min_version": low, "max_version": high}],
-        },
+    answer = ApiVersionsResponse(
+        error_code=ErrorCode.unsupported_version,
+        api_keys=[ApiVersion(api_key=API_VERSIONS_KEY, min_version=low, max_version=high)],
+        throttle_time_ms=0,
     )
+    body = serial.encode_response(API_VERSIONS_KEY, 0, answer)
     return frame([encode_response_header(header.correlation_id, False), body])

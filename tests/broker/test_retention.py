@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.retention import enforce_retention_once
+from kshim.broker.retention import advance_log_start, enforce_retention_once
 from kshim.protocol.record_batch import validate_produced
 from kshim.protocol.records import Record, build_batch
-from kshim.storage.interface import TopicPartition, chunk_bytes
+from kshim.storage.interface import OffsetOutOfRange, PartitionLog, TopicPartition, chunk_bytes
 from kshim.storage.transaction_store import AbortedTransaction
 
 TOPIC_PARTITION = TopicPartition("t", 0)
@@ -32,9 +34,14 @@ async def _broker(data_dir: Path, clock: FakeClock) -> Broker:
     return broker
 
 
+def _log(broker: Broker) -> PartitionLog:
+    partition = broker.resolver.deletable_partition(TOPIC_PARTITION)
+    assert partition is not None
+    return partition.log
+
+
 async def _append(broker: Broker, timestamp: int, count: int = 1) -> int:
-    log = broker.partition_log(TOPIC_PARTITION)
-    assert log is not None
+    log = _log(broker)
     batch = bytearray(build_batch([Record(i, timestamp, b"k", b"v" * 50) for i in range(count)]))
     offset = log.append(batch, validate_produced(batch))
     await log.wait_durable(offset)
@@ -56,15 +63,13 @@ async def test_time_retention_drops_old_segments_and_survives_restart(tmp_path: 
 
     clock.now_ms = 1_000_000 + 12_500  # batches stamped before 1_002_500 have expired
     assert await enforce_retention_once(broker) == 3
-    log = broker.partition_log(TOPIC_PARTITION)
-    assert log is not None
+    log = _log(broker)
     assert log.log_start_offset == 3
     assert _segment_files(broker)[0] == f"{3:020d}.log"
     await broker.close()
 
     broker = await _broker(tmp_path, clock)
-    log = broker.partition_log(TOPIC_PARTITION)
-    assert log is not None
+    log = _log(broker)
     assert (log.log_start_offset, log.high_watermark) == (3, 6)
     offset = 3
     while offset < log.high_watermark:  # a read stays within one segment
@@ -107,8 +112,7 @@ async def test_size_retention_keeps_the_newest_bytes(tmp_path: Path) -> None:
     for _ in range(5):
         await _append(broker, timestamp=5_000)
     dropped = await enforce_retention_once(broker)
-    log = broker.partition_log(TOPIC_PARTITION)
-    assert log is not None
+    log = _log(broker)
     remaining = sum(summary.size for summary in log.segment_summaries())
     assert dropped == 2  # five ~121-byte segments: dropping a third would leave < 300 bytes
     assert 300 <= remaining < 300 + 200
@@ -122,10 +126,10 @@ async def test_delete_records_lets_retention_drop_whole_segments(tmp_path: Path)
     await broker.topics.create("t", 1, {**NO_VIEW, "segment.bytes": "200"})
     for _ in range(4):
         await _append(broker, timestamp=5_000)
-    log = broker.partition_log(TOPIC_PARTITION)
-    assert log is not None
-    broker.metadata.set_log_start_offset(TOPIC_PARTITION, 2)
-    log.advance_log_start_offset(2)
+    log = _log(broker)
+    await advance_log_start(broker, log, 2)  # as DeleteRecords does
+    assert log.log_start_offset == 2
+    assert len(_segment_files(broker)) == 4  # whole segments are left to retention
     assert await enforce_retention_once(broker) == 2
     assert _segment_files(broker) == [f"{2:020d}.log", f"{3:020d}.log"]
     assert log.log_start_offset == 2
@@ -140,4 +144,55 @@ async def test_compacted_topics_are_not_deleted_by_time(tmp_path: Path) -> None:
         await _append(broker, timestamp=1)
     assert await enforce_retention_once(broker) == 0
     assert len(_segment_files(broker)) == 3
+    await broker.close()
+
+
+async def test_the_new_log_start_is_durable_before_any_segment_file_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash while retention deletes files must not bring deleted offsets back: LMDB
+    already holds the new log start when the first file is deleted."""
+    clock = FakeClock(1_000_000)
+    broker = await _broker(tmp_path, clock)
+    await broker.topics.create("t", 1, {**NO_VIEW, "segment.bytes": "200", "retention.ms": "10000"})
+    for index in range(4):  # one batch per segment
+        await _append(broker, timestamp=1_000_000 + index * 1000)
+    log = _log(broker)
+    durable_at_drop: list[int] = []
+
+    async def crash(count: int, log_start_offset: int) -> None:
+        durable_at_drop.append(broker.metadata.log_start_offset(TOPIC_PARTITION))
+        raise OSError("crash while deleting segment files")
+
+    monkeypatch.setattr(log, "drop_oldest_segments", crash)
+    clock.now_ms = 1_000_000 + 12_500  # the first three batches have expired
+    with pytest.raises(OSError, match="crash"):
+        await enforce_retention_once(broker)
+    assert durable_at_drop == [3]
+    await broker.close()
+
+
+async def test_delete_records_makes_the_log_start_durable_before_readers_see_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = await _broker(tmp_path, FakeClock(5_000))
+    await broker.topics.create("t", 1, NO_VIEW)
+    for _ in range(3):
+        await _append(broker, timestamp=5_000)
+    log = _log(broker)
+    durable_at_advance: list[int] = []
+    advance = log.advance_log_start_offset
+
+    def recording_advance(offset: int) -> None:
+        durable_at_advance.append(broker.metadata.log_start_offset(TOPIC_PARTITION))
+        advance(offset)
+
+    monkeypatch.setattr(log, "advance_log_start_offset", recording_advance)
+    await advance_log_start(broker, log, 2)
+    assert (durable_at_advance, log.log_start_offset) == ([2], 2)
+    await advance_log_start(broker, log, 1)  # never backwards, and nothing written
+    assert (durable_at_advance, log.log_start_offset) == ([2], 2)
+    with pytest.raises(OffsetOutOfRange):
+        await advance_log_start(broker, log, 4)  # past the high watermark
+    assert broker.metadata.log_start_offset(TOPIC_PARTITION) == 2
     await broker.close()

@@ -42,7 +42,7 @@ async def open_broker(data_dir: Path, clock: FakeClock, in_process: bool = True)
 
 async def append(broker: Broker, writes: list[Write], spec: BatchSpec = PLAIN) -> int:
     """Appends one batch to partition 0 of ``t``; returns its base offset once durable."""
-    log = broker.partition_log(SOURCE)
+    log = broker.topics.log(SOURCE)
     assert log is not None
     records = [Record(i, broker.clock(), key, value) for i, (key, value) in enumerate(writes)]
     batch = bytearray(build_batch(records, spec))
@@ -62,7 +62,7 @@ def transactional(producer_id: int) -> BatchSpec:
 
 async def end_transaction(broker: Broker, producer_id: int, commit: bool) -> None:
     """Writes the marker as the transaction coordinator does (abort recorded first)."""
-    log = broker.partition_log(SOURCE)
+    log = broker.topics.log(SOURCE)
     assert log is not None
     state = broker.transactions.partition(SOURCE)
     first = state.open[producer_id].first_offset

@@ -141,7 +141,7 @@ async def test_retention_keeps_what_the_view_has_not_applied(tmp_path: Path) -> 
         await append(broker, [(b"k%d" % (index % 2), b"v%d" % index)])
     clock.now_ms = START_MS + 10_000
     await enforce_retention_once(broker)
-    log = broker.partition_log(SOURCE)
+    log = broker.topics.log(SOURCE)
     assert log is not None
     assert log.log_start_offset == 4  # segments 0..3 applied and expired; 4 and 5 kept
     assert as_dict(await read_all(broker)) == {b"k0": (4, b"v4"), b"k1": (5, b"v5")}
@@ -180,7 +180,7 @@ async def test_view_turned_back_on_after_retention_is_rebuilt_from_the_log(
     clock.now_ms = START_MS + 10_000
     await append(broker, [(b"d", b"1")])  # offset 5, recent: kept by retention
     await enforce_retention_once(broker)
-    log = broker.partition_log(SOURCE)
+    log = broker.topics.log(SOURCE)
     assert log is not None and log.log_start_offset == 5  # all but the active segment dropped
     await broker.topics.set_configs(TOPIC, configs)  # the view is on again
     # Stale "a"=1, "b"=1 and "c"=1 are gone: only what the retained log says remains.

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Any
 
 from kshim.broker.config.keys import TOPIC_CONFIGS
+from kshim.broker.topic_resolver import TopicConfigs
+from kshim.protocol.messages.create_topics import CreatableTopicConfigs
+from kshim.protocol.messages.describe_configs import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsSynonym,
+)
 
 # DescribeConfigs ConfigSource values (DescribeConfigsResponse.json).
 DYNAMIC_TOPIC_CONFIG = 1
@@ -15,47 +20,61 @@ STRING_TYPE = 2
 
 
 def describe_topic_configs(
-    configs: Mapping[str, str],
-    overridden: Collection[str],
-    only: Collection[str] | None,
-    read_only: bool = False,
-) -> list[dict[str, Any]]:
-    """Describes a topic's effective configs, ``only`` the named ones when given."""
+    configs: TopicConfigs, only: Collection[str] | None, synonyms: bool = True
+) -> list[DescribeConfigsResourceResult]:
+    """Describes a topic's effective configs, ``only`` the named ones when given, each with
+    itself as its one synonym when ``synonyms`` (DescribeConfigs v1+ sends them when asked)."""
     described = []
-    for name, value in sorted(configs.items()):
+    for name, value in sorted(configs.values.items()):
         if only is not None and name not in only:
             continue
-        source = DYNAMIC_TOPIC_CONFIG if name in overridden else DEFAULT_CONFIG
+        source = DYNAMIC_TOPIC_CONFIG if name in configs.overridden else DEFAULT_CONFIG
+        itself = [DescribeConfigsSynonym(name=name, value=value, source=source)]
         described.append(
-            {
-                "name": name,
-                "value": value,
-                "read_only": read_only,
-                "config_source": source,
-                "is_sensitive": False,
-                "synonyms": [{"name": name, "value": value, "source": source}],
-                "config_type": TOPIC_CONFIGS[name].config_type,
-                "documentation": None,
-            }
+            DescribeConfigsResourceResult(
+                name=name,
+                value=value,
+                read_only=configs.read_only,
+                config_source=source,
+                is_sensitive=False,
+                synonyms=itself if synonyms else [],
+                config_type=TOPIC_CONFIGS[name].config_type,
+                documentation=None,
+            )
         )
     return described
 
 
+def describe_created_topic_configs(configs: TopicConfigs) -> list[CreatableTopicConfigs]:
+    """What CreateTopics v5+ says of each config of a new topic: DescribeConfigs' answer
+    without its synonyms, type and documentation."""
+    return [
+        CreatableTopicConfigs(
+            name=config.name,
+            value=config.value,
+            read_only=config.read_only,
+            config_source=config.config_source,
+            is_sensitive=config.is_sensitive,
+        )
+        for config in describe_topic_configs(configs, None, synonyms=False)
+    ]
+
+
 def describe_broker_configs(
     values: Mapping[str, str], only: Collection[str] | None
-) -> list[dict[str, Any]]:
+) -> list[DescribeConfigsResourceResult]:
     """Describes the broker's static configuration (read-only at run time)."""
     return [
-        {
-            "name": name,
-            "value": value,
-            "read_only": True,
-            "config_source": STATIC_BROKER_CONFIG,
-            "is_sensitive": False,
-            "synonyms": [],
-            "config_type": STRING_TYPE,
-            "documentation": None,
-        }
+        DescribeConfigsResourceResult(
+            name=name,
+            value=value,
+            read_only=True,
+            config_source=STATIC_BROKER_CONFIG,
+            is_sensitive=False,
+            synonyms=[],
+            config_type=STRING_TYPE,
+            documentation=None,
+        )
         for name, value in sorted(values.items())
         if only is None or name in only
     ]

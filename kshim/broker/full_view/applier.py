@@ -33,8 +33,8 @@ TOMBSTONE_PURGE_INTERVAL_S = 1.0
 
 async def apply_partition_once(broker: Broker, topic_partition: TopicPartition) -> bool:
     """Applies one chunk of the source partition; returns whether the view advanced."""
-    topic = broker.topic(topic_partition.topic)
-    partition_log = broker.partition_log(topic_partition)
+    topic = broker.topics.get(topic_partition.topic)
+    partition_log = broker.topics.log(topic_partition)
     if topic is None or partition_log is None or not has_view(topic):
         return False
     view = broker.full_view
@@ -51,7 +51,7 @@ async def apply_partition_once(broker: Broker, topic_partition: TopicPartition) 
         return False
     expiry = broker.clock() + int(topic.configs["delete.retention.ms"])
     async with view.lock:
-        if broker.topic(topic_partition.topic) is not topic:
+        if broker.topics.get(topic_partition.topic) is not topic:
             return False  # deleted meanwhile: its view data is gone too
         await view.applier.apply(
             topic_partition, data, list(transactions.aborted), expiry, result.end_offset
@@ -106,7 +106,7 @@ def view_partition(source: TopicPartition) -> TopicPartition:
 def _every_viewed_partition(broker: Broker) -> set[TopicPartition]:
     return {
         log.topic_partition
-        for topic in broker.topics.topics.values()
+        for topic in broker.topics.by_name.values()
         if has_view(topic)
         for log in topic.logs
     }

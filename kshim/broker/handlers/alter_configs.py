@@ -2,22 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kshim.broker.config.changes import change_resource
 from kshim.broker.context import RequestContext
+from kshim.broker.topic_resolver import ResolvedTopic
+from kshim.broker.topics import validate_topic_configs
+from kshim.protocol.messages.alter_configs import (
+    AlterConfigsRequest,
+    AlterConfigsResource,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
 
 
-async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
+async def handle(request: AlterConfigsRequest, context: RequestContext) -> AlterConfigsResponse:
     broker = context.broker
     responses = []
     for resource in request.resources:
 
-        async def replace(resource: Any = resource) -> None:
-            overrides = {config.name: config.value for config in resource.configs}
+        async def replace(
+            _: ResolvedTopic | None, resource: AlterConfigsResource = resource
+        ) -> None:
+            # Values may be null: refused (INVALID_CONFIG) before the topic is looked up.
+            overrides = validate_topic_configs(
+                {config.name: config.value for config in resource.configs}
+            )
             await broker.topics.set_configs(
                 resource.resource_name, overrides, request.validate_only
             )
 
-        responses.append(await change_resource(broker, resource, replace))
-    return {"throttle_time": 0, "responses": responses}
+        responses.append(
+            await change_resource(broker.resolver, resource, replace, AlterConfigsResourceResponse)
+        )
+    return AlterConfigsResponse(throttle_time_ms=0, responses=responses)

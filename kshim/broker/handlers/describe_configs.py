@@ -1,64 +1,74 @@
-"""DescribeConfigs (key 32): topic and broker configs."""
+"""DescribeConfigs (key 32): topic and broker configs.
+
+A full-data view is described as the topic resolver says (``ResolvedTopic.configs``):
+its topic's settings, compacted, every one read-only.
+"""
 
 from __future__ import annotations
-
-from typing import Any
 
 from kshim.broker.broker import Broker
 from kshim.broker.config.describe import describe_broker_configs, describe_topic_configs
 from kshim.broker.context import RequestContext
-from kshim.broker.full_view.naming import VIEW_CONFIG, source_of
 from kshim.protocol.errors import ErrorCode
+from kshim.protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+)
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
 
-async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
-    results = [_describe(resource, context) for resource in request.resources]
-    if not getattr(request, "include_synonyms", False):  # synonyms only when asked (v1+)
-        for result in results:
-            for config in result["configs"]:
-                config["synonyms"] = []
-    return {"throttle_time": 0, "results": results}
+async def handle(
+    request: DescribeConfigsRequest, context: RequestContext
+) -> DescribeConfigsResponse:
+    return DescribeConfigsResponse(
+        throttle_time_ms=0,
+        results=[
+            _describe(resource, context.broker, request.include_synonyms)
+            for resource in request.resources
+        ],
+    )
 
 
-def _describe(resource: Any, context: RequestContext) -> dict[str, Any]:
-    broker = context.broker
-    only = None if resource.configuration_keys is None else set(resource.configuration_keys)
-    if not only:
-        only = None
-    answer: dict[str, Any] = {
-        "resource_type": resource.resource_type,
-        "resource_name": resource.resource_name,
-        "error_code": ErrorCode.none,
-        "error_message": None,
-        "configs": [],
-    }
+def _describe(
+    resource: DescribeConfigsResource, broker: Broker, synonyms: bool
+) -> DescribeConfigsResult:
+    # A null or empty key list asks for every config.
+    only = set(resource.configuration_keys) if resource.configuration_keys else None
+    name = resource.resource_name
     if resource.resource_type == TOPIC_RESOURCE:
-        answer.update(_describe_topic(broker, resource.resource_name, only))
-    elif resource.resource_type == BROKER_RESOURCE and resource.resource_name in (
-        "",
-        str(broker.config.node_id),
-    ):
-        answer["configs"] = describe_broker_configs(broker.config.values, only)
-    else:
-        answer.update(error_code=ErrorCode.invalid_request, error_message="unsupported resource")
-    return answer
+        resolved = broker.resolver.resolve(name)
+        if resolved is None:
+            return _error(resource, ErrorCode.unknown_topic_or_partition, "unknown topic")
+        return _described(resource, describe_topic_configs(resolved.configs(), only, synonyms))
+    if resource.resource_type == BROKER_RESOURCE and name in ("", str(broker.config.node_id)):
+        return _described(resource, describe_broker_configs(broker.config.values, only))
+    return _error(resource, ErrorCode.invalid_request, "unsupported resource")
 
 
-def _describe_topic(broker: Broker, name: str, only: set[str] | None) -> dict[str, Any]:
-    topic = broker.topic(name)
-    if topic is not None:
-        return {"configs": describe_topic_configs(topic.configs, topic.record.configs, only)}
-    source = source_of(broker.topics.topics, name)
-    if source is None:
-        return {
-            "error_code": ErrorCode.unknown_topic_or_partition,
-            "error_message": "unknown topic",
-        }
-    # A view is its topic's data compacted: its topic's settings, every one read-only
-    # (AlterConfigs on a view is refused), and no view of its own.
-    configs = {**source.configs, "cleanup.policy": "compact", VIEW_CONFIG: "false"}
-    overridden = {*source.record.configs, "cleanup.policy", VIEW_CONFIG}
-    return {"configs": describe_topic_configs(configs, overridden, only, read_only=True)}
+def _described(
+    resource: DescribeConfigsResource, configs: list[DescribeConfigsResourceResult]
+) -> DescribeConfigsResult:
+    return DescribeConfigsResult(
+        error_code=ErrorCode.none,
+        error_message=None,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        configs=configs,
+    )
+
+
+def _error(
+    resource: DescribeConfigsResource, error: ErrorCode, message: str
+) -> DescribeConfigsResult:
+    return DescribeConfigsResult(
+        error_code=error,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        configs=[],
+    )

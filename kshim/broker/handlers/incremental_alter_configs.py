@@ -2,35 +2,55 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kshim.broker.config.changes import change_resource
 from kshim.broker.config.keys import LIST, TOPIC_CONFIGS
 from kshim.broker.context import RequestContext
-from kshim.broker.topics import INVALID_CONFIG, UNKNOWN_TOPIC, TopicError
+from kshim.broker.topic_resolver import ResolvedTopic
+from kshim.broker.topics import (
+    INVALID_CONFIG,
+    UNKNOWN_TOPIC,
+    TopicError,
+    validate_topic_configs,
+)
+from kshim.protocol.messages.incremental_alter_configs import (
+    AlterableConfig,
+    AlterConfigsResource,
+    AlterConfigsResourceResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-async def handle(request: Any, context: RequestContext) -> dict[str, Any]:
+async def handle(
+    request: IncrementalAlterConfigsRequest, context: RequestContext
+) -> IncrementalAlterConfigsResponse:
     broker = context.broker
     responses = []
     for resource in request.resources:
 
-        async def apply(resource: Any = resource) -> None:
-            topic = broker.topic(resource.resource_name)
+        async def apply(
+            topic: ResolvedTopic | None, resource: AlterConfigsResource = resource
+        ) -> None:
             if topic is None:
                 raise TopicError(UNKNOWN_TOPIC, f"unknown topic {resource.resource_name!r}")
-            overrides = _apply(dict(topic.record.configs), topic.configs, resource.configs)
+            configs = topic.configs()
+            changed = _apply(dict(configs.overrides()), configs.values, resource.configs)
+            overrides = validate_topic_configs(changed)  # INVALID_CONFIG for a null SET
             await broker.topics.set_configs(
                 resource.resource_name, overrides, request.validate_only
             )
 
-        responses.append(await change_resource(broker, resource, apply))
-    return {"throttle_time": 0, "responses": responses}
+        responses.append(
+            await change_resource(broker.resolver, resource, apply, AlterConfigsResourceResponse)
+        )
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
-def _apply(overrides: dict[str, str], effective: dict[str, str], changes: Any) -> dict[str, str]:
+def _apply(
+    overrides: dict[str, str | None], effective: dict[str, str], changes: list[AlterableConfig]
+) -> dict[str, str | None]:
     for change in changes:
         spec = TOPIC_CONFIGS.get(change.name)
         if spec is None:
