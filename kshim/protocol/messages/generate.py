@@ -31,6 +31,7 @@ from kshim.protocol.apis import ADVERTISED, HAND_ENCODED, served_range
 from kshim.protocol.messages.shapes import Kind, scalar_kind
 
 PACKAGE_DIR = Path(__file__).parent
+PROJECT_SETTINGS = PACKAGE_DIR.parents[2] / "pyproject.toml"
 
 
 @dataclass(slots=True)
@@ -200,15 +201,17 @@ def _generated_keys() -> list[int]:
 
 
 def write_all(directory: Path = PACKAGE_DIR) -> list[Path]:
-    """Writes every API's module into ``directory``, formatted with ruff; returns the paths."""
+    """Writes every API's module into ``directory``, formatted by ruff with the project's
+    settings (its pyproject.toml, wherever ``directory`` is); returns the paths."""
     paths = []
     for api_key in _generated_keys():
         path = directory / f"{module_name(api_key)}.py"
         path.write_text(render_module(api_key))
         paths.append(path)
     ruff = [sys.executable, "-m", "ruff"]
-    subprocess.run([*ruff, "check", "--fix", "--quiet", *map(str, paths)], check=True)
-    subprocess.run([*ruff, "format", "--quiet", *map(str, paths)], check=True)
+    settings = ["--config", str(PROJECT_SETTINGS)]
+    subprocess.run([*ruff, "check", *settings, "--fix", "--quiet", *map(str, paths)], check=True)
+    subprocess.run([*ruff, "format", *settings, "--quiet", *map(str, paths)], check=True)
     return paths
 
 
