@@ -1,4 +1,4 @@
-"""The full-data view under load (issue 6): apply rate, lag behind ``T``, and disk used.
+"""The full-data view under load: apply rate, lag behind ``T``, and disk used.
 
     python -m benchmarks.full_view [--updates 2000000] [--keys 10000] [--record-bytes 100]
                                    [--modes process,thread] [--json PATH]

@@ -1,4 +1,4 @@
-"""Log store benchmark (issue 3): kshim next to Tansu, measured in the same run.
+"""Log store benchmark: kshim next to Tansu, measured in the same run.
 
     python -m benchmarks.log_store            # full run, ~5 minutes
     python -m benchmarks.log_store --quick    # smaller counts, for a smoke check

@@ -1,4 +1,4 @@
-"""Side-by-side performance runs (issue 9): kshim next to Tansu (and Kafka when Docker runs).
+"""Side-by-side performance runs: kshim next to Tansu (and Kafka when Docker runs).
 
     python -m benchmarks.run                      # full run, ~15 minutes on 2 cores
     python -m benchmarks.run --quick --output /tmp/quick   # smaller counts, 2 repeats, ~4 min

@@ -1,4 +1,4 @@
-"""Transactional versus plain produce throughput on kshim (issue 5), in the same run.
+"""Transactional versus plain produce throughput on kshim, in the same run.
 
     python -m benchmarks.transactions [--records 200000] [--per-transaction 1000]
 

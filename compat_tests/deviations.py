@@ -4,7 +4,7 @@ A scenario that a known Tansu deviation breaks is tagged with ``deviates(...)``;
 suite's conftest turns the tag into ``xfail(strict=False)`` for that broker only, with the
 deviation named in the reason. So the ordinary test run stays green, and the results
 matrix (``report.py``) still records the failure, attributed to the deviation. Sources:
-research notes ``kafka-protocol-requirements.md`` §7.2-§7.3, confirmed by this suite.
+docs/protocol-notes.md §7.2-§7.3, confirmed by this suite.
 """
 
 from __future__ import annotations
@@ -33,41 +33,41 @@ TANSU_LATEST_OFFSET = Deviation(
     "ListOffsets LATEST is the last batch's base offset + 1, not the high watermark",
     "After a multi-record batch, every client's end offset (and Spark's batch range) stops "
     "short of the data Fetch returns: Spark reads only the first record of the last batch "
-    "(research notes §7.3 #1).",
+    "(docs/protocol-notes.md §7.3 #1).",
 )
 TANSU_ABORTED_TRANSACTIONS = Deviation(
     "tansu",
     "T2",
     "Fetch always returns an empty AbortedTransactions list",
     "read_committed consumers cannot tell aborted batches from committed ones and deliver "
-    "aborted records (§7.3 #2).",
+    "aborted records (docs/protocol-notes.md §7.3 #2).",
 )
 TANSU_INIT_PRODUCER_ID_V0 = Deviation(
     "tansu",
     "T3",
     "InitProducerId v0-v2 fails with UNKNOWN_SERVER_ERROR",
     "aiokafka speaks InitProducerId v0 only, so its idempotent and transactional producers "
-    "cannot start (§7.3 #3).",
+    "cannot start (docs/protocol-notes.md §7.3 #3).",
 )
 TANSU_DELETE_RECORDS_V2 = Deviation(
     "tansu",
     "T4",
     "DeleteRecords v2 closes the connection",
-    "Every admin client's delete_records fails (§7.3 #4).",
+    "Every admin client's delete_records fails (docs/protocol-notes.md §7.3 #4).",
 )
 TANSU_API_VERSIONS_FALLBACK = Deviation(
     "tansu",
     "T5",
     "an ApiVersions version above the maximum is answered as v3+ with error 0",
     "Kafka answers with a v0 body carrying UNSUPPORTED_VERSION (KIP-511), which is how a "
-    "newer client learns the broker's range (§7.3 #5).",
+    "newer client learns the broker's range (docs/protocol-notes.md §7.3 #5).",
 )
 TANSU_GENERATION_ZERO = Deviation(
     "tansu",
     "T6",
     "the first JoinGroup generation is 0, not 1",
     "aiokafka sends LeaveGroup only when generation > 0, so its closed member stays in the "
-    "group until the session times out (§7.3 #6).",
+    "group until the session times out (docs/protocol-notes.md §7.3 #6).",
 )
 TANSU_AUTHORIZED_OPERATIONS = Deviation(
     "tansu",
@@ -75,19 +75,20 @@ TANSU_AUTHORIZED_OPERATIONS = Deviation(
     "DescribeGroups returns authorized_operations = -1 even when not asked for",
     "Kafka sends INT32_MIN ('not computed') unless the client asks; kafka-python's "
     "describe_groups decodes -1 as a bit set and raises 'ValueError: 15 is not a valid "
-    "ACLOperation' (§7.3 #7).",
+    "ACLOperation' (docs/protocol-notes.md §7.3 #7).",
 )
 TANSU_NO_ALTER_CONFIGS = Deviation(
     "tansu",
     "T8",
     "AlterConfigs (key 33) is not implemented",
-    "aiokafka's admin has only the legacy AlterConfigs, so it cannot change topic configs (§7.2).",
+    "aiokafka's admin has only the legacy AlterConfigs, so it cannot change topic configs "
+    "(docs/protocol-notes.md §7.2).",
 )
 TANSU_NO_CREATE_PARTITIONS = Deviation(
     "tansu",
     "T9",
     "CreatePartitions (key 37) is not implemented",
-    "No client can add partitions to a topic (§7.2).",
+    "No client can add partitions to a topic (docs/protocol-notes.md §7.2).",
 )
 TANSU_OLD_LIBRDKAFKA = Deviation(
     "tansu",
@@ -112,9 +113,9 @@ TANSU_TIMESTAMP_LOOKUP = Deviation(
     "ListOffsets by timestamp ignores record timestamps",
     "Every query was answered with offset 0 and the time the data was written, even a "
     "timestamp after the last record (Kafka: the first record whose timestamp is at or "
-    "after T, or offset -1). Tansu looks up its storage objects' write times (research "
-    "notes §7.2), so offsetsForTimes, kcat -o s@T and Spark's startingTimestamp start at "
-    "the wrong record.",
+    "after T, or offset -1). Tansu looks up its storage objects' write times "
+    "(docs/protocol-notes.md §7.2), so offsetsForTimes, kcat -o s@T and Spark's "
+    "startingTimestamp start at the wrong record.",
 )
 TANSU_IMMEDIATE_FETCH = Deviation(
     "tansu",
@@ -162,7 +163,7 @@ TANSU_CONSUMER_GROUP_DESCRIBE = Deviation(
     "T18",
     "ConsumerGroupDescribe (69) answers for classic groups, with wrong contents",
     "librdkafka's describe_consumer_groups tries ConsumerGroupDescribe first when it is "
-    "advertised (research notes §1.5) and falls back to DescribeGroups only on "
+    "advertised (docs/protocol-notes.md §1.5) and falls back to DescribeGroups only on "
     "GROUP_ID_NOT_FOUND, which Kafka answers for a classic group. Tansu answers it: the "
     "assignor field holds the member id and the member list is empty.",
 )
@@ -198,8 +199,8 @@ EVERYWHERE: tuple[tuple[Deviation, dict[str, object]], ...] = (
 KSHIM_INTENDED_DIFFERENCES: tuple[tuple[str, str], ...] = (
     (
         "Fetch is advertised up to v12 and Produce up to v11",
-        "No topic ids on the data path: Java then stays on name-based Fetch (research notes "
-        "§0.8), and transactional Produce stays on protocol V1.",
+        "No topic ids on the data path: Java then stays on name-based Fetch "
+        "(docs/protocol-notes.md §0.8), and transactional Produce stays on protocol V1.",
     ),
     (
         "Produce v0-v2 are advertised but refused (connection closed)",
@@ -227,7 +228,7 @@ KSHIM_INTENDED_DIFFERENCES: tuple[tuple[str, str], ...] = (
         "Not advertised: OffsetForLeaderEpoch (23), DescribeCluster (60), "
         "ConsumerGroupDescribe (69), telemetry (71/72), DescribeTopicPartitions (75), "
         "SASL (17/36), ACLs, KIP-848 groups",
-        "Advertising an API switches clients onto its code path (research notes §1.5); "
+        "Advertising an API switches clients onto its code path (docs/protocol-notes.md §1.5); "
         "clients fall back to Metadata and DescribeGroups, which kshim serves.",
     ),
     (

@@ -1,5 +1,5 @@
 """aiokafka 0.14: old non-flexible versions only (ApiVersions v0, Produce v7, Fetch v11,
-ListOffsets v3, InitProducerId v0, JoinGroup v5; research notes §0.2).
+ListOffsets v3, InitProducerId v0, JoinGroup v5; docs/protocol-notes.md §0.2).
 
 Each call runs its own event loop (``asyncio.run``), so scenarios stay synchronous.
 """

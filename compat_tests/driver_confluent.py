@@ -1,5 +1,5 @@
 """confluent-kafka 2.16 (librdkafka 2.16): ApiVersions v3, Produce v10, Fetch up to v16,
-ListOffsets v7, and FindCoordinator even in assign mode (research notes §1.3).
+ListOffsets v7, and FindCoordinator even in assign mode (docs/protocol-notes.md §1.3).
 
 librdkafka defaults to read_committed; the driver asks for the isolation explicitly.
 """

@@ -37,7 +37,7 @@ RECORDS = 6
 JOIN_TIMEOUT_S = 60.0
 DESCRIBE_GROUPS_KEY = 15
 # With a single member the group takes that member's first assignor: kafka-python and
-# librdkafka list range first, aiokafka roundrobin (research notes §1.1).
+# librdkafka list range first, aiokafka roundrobin (docs/protocol-notes.md §1.1).
 PROTOCOL = {"kafka-python": "range", "aiokafka": "roundrobin", "confluent": "range"}
 
 

@@ -1,7 +1,7 @@
 """The Java client (kafka-clients 3.9), through Spark 4.0's stock Kafka connector.
 
 The sink is an idempotent Java producer (InitProducerId v5, Produce v11); a batch read
-resolves earliest/latest with ListOffsets on the executors, then fetches (research notes
+resolves earliest/latest with ListOffsets on the executors, then fetches (docs/protocol-notes.md
 §2). One JVM serves the whole module, whatever the broker. Skips with the reason when the
 connector jars or Java are missing.
 """

@@ -1,6 +1,6 @@
 """Raw protocol behaviour every client depends on, sent byte for byte (no client library).
 
-- ApiVersions above the broker's maximum: the KIP-511 fallback (research notes §3.1).
+- ApiVersions above the broker's maximum: the KIP-511 fallback (docs/protocol-notes.md §3.1).
 - Another API at a version the broker does not serve: the connection is closed.
 - ListOffsets LATEST after multi-record batches is the high watermark Fetch reports.
 - A Fetch that may not wait (MaxWaitMs 0, MinBytes 0) returns the data available.
@@ -72,7 +72,8 @@ def test_api_versions_above_the_maximum_gets_the_v0_fallback(broker: BrokerUnder
 
 
 def test_unsupported_version_of_another_api_closes_the_connection(broker: BrokerUnderTest) -> None:
-    """Kafka cannot parse the header of an unknown version, so it closes (research notes §3.1)."""
+    """Kafka cannot parse the header of an unknown version, so it closes
+    (docs/protocol-notes.md §3.1)."""
     with (
         WireConnection(broker.host, broker.port) as connection,
         pytest.raises(ConnectionClosedError),

@@ -31,7 +31,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-# Wire constants (research notes §3.1 and §4.1; Errors.java).
+# Wire constants (docs/protocol-notes.md §3.1 and §4.1; Errors.java).
 PRODUCE, FETCH, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 3, 18, 19
 NONE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION = 0, 2, 3
 MESSAGE_TOO_LARGE, INVALID_RECORD = 10, 87
@@ -182,7 +182,8 @@ def make_batch(values: Sequence[bytes], spec: BatchSpec = PLAIN) -> bytes:
 
 
 def with_crc(batch: bytes | bytearray) -> bytes:
-    """Returns the batch with its CRC-32C recomputed over attributes..end (§4.1)."""
+    """Returns the batch with its CRC-32C recomputed over attributes..end
+    (docs/protocol-notes.md §4.1)."""
     fixed = bytearray(batch)
     struct.pack_into(">I", fixed, CRC_OFFSET, crc32c.crc32c(bytes(fixed[ATTRIBUTES_OFFSET:])))
     return bytes(fixed)
@@ -220,7 +221,7 @@ def produce(
 
 
 def api_versions_fallback(correlation_id: int) -> bytes:
-    """The KIP-511 answer to an ApiVersions version above 4 (research notes §3.1)."""
+    """The KIP-511 answer to an ApiVersions version above 4 (docs/protocol-notes.md §3.1)."""
     return (
         bytes.fromhex("00000010")
         + CORRELATION_ID.pack(correlation_id)

@@ -1,6 +1,6 @@
 """Bad input on the wire: broken frames, refused APIs, corrupt batches, pipelining, fuzzing.
 
-kshim follows Kafka's rule (STYLE.md; research notes §3-§4): a frame that
+kshim follows Kafka's rule (docs/protocol-notes.md §3-§4): a frame that
 breaks the framing, a header that does not parse, or an API version the broker
 does not serve closes the connection without an answer; anything wrong inside
 a well-formed request is an error code in the response, per partition. Every
@@ -273,7 +273,8 @@ def test_api_versions_above_4_gets_the_kip511_fallback(
         conn.send(with_size(request_header(API_VERSIONS, version, 41, flexible=True) + body))
         frame = conn.read_exactly(20)
         assert frame == api_versions_fallback(41), frame.hex()
-        # The client retries on the same connection, as Java and kafka-python do (§3.2).
+        # The client retries on the same connection, as Java and kafka-python do
+        # (docs/protocol-notes.md §3.2).
         for retry_version in (0, 3):
             fields = {"client_software_name": "raw", "client_software_version": "1.0"}
             response = conn.call(API_VERSIONS, retry_version, fields)

@@ -1,6 +1,6 @@
 """Idempotent-producer state per partition: epochs and the last five batches.
 
-Follows Kafka's ProducerStateManager (research notes §6.1): per (producer id,
+Follows Kafka's ProducerStateManager (docs/protocol-notes.md §6.1): per (producer id,
 partition) the broker keeps the epoch and the metadata of the last five
 batches, so a retried batch is answered with its original offset instead of
 being written twice, and a gap in sequence numbers is refused. The state is

@@ -1,8 +1,8 @@
 """The APIs kshim serves and the version range of each, as advertised in ApiVersions.
 
 Advertise only what is implemented: some APIs switch clients onto other code
-paths (§1.5). Produce advertises v0-2 for old librdkafka feature detection but
-serves v3+ only, as Kafka 4 does (KAFKA-18659); a lower version that really
+paths (docs/protocol-notes.md §1.5). Produce advertises v0-2 for old librdkafka feature
+detection but serves v3+ only, as Kafka 4 does (KAFKA-18659); a lower version that really
 arrives closes the connection. Fetch stops at v12 and Produce at v11 so no
 client switches to topic ids.
 """

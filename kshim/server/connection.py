@@ -2,7 +2,7 @@
 
 Clients pipeline requests; Java, kafka-python and aiokafka match responses
 to the head of their in-flight queue, so answers must leave in request order
-(research notes §3.3). Requests are decoded in arrival order and each runs as
+(docs/protocol-notes.md §3.3). Requests are decoded in arrival order and each runs as
 its own task (a long-polling Fetch does not stop the reader), while a single
 writer awaits them first-in, first-out. The number in flight is bounded.
 """

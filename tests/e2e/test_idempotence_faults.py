@@ -5,7 +5,7 @@ keys to three partitions, with many small batches in flight, while the broker is
 (SIGKILL) and restarted on the same data directory twice. Batches the broker appended
 and fsynced but could not acknowledge are retried with their original producer id,
 epoch and sequence; the broker must recognise them from the producer state it recovers
-(research notes §6.1: the last five batches per producer and partition, rebuilt from the
+(docs/protocol-notes.md §6.1: the last five batches per producer and partition, rebuilt from the
 log) and answer with the original offsets instead of appending them again. Batches lost
 before the fsync are appended on retry, in sequence order.
 

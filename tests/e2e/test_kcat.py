@@ -1,11 +1,11 @@
 """kcat (librdkafka) against a real ``kshim serve``, and kcat against kafka-python.
 
 kcat is the librdkafka path: its producer compresses whole batches with the chosen codec, and
-its consumer fetches with isolation read_committed (librdkafka's default, research notes §0.5),
-so LastStableOffset is on the main path. The Debian kcat bundles an old librdkafka (2.0.x), whose
-feature detection needs the low Produce versions advertised (§1.6). Records are produced and
-read back with kafka-python in assign mode, never through consumer groups. Skips when kcat is
-not installed.
+its consumer fetches with isolation read_committed (librdkafka's default,
+docs/protocol-notes.md §0.5), so LastStableOffset is on the main path. The Debian kcat bundles
+an old librdkafka (2.0.x), whose feature detection needs the low Produce versions advertised
+(docs/protocol-notes.md §1.6). Records are produced and read back with kafka-python in
+assign mode, never through consumer groups. Skips when kcat is not installed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Black-box tests: kafka-python, aiokafka and confluent-kafka against a real ``kshim serve``.
 
-Each client goes through the same scenarios, on its own code path (research notes §1.1,
+Each client goes through the same scenarios, on its own code path (docs/protocol-notes.md §1.1,
 §1.3; versions as negotiated with kshim's advertised maxima): aiokafka speaks ApiVersions
 v0 / Produce v7 / Fetch v11 / ListOffsets v3, kafka-python Produce v9 / Fetch v12 /
 ListOffsets v9, librdkafka Produce v10 / Fetch v12 / ListOffsets v7, plus FindCoordinator
@@ -14,7 +14,8 @@ for its assign-mode group.
 - idempotent producing, acks 0 and 1, and the admin operations;
 - a broker restart that must keep every acknowledged record.
 
-Consumer groups are not implemented yet, so every consumer uses assign() and seek().
+Every consumer here uses assign() and seek(), so a failure points at the data path; consumer
+groups have their own modules (test_groups_clients.py, test_groups_durability.py).
 """
 
 from __future__ import annotations
@@ -494,7 +495,7 @@ async def test_aiokafka_round_trip(shared_broker: BrokerProcess, codec: str) -> 
 
 
 async def test_aiokafka_idempotent_producer(shared_broker: BrokerProcess) -> None:
-    """aiokafka sends InitProducerId v0, which tansu refused (research notes §0.11)."""
+    """aiokafka sends InitProducerId v0, which tansu refused (docs/protocol-notes.md §0.11)."""
     bootstrap, topic = shared_broker.bootstrap, unique_topic("aio-idempotent")
     records = sample_records(2 * RECORD_COUNT)
     first, second = records[:RECORD_COUNT], records[RECORD_COUNT:]

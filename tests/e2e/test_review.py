@@ -11,7 +11,7 @@ every request they receive is checked: transactional id, producer id and epoch, 
 and the first and last offsets written per partition.
 
 The dying producer writes r0-r2 to partition 0 and r3-r4 to partition 1, so a decided
-transaction leaves its marker at offset 3 and 2 respectively (research notes §5.2).
+transaction leaves its marker at offset 3 and 2 respectively (docs/protocol-notes.md §5.2).
 Brokers here review every 100 ms, ask again 300 ms after ``unknown`` and give up after
 three reviews; the dying producer's transaction.timeout.ms is 2 s.
 """

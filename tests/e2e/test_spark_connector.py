@@ -1,6 +1,6 @@
 """Spark's stock Kafka connector (kafka-clients 3.9 inside) against a real ``kshim serve``.
 
-What each test exercises on the wire (research notes §2.3-§2.5): batch reads resolve
+What each test exercises on the wire (docs/protocol-notes.md §2.3-§2.5): batch reads resolve
 earliest/latest on the executors (ListOffsets -2/-1 after every poll, then Fetch); timestamp
 reads add one ListOffsets by timestamp on the driver; the sink is an idempotent producer
 (InitProducerId, then Produce with sequences); streaming asks ListOffsets -1 every trigger.

@@ -1,6 +1,6 @@
 """Transactions with kafka-python, aiokafka and confluent-kafka against a real ``kshim serve``.
 
-Each client's transactional producer runs the same scenarios (issue 5, research notes §5,
+Each client's transactional producer runs the same scenarios (docs/protocol-notes.md §5,
 §6.4), on its own protocol versions: aiokafka speaks v0 of InitProducerId,
 AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit; kafka-python and
 librdkafka speak newer versions.

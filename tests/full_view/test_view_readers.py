@@ -1,7 +1,7 @@
 """Property test (hypothesis): a reader of ``t.full`` that keeps fetching while the view
 changes under it (writes, transactions, applies, restarts, retention) never holds a key
 state that never existed, and whenever it reaches the view's high watermark it holds
-exactly the view as of that position: a snapshot, then every later change (issue 6).
+exactly the view as of that position: a snapshot, then every later change.
 
 The reader is a consumer in miniature: it fetches small byte limits from its position,
 applies each record to its dictionary (a tombstone is kept as the key's state, as a

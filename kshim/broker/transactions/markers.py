@@ -1,6 +1,6 @@
 """Transaction markers: the COMMIT/ABORT control batches written to each partition.
 
-Layout (research notes §4.4): attributes control|transactional (0x30), the
+Layout (docs/protocol-notes.md §4.4): attributes control|transactional (0x30), the
 transaction's producer id and epoch, base sequence -1, one uncompressed
 record whose key is ``int16 version 0, int16 type`` (0 ABORT, 1 COMMIT) and
 whose value is ``int16 version 0, int32 coordinator epoch``.

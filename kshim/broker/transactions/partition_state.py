@@ -3,7 +3,7 @@
 The last stable offset is the first offset of the oldest open transaction
 (or the high watermark): read_committed consumers stop there. Aborted
 transactions are listed in fetch responses so clients skip their batches
-(research notes §5.2). Open transactions are rebuilt on restart from the
+(docs/protocol-notes.md §5.2). Open transactions are rebuilt on restart from the
 batch headers in the log (transactional data opens, a control batch closes);
 the aborted list comes from LMDB.
 """
