@@ -17,12 +17,26 @@ from kio.serial import entity_reader
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.context import RequestContext
-from kshim.broker.handlers import fetch, list_offsets, metadata, produce
+from kshim.broker.handlers import (
+    add_partitions_to_txn,
+    end_txn,
+    fetch,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)
 from kshim.protocol import codec
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.headers import RequestHeader
+from kshim.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+)
+from kshim.protocol.messages.end_txn import EndTxnRequest
 from kshim.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kshim.protocol.messages.init_producer_id import InitProducerIdRequest
 from kshim.protocol.messages.list_offsets import (
     ListOffsetsPartition,
     ListOffsetsRequest,
@@ -30,13 +44,15 @@ from kshim.protocol.messages.list_offsets import (
 )
 from kshim.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
-from kshim.protocol.records import Record, build_batch, iter_records
+from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK
+from kshim.protocol.records import BatchSpec, Record, build_batch, iter_records
 from kshim.storage.memory_log import MemoryLogStore
 
 NOW_MS = 1_700_000_000_000
 LATEST, EARLIEST = -1, -2
 PRODUCE_VERSION, FETCH_VERSION = 9, 12
 TOPIC = "orders"
+PLAIN = BatchSpec()  # a producer without idempotence
 
 
 def clock() -> int:
@@ -65,12 +81,17 @@ def decoded(api_key: int, version: int, parts: list[Part] | None) -> Any:
     return response
 
 
-async def produce_values(broker: Broker, values: list[bytes], partition: int = 0) -> Any:
+async def produce_values(
+    broker: Broker,
+    values: list[bytes],
+    partition: int = 0,
+    spec: BatchSpec = PLAIN,
+    transactional_id: str | None = None,
+) -> Any:
     records = [Record(index, NOW_MS + index, b"k", value) for index, value in enumerate(values)]
-    batch = memoryview(build_batch(records))
-    request = ProduceRequest(
-        None, -1, 5000, (TopicData(TOPIC, (PartitionData(partition, batch),)),)
-    )
+    batch = memoryview(build_batch(records, spec))
+    topic_data = (TopicData(TOPIC, (PartitionData(partition, batch),)),)
+    request = ProduceRequest(transactional_id, -1, 5000, topic_data)
     answer = await produce.handle(request, context(broker, 0, PRODUCE_VERSION))
     [topic] = decoded(0, PRODUCE_VERSION, answer).responses
     [result] = topic.partition_responses
@@ -133,3 +154,52 @@ async def test_metadata_lists_the_topic_and_its_view(broker: Broker) -> None:
     )
     [answer] = (await metadata.handle(unknown, context(broker, 3, 12))).topics
     assert answer.error_code == ErrorCode.unknown_topic_or_partition
+
+
+async def latest(broker: Broker, read_committed: bool) -> int:
+    request = ListOffsetsRequest(
+        isolation_level=1 if read_committed else 0,
+        topics=[ListOffsetsTopic(name=TOPIC, partitions=[ListOffsetsPartition(timestamp=LATEST)])],
+    )
+    response = await list_offsets.handle(request, context(broker, 2, 9))
+    return response.topics[0].partitions[0].offset
+
+
+async def test_end_txn_commits_a_half_message(broker: Broker) -> None:
+    """InitProducerId, AddPartitionsToTxn, a transactional batch, EndTxn: the records stay
+    below the last stable offset until the commit marker is written."""
+    init = InitProducerIdRequest(transactional_id="sync-1", transaction_timeout_ms=60_000)
+    producer = await init_producer_id.handle(init, context(broker, 22, 4))
+    assert producer.error_code == ErrorCode.none
+    add = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="sync-1",
+        v3_and_below_producer_id=producer.producer_id,
+        v3_and_below_producer_epoch=producer.producer_epoch,
+        v3_and_below_topics=[AddPartitionsToTxnTopic(name=TOPIC, partitions=[0])],
+    )
+    added = await add_partitions_to_txn.handle(add, context(broker, 24, 3))
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+    spec = BatchSpec(
+        attributes=TRANSACTIONAL_FLAG_MASK,
+        producer_id=producer.producer_id,
+        producer_epoch=producer.producer_epoch,
+        base_sequence=0,
+    )
+    written = await produce_values(broker, [b"a", b"b"], spec=spec, transactional_id="sync-1")
+    assert written.error_code == ErrorCode.none
+    assert (await latest(broker, read_committed=False), await latest(broker, True)) == (2, 0)
+
+    end = EndTxnRequest(
+        transactional_id="sync-1",
+        producer_id=producer.producer_id,
+        producer_epoch=producer.producer_epoch,
+        committed=True,
+    )
+    assert (await end_txn.handle(end, context(broker, 26, 3))).error_code == ErrorCode.none
+    assert (await latest(broker, read_committed=False), await latest(broker, True)) == (3, 3)
+    retried = await end_txn.handle(end, context(broker, 26, 3))  # a retry of a completed commit
+    assert retried.error_code == ErrorCode.none
+    end.committed = False
+    assert (await end_txn.handle(end, context(broker, 26, 3))).error_code == (
+        ErrorCode.invalid_txn_state
+    )

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kshim.broker.topics import Topic, TopicError
-from kshim.protocol.errors import ErrorCode
+from kshim.broker.topics import Topic
 
 VIEW_SUFFIX = ".full"
 VIEW_CONFIG = "kshim.full.view"
-POLICY_VIOLATION = ErrorCode.policy_violation
 
 
 def view_name(topic: str) -> str:
@@ -36,11 +34,3 @@ def source_of(topics: Mapping[str, Topic], name: str) -> Topic | None:
         return None
     source = topics.get(name[: -len(VIEW_SUFFIX)])
     return source if source is not None and has_view(source) else None
-
-
-def refuse_view_change(topics: Mapping[str, Topic], name: str) -> None:
-    """Raises TopicError(POLICY_VIOLATION) when ``name`` is a view: views are read-only."""
-    if source_of(topics, name) is not None:
-        raise TopicError(
-            POLICY_VIOLATION, f"{name} is a read-only full-data view; change its topic instead"
-        )
