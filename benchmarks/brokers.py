@@ -6,7 +6,9 @@ Docker daemon answers. Where Tansu's binary is, how Kafka's container starts and
 broker cannot run here are the compatibility suite's (compat_tests/brokers.py), so both
 compare the same brokers. Each broker's RSS and CPU time are read from /proc (the
 process and its descendants), and the time from launch to the first answered
-request is recorded as ``ready_s``.
+request is recorded as ``ready_s``. A ``kshim-baseline`` broker is kshim run from another
+checkout (``KSHIM_BASELINE_DIR``, e.g. a ``git worktree`` of an earlier commit), for an A/B
+of two versions in one run.
 """
 
 from __future__ import annotations
@@ -107,8 +109,22 @@ def sampled(broker: RunningBroker, interval_s: float = 0.1) -> Iterator[Usage]:
         usage.cpu_seconds = broker.cpu_seconds() - cpu_before
 
 
+BASELINE = "kshim-baseline"
+
+
+def _working_directory(name: str) -> str | None:
+    """Where the broker starts: ``python -m kshim`` imports the kshim of its working
+    directory first, so the baseline runs from its own checkout."""
+    if name != BASELINE:
+        return None
+    baseline = os.environ.get("KSHIM_BASELINE_DIR")
+    if not baseline or not Path(baseline, "kshim", "__main__.py").exists():
+        raise RuntimeError("KSHIM_BASELINE_DIR must name a checkout of kshim")
+    return baseline
+
+
 def _command(name: str, port: int, data_dir: str, settings: Sequence[str]) -> list[str]:
-    if name == "kshim":
+    if name in ("kshim", BASELINE):
         command = [sys.executable, "-m", "kshim", "serve", "--listen", f"127.0.0.1:{port}"]
         command += ["--data-dir", data_dir, "--log-level", "WARNING"]
         for setting in settings:
@@ -148,6 +164,7 @@ def running(
         started = time.perf_counter()
         process = subprocess.Popen(
             _command(name, port, data_dir, settings),
+            cwd=_working_directory(name),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -157,7 +174,7 @@ def running(
                 name,
                 f"127.0.0.1:{port}",
                 process.pid,
-                data_dir if name == "kshim" else None,  # Tansu keeps its log in memory
+                data_dir if name != "tansu" else None,  # Tansu keeps its log in memory
                 process,
                 ready_s,
             )

@@ -2,6 +2,7 @@
 
     python -m benchmarks.log_store            # full run, ~5 minutes
     python -m benchmarks.log_store --quick    # smaller counts, for a smoke check
+    python -m benchmarks.log_store --baseline DIR   # also kshim from the checkout DIR
 
 Prints markdown tables and writes benchmarks/results/log_store.json (and .md).
 Workloads: produce and consume throughput (1 partition, acks=all, idempotent,
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.brokers import running
+from benchmarks.brokers import BASELINE, running
 from benchmarks.ceilings import fsync_rate
 from benchmarks.startup import time_to_first_answer
 from benchmarks.workloads import Throughput, consume, create_topic, end_to_end_latency, produce
@@ -109,10 +110,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--baseline", metavar="DIR", help="also run kshim from this checkout (an earlier commit)"
+    )
     arguments = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
     scale = 10 if arguments.quick else 1
     brokers = ["kshim"] + (["tansu"] if tansu_binary() else [])
+    if arguments.baseline:
+        os.environ["KSHIM_BASELINE_DIR"] = arguments.baseline
+        brokers.insert(1, BASELINE)
     machine = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
@@ -142,7 +149,9 @@ def main() -> None:
 
 def render(report: dict[str, Any], brokers: list[str]) -> str:
     lines = [
-        "| workload | " + " | ".join(brokers) + " | kshim / tansu |",
+        "| workload | "
+        + " | ".join(brokers)
+        + f" | kshim / {brokers[1] if len(brokers) > 1 else '-'} |",
         "|---" * (len(brokers) + 2) + "|",
     ]
     for size in (100, 1024):
@@ -152,7 +161,7 @@ def render(report: dict[str, Any], brokers: list[str]) -> str:
                 values = [
                     report["throughput"][f"{name}/{size}B"][phase][metric] for name in brokers
                 ]
-                ratio = f"{values[0] / values[1]:.2f}x" if len(values) == 2 and values[1] else "-"
+                ratio = f"{values[0] / values[1]:.2f}x" if len(values) > 1 and values[1] else "-"
                 cells = " | ".join(f"{value:,.2f}" for value in values)
                 lines.append(f"| {phase} {size} B, {unit} | {cells} | {ratio} |")
     for name, latency in report["latency_1000_per_s"].items():
