@@ -213,6 +213,12 @@ class TopicResolver:
         (nothing to do for a topic without one)."""
         await self._full_view.forget_topic(topic)
 
+    def derived_names(self, topic: str) -> list[str]:
+        """The names that belong to the stored topic ``topic`` and go when it goes: its
+        view's name, whether or not the view is on now (no topic can take that name, so
+        offsets committed under it were committed on the view)."""
+        return [naming.view_name(topic)] if naming.may_have_view(topic) else []
+
     def keeps_view(self, topic: str) -> bool:
         """True when the stored topic ``topic`` keeps a full-data view (which must then see
         every append, and hold back retention until it has applied what goes)."""

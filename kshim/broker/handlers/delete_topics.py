@@ -55,7 +55,8 @@ async def _delete(
     try:
         await broker.topics.delete(resolved.name)
         broker.transactions.forget_topic(resolved.name)
-        await drop_topic_offsets(broker.groups, resolved.name)
+        derived = broker.resolver.derived_names(resolved.name)
+        await drop_topic_offsets(broker.groups, resolved.name, *derived)
         await broker.resolver.forget_view(resolved.name)
     except TopicError as error:
         return _result(name, topic_id, ErrorCode(error.code), str(error))

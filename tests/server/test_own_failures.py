@@ -1,0 +1,106 @@
+"""kshim's own failures while decoding or answering a request: that connection closes, the
+failure is logged once with the API, version and peer, no task ends with an exception
+nobody retrieves, and the broker goes on serving other connections."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import struct
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kshim.broker.broker import Broker
+from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.registry import ROUTES, Route
+from kshim.protocol.messages import serial
+from kshim.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from kshim.server.listener import KafkaServer
+from kshim.wire_client import decode_response, encode_request
+
+METADATA_KEY, METADATA_VERSION = 3, 12
+ANSWER_TIMEOUT_S = 10.0
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[tuple[str, int]]:
+    settings = {
+        "log.dirs": str(tmp_path),
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "kshim.full.view.process": "false",
+    }
+    kafka_server = KafkaServer(Broker(BrokerConfig.load([settings])))
+    address = await kafka_server.start()
+    yield address
+    await kafka_server.stop()
+
+
+async def metadata_round_trip(address: tuple[str, int]) -> bytes:
+    """One Metadata request on a new connection: the answer's frame, or b"" when the broker
+    closes the connection instead."""
+    reader, writer = await asyncio.open_connection(*address)
+    try:
+        fields = {"topics": None, "allow_auto_topic_creation": False}
+        writer.write(encode_request(METADATA_KEY, METADATA_VERSION, 1, fields))
+        await writer.drain()
+        try:
+            prefix = await asyncio.wait_for(reader.readexactly(4), ANSWER_TIMEOUT_S)
+        except asyncio.IncompleteReadError:
+            return b""
+        (size,) = struct.unpack(">i", prefix)
+        return await asyncio.wait_for(reader.readexactly(size), ANSWER_TIMEOUT_S)
+    finally:
+        writer.close()
+
+
+def failure_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+async def test_a_failing_handler_closes_its_connection_and_is_logged_once(
+    server: tuple[str, int],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def broken(request: MetadataRequest, context: object) -> MetadataResponse:
+        raise RuntimeError("handler bug")
+
+    healthy = ROUTES[METADATA_KEY]
+    monkeypatch.setitem(ROUTES, METADATA_KEY, Route(MetadataRequest, broken))
+    with caplog.at_level(logging.INFO):
+        assert await metadata_round_trip(server) == b""
+        await asyncio.sleep(0.1)  # the connection's tasks finish
+        gc.collect()  # an unretrieved task exception is reported when the task is collected
+    [failure] = failure_lines(caplog)
+    message = failure.getMessage()
+    assert f"api {METADATA_KEY} v{METADATA_VERSION}" in message
+    assert "127.0.0.1" in message
+    assert failure.exc_info is not None and "handler bug" in str(failure.exc_info[1])
+    assert not any("never retrieved" in record.getMessage() for record in caplog.records)
+
+    monkeypatch.setitem(ROUTES, METADATA_KEY, healthy)
+    frame = await metadata_round_trip(server)
+    _, answer = decode_response(METADATA_KEY, METADATA_VERSION, frame)
+    assert answer.topics == ()
+
+
+async def test_a_failing_decoder_closes_its_connection_and_is_logged_once(
+    server: tuple[str, int],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(*arguments: object) -> object:
+        raise KeyError("a codec that could not be loaded")
+
+    monkeypatch.setattr(serial, "decode_request", broken)
+    with caplog.at_level(logging.INFO):
+        assert await metadata_round_trip(server) == b""
+        await asyncio.sleep(0.1)
+        gc.collect()
+    [failure] = failure_lines(caplog)
+    assert f"decoding api {METADATA_KEY} v{METADATA_VERSION} failed" in str(failure.exc_info[1])
+    assert "127.0.0.1" in failure.getMessage()
+    assert not any("never retrieved" in record.getMessage() for record in caplog.records)
