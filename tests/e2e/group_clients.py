@@ -1,11 +1,13 @@
 """One face for the three Python clients' group consumers, so every scenario runs on each.
 
 Each adapter subscribes to one topic in a group with short timeouts (session
-6 s, heartbeat 0.5 s), never auto-commits, and commits its consumed positions
-when partitions are revoked: the pattern that keeps a record from being
-consumed twice across a rebalance. aiokafka runs on one event loop in a
-background thread, so the scenarios can drive all clients the same way.
-A member is used from one thread only (``MemberThread`` in group_helpers).
+6 s, heartbeat 0.5 s). By default it never auto-commits, and commits its consumed
+positions when partitions are revoked: the pattern that keeps a record from being
+consumed twice across a rebalance. With ``auto_commit`` the client commits on its own
+instead (every 100 ms, and when it closes), as an application left to the client's
+defaults does. aiokafka runs on one event loop in a background thread, so the
+scenarios can drive all clients the same way. A member is used from one thread only
+(``MemberThread`` in group_helpers).
 """
 
 from __future__ import annotations
@@ -15,16 +17,21 @@ import contextlib
 import threading
 import time
 from collections.abc import Coroutine
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka.structs import TopicPartition as AiokafkaTopicPartition
 from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import AsyncConsumerRebalanceListener, KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
 
 T = TypeVar("T")
 CLIENTS = ("kafka-python", "aiokafka", "confluent")
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 500
+AUTO_COMMIT_INTERVAL_MS = 100  # with auto_commit: positions reach the broker soon after a poll
 RECORDS_PER_POLL = 2
 CALL_TIMEOUT_S = 30.0
 CLOSE_REVOKE_TIMEOUT_S = 10.0
@@ -32,11 +39,41 @@ CLOSE_REVOKE_TIMEOUT_S = 10.0
 Consumed = tuple[int, int]  # (partition, offset)
 
 
+class Record(NamedTuple):
+    """Where a consumed record stands, and its key."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """What a member joins with, and how it commits: with ``commit_on_revoke`` it commits
+    its consumed positions whenever partitions are taken away, including when it closes;
+    with ``auto_commit`` the client commits them on its own, every AUTO_COMMIT_INTERVAL_MS
+    and when it closes."""
+
+    bootstrap: str
+    topic: str
+    group: str
+    client_id: str
+    commit_on_revoke: bool = True
+    auto_commit: bool = False
+
+
 class GroupMember(Protocol):
-    def poll(self, timeout_s: float) -> list[Consumed]: ...
+    """A member as the scenarios drive it; the clients' classes below inherit ``poll``."""
+
+    def poll_records(self, timeout_s: float) -> list[Record]: ...
     def assignment(self) -> set[int]: ...
+    def committed(self, partition: int) -> int | None: ...  # as the broker has it now
     def commit(self) -> None: ...
     def close(self) -> None: ...
+
+    def poll(self, timeout_s: float) -> list[Consumed]:
+        """The (partition, offset) of each record one ``poll_records`` returns."""
+        return [(record.partition, record.offset) for record in self.poll_records(timeout_s)]
 
 
 def make_member(
@@ -46,31 +83,30 @@ def make_member(
     group: str,
     client_id: str,
     commit_on_revoke: bool = True,
+    *,
+    auto_commit: bool = False,
 ) -> GroupMember:
-    """A subscribed consumer of ``client`` (one of CLIENTS).
-
-    With ``commit_on_revoke`` it commits its consumed positions whenever partitions
-    are taken away, including when it closes.
-    """
+    """A subscribed consumer of ``client`` (one of CLIENTS); see ``Subscription``."""
+    subscription = Subscription(bootstrap, topic, group, client_id, commit_on_revoke, auto_commit)
     if client == "kafka-python":
-        return KafkaPythonMember(bootstrap, topic, group, client_id, commit_on_revoke)
+        return KafkaPythonMember(subscription)
     if client == "aiokafka":
-        return AiokafkaMember(bootstrap, topic, group, client_id, commit_on_revoke)
+        return AiokafkaMember(subscription)
     if client == "confluent":
-        return ConfluentMember(bootstrap, topic, group, client_id, commit_on_revoke)
+        return ConfluentMember(subscription)
     raise ValueError(client)
 
 
-class KafkaPythonMember:
-    def __init__(
-        self, bootstrap: str, topic: str, group: str, client_id: str, commit_on_revoke: bool
-    ) -> None:
+class KafkaPythonMember(GroupMember):
+    def __init__(self, subscription: Subscription) -> None:
+        self._subscription = subscription
         self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            client_id=client_id,
+            bootstrap_servers=subscription.bootstrap,
+            group_id=subscription.group,
+            client_id=subscription.client_id,
             auto_offset_reset="earliest",
-            enable_auto_commit=False,
+            enable_auto_commit=subscription.auto_commit,
+            auto_commit_interval_ms=AUTO_COMMIT_INTERVAL_MS,
             session_timeout_ms=SESSION_TIMEOUT_MS,
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             max_poll_records=RECORDS_PER_POLL,
@@ -86,23 +122,31 @@ class KafkaPythonMember:
             async def on_partitions_assigned(self, assigned: Any) -> None:
                 pass
 
-        listener = CommitOnRevoke() if commit_on_revoke else None
-        self._consumer.subscribe([topic], listener=listener)
+        listener = CommitOnRevoke() if subscription.commit_on_revoke else None
+        self._consumer.subscribe([subscription.topic], listener=listener)
 
-    def poll(self, timeout_s: float) -> list[Consumed]:
+    def poll_records(self, timeout_s: float) -> list[Record]:
         batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
         return [
-            (tp.partition, record.offset) for tp, records in batches.items() for record in records
+            Record(tp.partition, record.offset, record.key)
+            for tp, records in batches.items()
+            for record in records
         ]
 
     def assignment(self) -> set[int]:
         return {tp.partition for tp in self._consumer.assignment()}
 
+    def committed(self, partition: int) -> int | None:
+        position = KafkaTopicPartition(self._subscription.topic, partition)
+        committed: int | None = self._consumer.committed(position)
+        return committed
+
     def commit(self) -> None:
         self._consumer.commit()
 
     def close(self) -> None:
-        self._consumer.close(autocommit=False)
+        # With auto-commit, kafka-python commits what was consumed before it leaves.
+        self._consumer.close(autocommit=self._subscription.auto_commit)
 
 
 class _LoopThread:
@@ -124,24 +168,22 @@ class _LoopThread:
         return future.result(CALL_TIMEOUT_S)
 
 
-class AiokafkaMember:
-    def __init__(
-        self, bootstrap: str, topic: str, group: str, client_id: str, commit_on_revoke: bool
-    ) -> None:
-        self._consumer: AIOKafkaConsumer = _LoopThread.run(
-            self._start(bootstrap, topic, group, client_id, commit_on_revoke)
-        )
+class AiokafkaMember(GroupMember):
+    """Its heartbeats and auto-commits run on the shared loop, between the test's calls too."""
+
+    def __init__(self, subscription: Subscription) -> None:
+        self._subscription = subscription
+        self._consumer: AIOKafkaConsumer = _LoopThread.run(self._start(subscription))
 
     @staticmethod
-    async def _start(
-        bootstrap: str, topic: str, group: str, client_id: str, commit_on_revoke: bool
-    ) -> AIOKafkaConsumer:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            client_id=client_id,
+    async def _start(subscription: Subscription) -> AIOKafkaConsumer:
+        consumer = AIOKafkaConsumer(  # made on the shared loop, which aiokafka takes as its own
+            bootstrap_servers=subscription.bootstrap,
+            group_id=subscription.group,
+            client_id=subscription.client_id,
             auto_offset_reset="earliest",
-            enable_auto_commit=False,
+            enable_auto_commit=subscription.auto_commit,
+            auto_commit_interval_ms=AUTO_COMMIT_INTERVAL_MS,
             session_timeout_ms=SESSION_TIMEOUT_MS,
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
         )
@@ -154,63 +196,79 @@ class AiokafkaMember:
             async def on_partitions_assigned(self, assigned: Any) -> None:
                 pass
 
-        consumer.subscribe([topic], listener=CommitOnRevoke() if commit_on_revoke else None)
+        listener = CommitOnRevoke() if subscription.commit_on_revoke else None
+        consumer.subscribe([subscription.topic], listener=listener)
         await consumer.start()
         return consumer
 
-    def poll(self, timeout_s: float) -> list[Consumed]:
+    def poll_records(self, timeout_s: float) -> list[Record]:
         batches = _LoopThread.run(
             self._consumer.getmany(timeout_ms=int(timeout_s * 1000), max_records=RECORDS_PER_POLL)
         )
         return [
-            (tp.partition, record.offset) for tp, records in batches.items() for record in records
+            Record(tp.partition, record.offset, record.key)
+            for tp, records in batches.items()
+            for record in records
         ]
 
     def assignment(self) -> set[int]:
         return {tp.partition for tp in self._consumer.assignment()}
 
+    def committed(self, partition: int) -> int | None:
+        position = AiokafkaTopicPartition(self._subscription.topic, partition)
+        committed: int | None = _LoopThread.run(self._consumer.committed(position))
+        return committed
+
     def commit(self) -> None:
         _LoopThread.run(self._consumer.commit())
 
     def close(self) -> None:
-        _LoopThread.run(self._consumer.stop())
+        _LoopThread.run(self._consumer.stop())  # with auto-commit, commits what was consumed
 
 
-class ConfluentMember:
-    def __init__(
-        self, bootstrap: str, topic: str, group: str, client_id: str, commit_on_revoke: bool
-    ) -> None:
+class ConfluentMember(GroupMember):
+    def __init__(self, subscription: Subscription) -> None:
+        self._subscription = subscription
         self._consumer = Consumer(
             {
-                "bootstrap.servers": bootstrap,
-                "group.id": group,
-                "client.id": client_id,
+                "bootstrap.servers": subscription.bootstrap,
+                "group.id": subscription.group,
+                "client.id": subscription.client_id,
                 "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
+                "enable.auto.commit": subscription.auto_commit,
+                "auto.commit.interval.ms": AUTO_COMMIT_INTERVAL_MS,
                 "session.timeout.ms": SESSION_TIMEOUT_MS,
                 "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
             }
         )
         self._assigned: set[int] = set()
-        self._commit_on_revoke = commit_on_revoke
-        self._consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self._consumer.subscribe(
+            [subscription.topic], on_assign=self._on_assign, on_revoke=self._on_revoke
+        )
 
     def _on_assign(self, consumer: Consumer, partitions: list[Any]) -> None:
         self._assigned = {tp.partition for tp in partitions}
 
     def _on_revoke(self, consumer: Consumer, partitions: list[Any]) -> None:
-        if self._commit_on_revoke:
+        if self._subscription.commit_on_revoke:
             self.commit()
         self._assigned = set()
 
-    def poll(self, timeout_s: float) -> list[Consumed]:
+    def poll_records(self, timeout_s: float) -> list[Record]:
         messages = self._consumer.consume(RECORDS_PER_POLL, timeout_s)
         return [
-            (int(m.partition() or 0), int(m.offset() or 0)) for m in messages if m.error() is None
+            Record(int(m.partition() or 0), int(m.offset() or 0), m.key())
+            for m in messages
+            if m.error() is None
         ]
 
     def assignment(self) -> set[int]:
         return set(self._assigned)
+
+    def committed(self, partition: int) -> int | None:
+        position = ConfluentTopicPartition(self._subscription.topic, partition)
+        (committed,) = self._consumer.committed([position], timeout=CALL_TIMEOUT_S)
+        return None if committed.offset < 0 else int(committed.offset)  # OFFSET_INVALID: none
 
     def commit(self) -> None:
         # Nothing consumed since the last commit raises _NO_OFFSET: nothing to do.
@@ -220,7 +278,8 @@ class ConfluentMember:
     def close(self) -> None:
         # librdkafka #4884: a revocation first served inside close() runs rd_kafka_assign from
         # the rebalance callback, which can wait forever for the closing consumer while holding
-        # the GIL. Leave through unsubscribe() and serve the revocation by polling, then close.
+        # the GIL. Leave through unsubscribe() and serve the revocation by polling, then close
+        # (with auto-commit, librdkafka commits what was consumed on the way).
         self._consumer.unsubscribe()
         deadline = time.monotonic() + CLOSE_REVOKE_TIMEOUT_S
         while self._assigned and time.monotonic() < deadline:

@@ -19,6 +19,7 @@ T = TypeVar("T")
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
 GROUP = "group-a"
+TOPIC = "orders"  # the topic of the ``broker`` fixture (conftest.py), two partitions
 
 
 class FakeClock:

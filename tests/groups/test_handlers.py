@@ -10,14 +10,11 @@ kio's class for the version, so what each version carries is checked as bytes.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kshim.broker.broker import Broker
-from kshim.broker.config.broker_config import BrokerConfig
 from kshim.protocol.apis import ADVERTISED
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.delete_groups import DeleteGroupsRequest
@@ -44,7 +41,7 @@ from kshim.protocol.messages.offset_fetch import (
     OffsetFetchRequestTopics,
 )
 from kshim.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
-from tests.groups.support import assignment, subscription
+from tests.groups.support import TOPIC, assignment, subscription
 from tests.groups.wire import send
 
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC = (
@@ -59,19 +56,6 @@ OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC = (
 DESCRIBE, LIST, DELETE, OFFSET_DELETE = 15, 16, 42, 47
 GROUP_APIS = (OFFSET_COMMIT, OFFSET_FETCH, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST, DELETE)
 INT32_MIN = -(2**31)
-TOPIC = "orders"
-
-
-@pytest.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    config = BrokerConfig.load(
-        [{"log.dirs": str(tmp_path / "data"), "group.initial.rebalance.delay.ms": "0"}]
-    )
-    broker = Broker(config)
-    await broker.start()
-    await broker.topics.create(TOPIC, 2, {})
-    yield broker
-    await broker.close()
 
 
 def version_at(api_key: int, level: int) -> int:

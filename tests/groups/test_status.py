@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-
 from kshim.broker.broker import Broker
-from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.groups.consumption_status import (
     PartitionStatus,
     broker_status,
@@ -49,18 +43,6 @@ def test_table_layout() -> None:
         "billing  orders         12          -     1000    -        1"
     )
     assert format_table([]) == "GROUP  TOPIC  PARTITION  COMMITTED  LOG-END  LAG  MEMBERS"
-
-
-@pytest.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    config = BrokerConfig.load(
-        [{"log.dirs": str(tmp_path / "data"), "group.initial.rebalance.delay.ms": "0"}]
-    )
-    broker = Broker(config)
-    await broker.start()
-    await broker.topics.create("orders", 2, {})
-    yield broker
-    await broker.close()
 
 
 async def test_broker_status_reads_offsets_assignments_and_members(broker: Broker) -> None:

@@ -6,19 +6,14 @@ The handlers are called directly with typed requests, and their typed answers ch
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-
 from kshim.broker.broker import Broker
-from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.context import RequestContext
 from kshim.broker.groups.maintenance import expire_broker_offsets_once
-from kshim.broker.handlers import offset_commit, offset_delete, offset_fetch
+from kshim.broker.handlers import delete_topics, offset_commit, offset_delete, offset_fetch
 from kshim.protocol.apis import ADVERTISED
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.headers import RequestHeader
+from kshim.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
 from kshim.protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -36,21 +31,12 @@ from kshim.protocol.messages.offset_fetch import (
 )
 from kshim.storage.committed_offsets import CommittedOffset
 from kshim.storage.interface import TopicPartition
+from tests.groups.support import TOPIC
 
-OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
-TOPIC, VIEW = "orders", "orders.full"
+OFFSET_COMMIT, OFFSET_FETCH, DELETE_TOPICS, OFFSET_DELETE = 8, 9, 20, 47
+VIEW = TOPIC + ".full"
 NO_VIEW = "plain"  # a topic whose view is off: "plain.full" names nothing
 GROUP = "view-readers"
-
-
-@pytest.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    broker = Broker(BrokerConfig.load([{"log.dirs": str(tmp_path / "data")}]))
-    await broker.start()
-    await broker.topics.create(TOPIC, 2, {})
-    await broker.topics.create(NO_VIEW, 1, {"kshim.full.view": "false"})
-    yield broker
-    await broker.close()
 
 
 def context(broker: Broker, api_key: int) -> RequestContext:
@@ -91,6 +77,7 @@ async def fetch(broker: Broker, name: str, indexes: list[int]) -> dict[int, int]
 
 
 async def test_a_view_partition_takes_offsets_like_its_topics(broker: Broker) -> None:
+    await broker.topics.create(NO_VIEW, 1, {"kshim.full.view": "false"})
     errors = await commit(broker, {VIEW: [0, 1, 2], "missing.full": [0], NO_VIEW + ".full": [0]})
     assert errors == {
         (VIEW, 0): ErrorCode.none,
@@ -128,3 +115,15 @@ async def test_retention_keeps_view_offsets_while_the_view_exists(broker: Broker
     await broker.topics.set_configs(TOPIC, {"kshim.full.view": "false"})  # the view is gone
     assert await expire_broker_offsets_once(broker) == 1
     assert set(broker.groups.offsets.committed(GROUP)) == {TopicPartition(TOPIC, 0)}
+
+
+async def test_deleting_a_topic_drops_its_views_offsets(broker: Broker) -> None:
+    """A topic recreated under the name must not be read from its predecessor's positions,
+    on its view no more than on itself (Kafka drops a deleted topic's offsets at once)."""
+    await commit(broker, {VIEW: [0], TOPIC: [0]})
+    request = DeleteTopicsRequest(topics=[DeleteTopicState(name=TOPIC)], timeout_ms=1000)
+    [result] = (await delete_topics.handle(request, context(broker, DELETE_TOPICS))).responses
+    assert result.error_code == ErrorCode.none
+    await broker.topics.create(TOPIC, 2, {})
+    assert await fetch(broker, VIEW, [0]) == {0: -1}
+    assert await fetch(broker, TOPIC, [0]) == {0: -1}
