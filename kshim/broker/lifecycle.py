@@ -71,10 +71,6 @@ class BrokerRunner:
             work = _bound(job, self.broker)
             self._tasks.append(asyncio.create_task(supervise(name, work), name=name))
 
-    def add(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
-        """Runs one more supervised job until ``stop`` (the server's own background work)."""
-        self._tasks.append(asyncio.create_task(supervise(name, job), name=name))
-
     async def stop(self) -> None:
         """Cancels the jobs, waits for them to end, then flushes and closes the stores."""
         for task in self._tasks:

@@ -17,7 +17,7 @@ import io
 import types
 import typing
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -52,19 +52,6 @@ def response_class(api_key: int, version: int) -> type[Any]:
         return load_response_schema(api_key, version)
     except Exception as error:
         raise KeyError((api_key, version)) from error
-
-
-def load_schemas(versions: Iterable[tuple[int, int]]) -> None:
-    """Imports, and builds the readers and writers of, every (api key, version) given.
-
-    kio imports a schema module on first use. Done while serving, that import can fail
-    for reasons that have nothing to do with the request (no file descriptor left, the
-    package replaced on disk), so the broker does it for every served version at start-up.
-    Raises KeyError for a pair kio does not know.
-    """
-    for api_key, version in versions:
-        _reader(request_class(api_key, version))
-        _writer(response_class(api_key, version))
 
 
 def is_flexible(api_key: int, version: int) -> bool:

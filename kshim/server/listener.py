@@ -9,7 +9,7 @@ import socket
 
 from kshim.broker.broker import Broker
 from kshim.broker.lifecycle import BrokerRunner
-from kshim.protocol import codec
+from kshim.protocol import schema_preload
 from kshim.protocol.apis import served_versions
 from kshim.server.connection import serve_connection
 from kshim.server.request_stream import RequestStream
@@ -28,8 +28,10 @@ class KafkaServer:
 
     async def start(self) -> tuple[str, int]:
         """Starts the broker and listening; returns the bound (host, port)."""
+        # Every served version's codec is at hand before the first request: an import
+        # mid-run could fail (protocol/schema_preload.py).
+        schema_preload.preload(served_versions())
         await self._runner.start()
-        self._runner.add("codec loading", _load_schemas)
         host, port = self.broker.config.listen_address()
         self._server = await asyncio.get_running_loop().create_server(
             lambda: RequestStream(self._max_frame_size, self._accept),
@@ -70,13 +72,3 @@ class KafkaServer:
         if self._server is not None:
             await self._server.wait_closed()
         await self._runner.stop()
-
-
-async def _load_schemas() -> None:
-    """Imports the codec of every served API version, one per loop turn while serving:
-    all at once would hold up the first answer by most of a second (kio builds a module
-    per message and version), and a request that needs one first imports it itself."""
-    for api_version in served_versions():
-        codec.load_schemas([api_version])
-        await asyncio.sleep(0)
-    log.debug("every served API version's codec is loaded")
