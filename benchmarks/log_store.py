@@ -2,7 +2,8 @@
 
     python -m benchmarks.log_store            # full run, ~5 minutes
     python -m benchmarks.log_store --quick    # smaller counts, for a smoke check
-    python -m benchmarks.log_store --baseline DIR   # also kshim from the checkout DIR
+    python -m benchmarks.log_store --baseline DIR   # also kshim from the checkout DIR,
+                                                    # into log_store_baseline.{json,md}
 
 Prints markdown tables and writes benchmarks/results/log_store.json (and .md).
 Workloads: produce and consume throughput (1 partition, acks=all, idempotent,
@@ -141,9 +142,11 @@ def main() -> None:
     report["kshim_rss_mb"] = backlog_rss([200_000 // scale, 2_000_000 // scale])
     report["kshim_recovery"] = recovery_time((1 << 30) // scale)
     report["kshim_fresh_start_to_first_answer_s"] = fresh_start_time()
-    (RESULTS / "log_store.json").write_text(json.dumps(report, indent=2))
+    # An A/B against a baseline checkout is its own record, beside the usual one.
+    stem = "log_store_baseline" if arguments.baseline else "log_store"
+    (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=2))
     markdown = render(report, brokers)
-    (RESULTS / "log_store.md").write_text(markdown)
+    (RESULTS / f"{stem}.md").write_text(markdown)
     print(markdown)
 
 
