@@ -1,6 +1,8 @@
-"""The broker's state: configuration, stores, topics and idempotence state.
+"""The broker: its configuration, stores and services (topics and what names mean, groups,
+transactions and their review, the full-data view, idempotence state).
 
-Handlers receive this object and return responses; they never touch sockets.
+Handlers receive this object and return responses; they never touch sockets. Starting
+the background work and stopping it in order is ``lifecycle.py``'s.
 """
 
 from __future__ import annotations

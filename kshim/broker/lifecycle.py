@@ -11,6 +11,7 @@ nobody retrieves and one broken job never stops the others.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -68,7 +69,7 @@ class BrokerRunner:
         """Recovers every log and loads groups and transactions, then starts the jobs."""
         await self.broker.start()
         for name, job in self._jobs.items():
-            work = _bound(job, self.broker)
+            work = functools.partial(job, self.broker)
             self._tasks.append(asyncio.create_task(supervise(name, work), name=name))
 
     async def stop(self) -> None:
@@ -78,7 +79,3 @@ class BrokerRunner:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         await self.broker.close()
-
-
-def _bound(job: Job, broker: Broker) -> Callable[[], Awaitable[None]]:
-    return lambda: job(broker)

@@ -18,7 +18,6 @@ import types
 import typing
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -106,7 +105,7 @@ def encode_response(api_key: int, version: int, body: Mapping[str, Any]) -> byte
     module doc): those the version lacks are dropped, those it has but the dict lacks
     zero-filled."""
     cls = response_class(api_key, version)
-    return encode_entity(cls, _build(cls, body, _ANY_VERSION))
+    return encode_entity(cls, _build(cls, body, any_version=True))
 
 
 def encode_entity(cls: type[Any], entity: Any) -> bytes:
@@ -114,16 +113,6 @@ def encode_entity(cls: type[Any], entity: Any) -> bytes:
     buffer = io.BytesIO()
     _writer(cls)(buffer, entity)
     return buffer.getvalue()
-
-
-@dataclass(frozen=True, slots=True)
-class _Mode:
-    zero_fill_missing: bool
-    other_versions: bool  # names of other versions' fields are dropped, not refused
-
-
-_STRICT = _Mode(zero_fill_missing=False, other_versions=False)
-_ANY_VERSION = _Mode(zero_fill_missing=True, other_versions=True)
 
 
 def build(cls: type[Any], body: Mapping[str, Any], *, any_version: bool = False) -> Any:
@@ -135,12 +124,12 @@ def build(cls: type[Any], body: Mapping[str, Any], *, any_version: bool = False)
     fields of other versions of the message are dropped and missing ones zero-filled;
     a name no version has still raises.
     """
-    return _build(cls, body, _ANY_VERSION if any_version else _STRICT)
+    return _build(cls, body, any_version)
 
 
-def _build(cls: type[Any], body: Mapping[str, Any], mode: _Mode) -> Any:
+def _build(cls: type[Any], body: Mapping[str, Any], any_version: bool) -> Any:
     values = {}
-    plan = _plan(cls, mode)
+    plan = _plan(cls, any_version)
     matched = 0
     for name, convert, fill in plan:
         if name in body:
@@ -150,7 +139,7 @@ def _build(cls: type[Any], body: Mapping[str, Any], mode: _Mode) -> Any:
             values[name] = fill()
     if matched < len(body):
         unknown = set(body) - {name for name, _, _ in plan}
-        if mode.other_versions:
+        if any_version:
             unknown -= _names_in_any_version(cls.__module__, cls.__name__)
         if unknown:
             raise ValueError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}")
@@ -173,30 +162,31 @@ def _names_in_any_version(module: str, class_name: str) -> frozenset[str]:
     return frozenset(names)
 
 
-_PLANS: dict[tuple[type[Any], _Mode], Plan] = {}
+# By (class, any_version): a plan for any version zero-fills what the dict leaves out.
+_PLANS: dict[tuple[type[Any], bool], Plan] = {}
 
 
-def _plan(cls: type[Any], mode: _Mode) -> Plan:
-    plan = _PLANS.get((cls, mode))
+def _plan(cls: type[Any], any_version: bool) -> Plan:
+    plan = _PLANS.get((cls, any_version))
     if plan is None:
-        plan = _PLANS[(cls, mode)] = _make_plan(cls, mode)
+        plan = _PLANS[(cls, any_version)] = _make_plan(cls, any_version)
     return plan
 
 
-def _make_plan(cls: type[Any], mode: _Mode) -> Plan:
+def _make_plan(cls: type[Any], any_version: bool) -> Plan:
     hints = typing.get_type_hints(cls)
     plan = []
     for field in dataclasses.fields(cls):
         if field.name.startswith("__"):
             continue
-        convert = _converter(hints[field.name], field.metadata.get("kafka_type"), mode)
+        convert = _converter(hints[field.name], field.metadata.get("kafka_type"), any_version)
         has_default = (
             field.default is not dataclasses.MISSING
             or field.default_factory is not dataclasses.MISSING
         )
         if has_default:
             fill = None
-        elif mode.zero_fill_missing:
+        elif any_version:
             fill = _filler(hints[field.name], convert)
         else:
             fill = _missing(cls, field.name)
@@ -229,19 +219,21 @@ def _filler(hint: Any, convert: Converter) -> Callable[[], Any]:
     return lambda: convert(0)
 
 
-def _converter(hint: Any, kafka_type: str | None, mode: _Mode) -> Converter:
+def _converter(hint: Any, kafka_type: str | None, any_version: bool) -> Converter:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         inner = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-        convert_inner = _converter(inner[0], kafka_type, mode)
+        convert_inner = _converter(inner[0], kafka_type, any_version)
         return lambda value: None if value is None else convert_inner(value)
     if origin is tuple:
         item = typing.get_args(hint)[0]
-        convert_item = _converter(item, kafka_type, mode)
+        convert_item = _converter(item, kafka_type, any_version)
         return lambda values: tuple(convert_item(value) for value in values)
     if dataclasses.is_dataclass(hint):
         nested: type[Any] = hint  # type: ignore[assignment]
-        return lambda value: value if isinstance(value, nested) else _build(nested, value, mode)
+        return lambda value: (
+            value if isinstance(value, nested) else _build(nested, value, any_version)
+        )
     return _SCALAR_CONVERTERS.get(kafka_type or "", _identity)
 
 
@@ -249,13 +241,15 @@ def _identity(value: Any) -> Any:
     return value
 
 
-def _timedelta(value: Any) -> Any:
+def as_timedelta(value: Any) -> Any:
+    """A kio time span from integer milliseconds (a timedelta passes unchanged)."""
     return (
         value if isinstance(value, datetime.timedelta) else datetime.timedelta(milliseconds=value)
     )
 
 
-def _datetime(value: Any) -> Any:
+def as_datetime(value: Any) -> Any:
+    """A kio timestamp from epoch milliseconds (None and a datetime pass unchanged)."""
     if value is None or isinstance(value, datetime.datetime):
         return value
     return EPOCH + datetime.timedelta(milliseconds=value)
@@ -267,9 +261,9 @@ def _uuid(value: Any) -> Any:
 
 _SCALAR_CONVERTERS: dict[str, Converter] = {
     "error_code": ErrorCode,
-    "timedelta_i32": _timedelta,
-    "timedelta_i64": _timedelta,
-    "datetime_i64": _datetime,
+    "timedelta_i32": as_timedelta,
+    "timedelta_i64": as_timedelta,
+    "datetime_i64": as_datetime,
     "uuid": _uuid,
 }
 

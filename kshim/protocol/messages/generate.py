@@ -19,6 +19,7 @@ import dataclasses
 import datetime
 import subprocess
 import sys
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +37,9 @@ PROJECT_SETTINGS = PACKAGE_DIR.parents[2] / "pyproject.toml"
 
 @dataclass(slots=True)
 class FieldSpec:
-    kio_name: str
-    name: str  # time fields gain "_ms": they hold integer milliseconds
+    name: str  # kio's, and time fields gain "_ms": they hold integer milliseconds
     annotation: str
     default: str | None  # Python source of the default, None when required
-    nested: str | None  # the nested class an array or struct field holds
 
 
 @dataclass(slots=True)
@@ -52,7 +51,7 @@ class ClassSpec:
 def _annotation(hint: Any, kafka_type: str | None) -> tuple[str, str | None, bool]:
     """(annotation, nested class name, nullable) of a kio field's type hint."""
     origin = typing.get_origin(hint)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         inner = [arg for arg in typing.get_args(hint) if arg is not type(None)]
         annotation, nested, _ = _annotation(inner[0], kafka_type)
         return f"{annotation} | None", nested, True
@@ -117,9 +116,7 @@ def _merge_class(
         known = spec.fields.get(kio_field.name)
         if known is None:
             name = kio_field.name + kind.suffix
-            spec.fields[kio_field.name] = FieldSpec(
-                kio_field.name, name, annotation, default, nested
-            )
+            spec.fields[kio_field.name] = FieldSpec(name, annotation, default)
         elif nullable and not known.annotation.endswith("| None"):
             known.annotation += " | None"  # nullable in an older served version
         for inner in _nested_classes(hint):

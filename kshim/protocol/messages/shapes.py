@@ -7,34 +7,17 @@ fields become integer milliseconds (kio decodes them to ``timedelta`` and
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kshim.protocol.codec import EPOCH
+from kshim.protocol.codec import as_datetime, as_timedelta, milliseconds
 
 Convert = Callable[[Any], Any]
 
 
 def _same(value: Any) -> Any:
     return value
-
-
-def _timedelta_to_ms(value: datetime.timedelta) -> int:
-    return int(value / datetime.timedelta(milliseconds=1))
-
-
-def _ms_to_timedelta(value: int) -> datetime.timedelta:
-    return datetime.timedelta(milliseconds=value)
-
-
-def _datetime_to_ms(value: datetime.datetime | None) -> int | None:
-    return None if value is None else int((value - EPOCH) / datetime.timedelta(milliseconds=1))
-
-
-def _ms_to_datetime(value: int | None) -> datetime.datetime | None:
-    return None if value is None else EPOCH + datetime.timedelta(milliseconds=value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +30,8 @@ class Kind:
 
 
 _INTEGER = Kind("int", "0")
-_MILLISECONDS = Kind("int", "0", "_ms", _timedelta_to_ms, _ms_to_timedelta)
+# Nullable time fields never reach these converters with None: convert.py passes None on.
+_MILLISECONDS = Kind("int", "0", "_ms", milliseconds, as_timedelta)
 _KINDS: dict[str, Kind] = {
     "string": Kind("str", '""'),
     "bool": Kind("bool", "False"),
@@ -58,7 +42,7 @@ _KINDS: dict[str, Kind] = {
     "float64": Kind("float", "0.0"),
     "timedelta_i32": _MILLISECONDS,
     "timedelta_i64": _MILLISECONDS,
-    "datetime_i64": Kind("int", "-1", "_ms", _datetime_to_ms, _ms_to_datetime),
+    "datetime_i64": Kind("int", "-1", "_ms", milliseconds, as_datetime),
 }
 
 
