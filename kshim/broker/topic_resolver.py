@@ -27,6 +27,8 @@ from kshim.storage.interface import PartitionLog, TopicPartition
 
 # A view's topic id is uuid5(its topic's id, this): stable, and distinct from every topic's.
 VIEW_ID_NAME = "kshim.full.view"
+# The id of no topic (Kafka's Uuid.ZERO_UUID): answered where a topic has no id to give.
+NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 class TopicKind(enum.Enum):
@@ -63,6 +65,9 @@ class ResolvedTopic:
     @property
     def writable(self) -> bool:
         return self.kind is TopicKind.LOG
+
+    def has_partition(self, index: int) -> bool:
+        return 0 <= index < self.partition_count
 
     def configs(self) -> TopicConfigs:
         """A view is its topic's data compacted: its topic's settings, every one read-only,
@@ -166,8 +171,8 @@ class TopicResolver:
 
     def readable_partition(self, topic_partition: TopicPartition) -> ReadablePartition | None:
         """The partition Fetch and ListOffsets read, or None when there is no such partition."""
-        resolved = self.resolve(topic_partition.topic)
-        if resolved is None or not 0 <= topic_partition.partition < resolved.partition_count:
+        resolved = self._owner(topic_partition)
+        if resolved is None:
             return None
         source_log = resolved.stored.logs[topic_partition.partition]
         if resolved.kind is TopicKind.VIEW:
@@ -179,22 +184,36 @@ class TopicResolver:
         """The log Produce appends to; None when there is no such partition. Raises
         TopicError(INVALID_REQUEST) for a partition of a read-only topic, as Kafka refuses
         a produce request a topic cannot take."""
-        resolved = self.resolve(topic_partition.topic)
-        if resolved is None or not 0 <= topic_partition.partition < resolved.partition_count:
+        resolved = self._owner(topic_partition)
+        if resolved is None:
             return None
         resolved.refuse_change("produce to its topic instead", ErrorCode.invalid_request)
         return WritablePartition(resolved.stored.logs[topic_partition.partition], resolved.stored)
+
+    def is_writable(self, topic_partition: TopicPartition) -> bool:
+        """True when Produce could write to the partition: it exists, and its topic is not a
+        read-only view (what AddPartitionsToTxn and DescribeProducers accept)."""
+        resolved = self._owner(topic_partition)
+        return resolved is not None and resolved.writable
 
     def deletable_partition(self, topic_partition: TopicPartition) -> DeletablePartition | None:
         """The partition DeleteRecords deletes from; None when there is no such partition.
         Raises TopicError(POLICY_VIOLATION) for any partition of a view: views are
         read-only."""
         resolved = self.resolve(topic_partition.topic)
-        if resolved is not None:
-            resolved.refuse_change("delete records of its topic instead")
-        if resolved is None or not 0 <= topic_partition.partition < resolved.partition_count:
+        if resolved is None:
+            return None
+        resolved.refuse_change("delete records of its topic instead")
+        if not resolved.has_partition(topic_partition.partition):
             return None
         return self._deletable(resolved.stored, topic_partition.partition)
+
+    def _owner(self, topic_partition: TopicPartition) -> ResolvedTopic | None:
+        """The topic holding the partition, or None when there is no such partition."""
+        resolved = self.resolve(topic_partition.topic)
+        if resolved is None or not resolved.has_partition(topic_partition.partition):
+            return None
+        return resolved
 
     def deletable_partitions(self) -> list[DeletablePartition]:
         """Every partition of every stored topic, as they are now (retention's pass)."""

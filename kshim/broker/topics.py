@@ -183,9 +183,10 @@ class TopicManager:
             topic.record = record
 
     async def set_configs(
-        self, name: str, overrides: Mapping[str, str], validate_only: bool = False
+        self, name: str, overrides: Mapping[str, str | None], validate_only: bool = False
     ) -> None:
-        """Replaces the topic's overrides with ``overrides``; raises TopicError."""
+        """Replaces the topic's overrides with ``overrides``; raises TopicError (an invalid
+        or null value is INVALID_CONFIG, found before the topic is looked up)."""
         checked = validate_topic_configs(overrides)
         async with self._lock:
             topic = self._by_name.get(name)

@@ -142,6 +142,16 @@ async def test_delete_topics_by_id(broker: Broker) -> None:
     )
 
 
+def test_only_partitions_of_stored_topics_are_writable(broker: Broker) -> None:
+    """What AddPartitionsToTxn and DescribeProducers accept: a view's partition, like a
+    missing one, is not writable."""
+    assert broker.resolver.is_writable(TopicPartition(TOPIC, 0))
+    for missing_or_view in [TopicPartition(TOPIC, 1), TopicPartition(VIEW, 0),
+                            TopicPartition("nope", 0), TopicPartition(TOPIC, -1)]:  # fmt: skip
+        assert not broker.resolver.is_writable(missing_or_view)
+    assert broker.resolver.readable_partition(TopicPartition(VIEW, 0)) is not None
+
+
 @pytest.mark.parametrize("version", edges(CREATE_PARTITIONS))
 async def test_create_partitions(broker: Broker, version: int) -> None:
     topics = [{"name": TOPIC, "count": 3, "assignments": None},

@@ -22,21 +22,11 @@ class ViewPartition:
         self._source = source
 
     async def offsets(self) -> PartitionOffsets:
-        offsets = await reader.view_offsets(self._view, self._source)
-        return PartitionOffsets(
-            offsets.log_start_offset, offsets.high_watermark, offsets.high_watermark
-        )
+        return await reader.view_offsets(self._view, self._source)
 
     async def read(self, fetch_offset: int, max_bytes: int, read_committed: bool) -> PartitionRead:
         result = await reader.read_view(self._view, self._source, fetch_offset, max_bytes)
-        offsets = PartitionOffsets(
-            result.offsets.log_start_offset,
-            result.offsets.high_watermark,
-            result.offsets.high_watermark,
-        )
-        if result.out_of_range:
-            return PartitionRead(offsets, out_of_range=True)
-        return PartitionRead(offsets, result.batches)
+        return PartitionRead(result.offsets, result.batches, out_of_range=result.out_of_range)
 
     async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
         return await reader.offset_for_timestamp(self._view, self._source, timestamp)

@@ -16,26 +16,22 @@ import asyncio
 from dataclasses import dataclass
 
 from kshim.broker.full_view.view import FullView
+from kshim.broker.partition_reads import PartitionOffsets, TimestampHit
 from kshim.protocol.record_batch import empty_batch, read_header, set_last_offset_delta
 from kshim.storage.full_view_store import FullViewStore
 from kshim.storage.interface import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
-class ViewOffsets:
-    log_start_offset: int
-    high_watermark: int
-
-
-@dataclass(frozen=True, slots=True)
 class ViewRead:
-    offsets: ViewOffsets
+    offsets: PartitionOffsets
     batches: tuple[bytes, ...]  # empty when out of range
     out_of_range: bool = False
 
 
-async def view_offsets(view: FullView, source: TopicPartition) -> ViewOffsets:
-    """Log start and high watermark.
+async def view_offsets(view: FullView, source: TopicPartition) -> PartitionOffsets:
+    """Log start and high watermark, which is also the last stable offset: the view holds
+    committed data only.
 
     The log start is where the view was built from (0, or the source's log start when it
     was rebuilt), not its first live record: like a topic that Kafka's cleaner compacts,
@@ -46,7 +42,7 @@ async def view_offsets(view: FullView, source: TopicPartition) -> ViewOffsets:
     """
     high_watermark = await view.applied_position(source)
     start = await view.start_offset(source)
-    return ViewOffsets(min(start, high_watermark), high_watermark)
+    return PartitionOffsets(min(start, high_watermark), high_watermark, high_watermark)
 
 
 async def read_view(
@@ -87,7 +83,7 @@ def _read_batches(
 
 async def offset_for_timestamp(
     view: FullView, source: TopicPartition, timestamp: int | None
-) -> tuple[int, int] | None:
+) -> TimestampHit | None:
     """(offset, timestamp) of the first live record at or after ``timestamp``, or of the
     record with the largest timestamp when ``timestamp`` is None; None when none."""
     records = await asyncio.to_thread(view.store.live_records, source)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from kshim.broker.config.changes import change_resource
 from kshim.broker.context import RequestContext
 from kshim.broker.topic_resolver import ResolvedTopic
-from kshim.broker.topics import validate_topic_configs
 from kshim.protocol.messages.alter_configs import (
     AlterConfigsRequest,
     AlterConfigsResource,
@@ -22,10 +21,7 @@ async def handle(request: AlterConfigsRequest, context: RequestContext) -> Alter
         async def replace(
             _: ResolvedTopic | None, resource: AlterConfigsResource = resource
         ) -> None:
-            # Values may be null: refused (INVALID_CONFIG) before the topic is looked up.
-            overrides = validate_topic_configs(
-                {config.name: config.value for config in resource.configs}
-            )
+            overrides = {config.name: config.value for config in resource.configs}
             await broker.topics.set_configs(
                 resource.resource_name, overrides, request.validate_only
             )

@@ -7,7 +7,7 @@ import uuid
 
 from kshim.broker.config.describe import describe_created_topic_configs
 from kshim.broker.context import RequestContext
-from kshim.broker.topic_resolver import TopicConfigs
+from kshim.broker.topic_resolver import NO_TOPIC_ID, TopicConfigs
 from kshim.broker.topics import INVALID_REPLICATION_FACTOR, TopicError
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.create_topics import (
@@ -18,7 +18,6 @@ from kshim.protocol.messages.create_topics import (
 )
 
 DEFAULT = -1
-NO_TOPIC_ID = uuid.UUID(int=0)  # validate_only creates no topic, so there is no id yet
 
 
 async def handle(request: CreateTopicsRequest, context: RequestContext) -> CreateTopicsResponse:
@@ -57,6 +56,7 @@ async def _create(
     )
     return CreatableTopicResult(
         name=topic.name,
+        # validate_only creates no topic, so there is no id yet
         topic_id=NO_TOPIC_ID if created is None else uuid.UUID(bytes=created.record.topic_id),
         error_code=ErrorCode.none,
         error_message=None,

@@ -7,6 +7,7 @@ import uuid
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
 from kshim.broker.groups.admin import drop_topic_offsets
+from kshim.broker.topic_resolver import NO_TOPIC_ID
 from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.delete_topics import (
@@ -15,7 +16,6 @@ from kshim.protocol.messages.delete_topics import (
     DeleteTopicsResponse,
 )
 
-NO_TOPIC_ID = uuid.UUID(int=0)
 # KIP-516: v6 names each topic by name or by topic id (``topics``) instead of by name only
 # (``topic_names``).
 FIRST_VERSION_WITH_TOPIC_IDS = 6

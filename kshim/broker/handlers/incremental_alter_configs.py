@@ -6,12 +6,7 @@ from kshim.broker.config.changes import change_resource
 from kshim.broker.config.keys import LIST, TOPIC_CONFIGS
 from kshim.broker.context import RequestContext
 from kshim.broker.topic_resolver import ResolvedTopic
-from kshim.broker.topics import (
-    INVALID_CONFIG,
-    UNKNOWN_TOPIC,
-    TopicError,
-    validate_topic_configs,
-)
+from kshim.broker.topics import INVALID_CONFIG, UNKNOWN_TOPIC, TopicError
 from kshim.protocol.messages.incremental_alter_configs import (
     AlterableConfig,
     AlterConfigsResource,
@@ -36,8 +31,7 @@ async def handle(
             if topic is None:
                 raise TopicError(UNKNOWN_TOPIC, f"unknown topic {resource.resource_name!r}")
             configs = topic.configs()
-            changed = _apply(dict(configs.overrides()), configs.values, resource.configs)
-            overrides = validate_topic_configs(changed)  # INVALID_CONFIG for a null SET
+            overrides = _apply(dict(configs.overrides()), configs.values, resource.configs)
             await broker.topics.set_configs(
                 resource.resource_name, overrides, request.validate_only
             )

@@ -7,11 +7,9 @@ topic resolver says which names are views).
 
 from __future__ import annotations
 
-import uuid
-
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
-from kshim.broker.topic_resolver import ResolvedTopic
+from kshim.broker.topic_resolver import NO_TOPIC_ID, ResolvedTopic
 from kshim.broker.topics import TopicError, validate_topic_name
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.metadata import (
@@ -21,8 +19,6 @@ from kshim.protocol.messages.metadata import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
-
-NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 async def handle(request: MetadataRequest, context: RequestContext) -> MetadataResponse:
