@@ -30,9 +30,9 @@ from tests.broker.transaction_support import (
     TIMEOUT_MS,
     TRANSACTIONAL_ID,
     UNKNOWN_PARTITION,
-    FakeClock,
     Transactions,
 )
+from tests.storage.support import FakeClock
 
 MAX_TIMEOUT_MS = 300_000
 ID_EXPIRATION_MS = 3_600_000
@@ -41,7 +41,7 @@ ID_EXPIRATION_MS = 3_600_000
 @pytest.fixture
 async def txn(tmp_path: Path) -> AsyncIterator[Transactions]:
     settings = TransactionSettings(MAX_TIMEOUT_MS, ID_EXPIRATION_MS)
-    transactions = Transactions(tmp_path, FakeClock(), settings)
+    transactions = Transactions(tmp_path, FakeClock(START_MS), settings)
     await transactions.open_logs()
     yield transactions
     await transactions.close()
@@ -378,9 +378,12 @@ async def test_transactions_survive_a_restart(txn: Transactions) -> None:
     producer = await txn.begin(FIRST)
     await txn.restart()
     assert txn.record().state == states.ONGOING
-    assert txn.coordinator.partition(FIRST).open[producer.producer_id].first_offset == 0
+    state = txn.coordinator.partition(FIRST)
+    assert state.open[producer.producer_id].first_offset == 0
+    assert state.transaction_start_offset(producer.producer_id) == 0  # DescribeProducers'
     assert await txn.end(producer, commit=True) == ErrorCode.none
     assert await txn.markers(FIRST) == [(1, COMMIT)]
+    assert state.transaction_start_offset(producer.producer_id) == -1
 
 
 async def test_idle_completed_ids_expire(txn: Transactions) -> None:

@@ -12,14 +12,16 @@ from pathlib import Path
 
 from kshim.broker.transactions.answers import ProducerIdAndEpoch
 from kshim.broker.transactions.coordinator import TransactionCoordinator, TransactionSettings
+from kshim.broker.transactions.fencing import NO_EPOCH, NO_PRODUCER
 from kshim.broker.transactions.markers import marker_type
 from kshim.protocol.errors import ErrorCode
-from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK, iter_batches, read_header
-from kshim.protocol.records import BatchSpec, Record, build_batch, decode_records
-from kshim.storage.interface import LogConfig, TopicPartition, chunk_bytes
+from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK, iter_batches
+from kshim.protocol.records import BatchSpec, decode_records
+from kshim.storage.interface import LogConfig, TopicPartition
 from kshim.storage.memory_log import MemoryLogStore, MemoryPartitionLog
 from kshim.storage.metadata import MetadataStore
 from kshim.storage.transaction_store import TransactionRecord
+from tests.storage.support import FakeClock, producer_batch, read_everything
 
 START_MS = 1_000_000
 TIMEOUT_MS = 60_000
@@ -29,16 +31,6 @@ FIRST = TopicPartition("t", 0)
 SECOND = TopicPartition("t", 1)
 UNKNOWN_PARTITION = TopicPartition("missing", 0)
 PARTITIONS = (FIRST, SECOND)
-NO_PRODUCER = -1
-NO_EPOCH = -1
-
-
-class FakeClock:
-    def __init__(self, now_ms: int = START_MS) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 async def never_decided(_record: TransactionRecord, _reason: str) -> bool:
@@ -146,8 +138,7 @@ class Transactions:
             producer_epoch=producer.producer_epoch,
             base_sequence=0,
         )
-        batch = bytearray(build_batch([Record(0, self.clock(), b"key", b"value")], spec))
-        header = read_header(batch)
+        batch, header = producer_batch(1, self.clock(), spec=spec)
         code = self.coordinator.check_produce(TRANSACTIONAL_ID, header, topic_partition)
         assert code == ErrorCode.none
         log = self.log(topic_partition)
@@ -168,18 +159,12 @@ class Transactions:
 
     async def markers(self, topic_partition: TopicPartition) -> list[tuple[int, int]]:
         """(offset, COMMIT or ABORT) of every marker in the partition's log."""
-        log = self.log(topic_partition)
+        data = await read_everything(self.log(topic_partition))
         found = []
-        position = log.log_start_offset
-        while position < log.high_watermark:
-            result = await log.read(position, 1 << 20)
-            for chunk in result.chunks:
-                data = chunk_bytes(chunk)
-                for start, header in iter_batches(data):
-                    if header.is_control:
-                        _, records = decode_records(data[start : start + header.size])
-                        kind = marker_type(records[0].key)
-                        assert kind is not None
-                        found.append((header.base_offset, kind))
-            position = result.end_offset
+        for start, header in iter_batches(data):
+            if header.is_control:
+                _, records = decode_records(data[start : start + header.size])
+                kind = marker_type(records[0].key)
+                assert kind is not None
+                found.append((header.base_offset, kind))
         return found

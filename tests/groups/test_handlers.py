@@ -44,16 +44,8 @@ from kshim.protocol.messages.sync_group import SyncGroupRequest, SyncGroupReques
 from tests.groups.support import TOPIC, assignment, subscription
 from tests.groups.wire import send
 
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC = (
-    8,
-    9,
-    10,
-    11,
-    12,
-    13,
-    14,
-)
-DESCRIBE, LIST, DELETE, OFFSET_DELETE = 15, 16, 42, 47
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT = 8, 9, 10, 11, 12
+LEAVE, SYNC, DESCRIBE, LIST, DELETE, OFFSET_DELETE = 13, 14, 15, 16, 42, 47
 GROUP_APIS = (OFFSET_COMMIT, OFFSET_FETCH, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST, DELETE)
 INT32_MIN = -(2**31)
 

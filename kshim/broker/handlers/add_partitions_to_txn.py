@@ -7,8 +7,6 @@ A transaction may add a partition only if Produce could write to it; any other p
 from __future__ import annotations
 
 from kshim.broker.context import RequestContext
-from kshim.broker.topic_resolver import TopicResolver
-from kshim.broker.topics import TopicError
 from kshim.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnRequest,
@@ -23,7 +21,6 @@ FIRST_FENCED_VERSION = 2  # KIP-588: older versions get INVALID_PRODUCER_EPOCH
 async def handle(
     request: AddPartitionsToTxnRequest, context: RequestContext
 ) -> AddPartitionsToTxnResponse:
-    resolver = context.broker.resolver
     errors = await context.broker.transactions.add_partitions(
         request.v3_and_below_transactional_id,
         request.v3_and_below_producer_id,
@@ -33,7 +30,7 @@ async def handle(
             for topic in request.v3_and_below_topics
             for partition in topic.partitions
         ],
-        lambda topic_partition: _writable(resolver, topic_partition),
+        context.broker.resolver.is_writable,
         fenced_code=context.version >= FIRST_FENCED_VERSION,
     )
     topics: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
@@ -50,11 +47,3 @@ async def handle(
             for name, results in topics.items()
         ],
     )
-
-
-def _writable(resolver: TopicResolver, topic_partition: TopicPartition) -> bool:
-    """True when Produce could write to the partition (a view's are read-only)."""
-    try:
-        return resolver.writable_partition(topic_partition) is not None
-    except TopicError:
-        return False

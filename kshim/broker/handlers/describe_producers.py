@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
-from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.describe_producers import (
     DescribeProducersRequest,
@@ -37,18 +36,14 @@ async def handle(
 def _partition(broker: Broker, topic_partition: TopicPartition) -> PartitionResponse:
     """A log's producers; a partition Produce cannot write to (unknown, or a read-only
     view's) keeps no producer state and is UNKNOWN_TOPIC_OR_PARTITION."""
-    try:
-        writable = broker.resolver.writable_partition(topic_partition)
-    except TopicError:
-        writable = None
-    if writable is None:
+    if not broker.resolver.is_writable(topic_partition):
         return PartitionResponse(
             partition_index=topic_partition.partition,
             error_code=ErrorCode.unknown_topic_or_partition,
             error_message=None,
             active_producers=[],
         )
-    coordinator = broker.transactions
+    transactions = broker.transactions.partition(topic_partition)
     producers = [
         ProducerState(
             producer_id=producer_id,
@@ -56,9 +51,7 @@ def _partition(broker: Broker, topic_partition: TopicPartition) -> PartitionResp
             last_sequence=entry.last_sequence,
             last_timestamp=entry.last_timestamp,
             coordinator_epoch=NO_COORDINATOR_EPOCH,
-            current_txn_start_offset=coordinator.open_transaction_offset(
-                topic_partition, producer_id
-            ),
+            current_txn_start_offset=transactions.transaction_start_offset(producer_id),
         )
         for producer_id, entry in broker.producer_state(topic_partition).producers.items()
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kshim.broker.context import RequestContext
 from kshim.broker.transactions.answers import TransactionDescription
+from kshim.broker.transactions.fencing import NO_EPOCH, NO_PRODUCER
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.describe_transactions import (
     DescribeTransactionsRequest,
@@ -12,10 +13,7 @@ from kshim.protocol.messages.describe_transactions import (
     TransactionState,
 )
 
-# An unknown transactional id's answer, besides TRANSACTIONAL_ID_NOT_FOUND.
-NO_PRODUCER = -1
-NO_EPOCH = -1
-NO_START_TIME = 0
+NO_START_TIME = 0  # an unknown transactional id's, beside NO_PRODUCER and NO_EPOCH
 
 
 async def handle(

@@ -11,6 +11,7 @@ partitions whose offsets an open transaction is about to commit
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from kshim.broker.context import RequestContext
 from kshim.broker.groups.offset_commits import FetchedOffset, fetch_offsets
@@ -31,6 +32,7 @@ from kshim.storage.interface import TopicPartition
 FIRST_BATCHED_VERSION = 8  # KIP-709
 
 RequestTopics = Sequence[OffsetFetchRequestTopic | OffsetFetchRequestTopics] | None
+Partition = TypeVar("Partition", OffsetFetchResponsePartition, OffsetFetchResponsePartitions)
 
 
 async def handle(request: OffsetFetchRequest, context: RequestContext) -> OffsetFetchResponse:
@@ -78,17 +80,7 @@ def _topics(fetched: list[FetchedOffset]) -> list[OffsetFetchResponseTopic]:
     """v1-7's topics."""
     return [
         OffsetFetchResponseTopic(
-            name=name,
-            partitions=[
-                OffsetFetchResponsePartition(
-                    partition_index=offset.topic_partition.partition,
-                    committed_offset=offset.committed.offset,
-                    committed_leader_epoch=offset.committed.leader_epoch,
-                    metadata=offset.committed.metadata,
-                    error_code=offset.error,
-                )
-                for offset in offsets
-            ],
+            name=name, partitions=_partitions(offsets, OffsetFetchResponsePartition)
         )
         for name, offsets in _by_topic(fetched).items()
     ]
@@ -98,17 +90,21 @@ def _batched_topics(fetched: list[FetchedOffset]) -> list[OffsetFetchResponseTop
     """v8+'s topics of one group: the same fields in classes of their own."""
     return [
         OffsetFetchResponseTopics(
-            name=name,
-            partitions=[
-                OffsetFetchResponsePartitions(
-                    partition_index=offset.topic_partition.partition,
-                    committed_offset=offset.committed.offset,
-                    committed_leader_epoch=offset.committed.leader_epoch,
-                    metadata=offset.committed.metadata,
-                    error_code=offset.error,
-                )
-                for offset in offsets
-            ],
+            name=name, partitions=_partitions(offsets, OffsetFetchResponsePartitions)
         )
         for name, offsets in _by_topic(fetched).items()
+    ]
+
+
+def _partitions(offsets: list[FetchedOffset], partition_class: type[Partition]) -> list[Partition]:
+    """One topic's offsets as v1-7's or v8+'s partitions, which hold the same fields."""
+    return [
+        partition_class(
+            partition_index=offset.topic_partition.partition,
+            committed_offset=offset.committed.offset,
+            committed_leader_epoch=offset.committed.leader_epoch,
+            metadata=offset.committed.metadata,
+            error_code=offset.error,
+        )
+        for offset in offsets
     ]

@@ -360,12 +360,6 @@ class TransactionCoordinator:
             self.partitions[topic_partition] = state
         return state
 
-    def open_transaction_offset(self, topic_partition: TopicPartition, producer_id: int) -> int:
-        """The first offset of the producer's open transaction on the partition, or -1
-        (DescribeProducers' current_txn_start_offset)."""
-        open_transaction = self.partition(topic_partition).open.get(producer_id)
-        return -1 if open_transaction is None else open_transaction.first_offset
-
     def forget_below(self, topic_partition: TopicPartition, log_start: int) -> None:
         """Drops the aborted transactions retention or DeleteRecords left without records
         (LMDB forgets them with the new log start: MetadataStore.set_log_start_offset)."""

@@ -44,6 +44,12 @@ class PartitionTransactions:
     def recover(self, header: BatchHeader) -> None:
         self.on_append(header, header.base_offset)
 
+    def transaction_start_offset(self, producer_id: int) -> int:
+        """The first offset of the producer's open transaction here, or -1 (DescribeProducers'
+        current_txn_start_offset)."""
+        open_transaction = self.open.get(producer_id)
+        return -1 if open_transaction is None else open_transaction.first_offset
+
     def last_stable_offset(self, high_watermark: int) -> int:
         first_open = min((txn.first_offset for txn in self.open.values()), default=high_watermark)
         return min(first_open, high_watermark)
