@@ -3,10 +3,10 @@
 Row-at-a-time statements cost about 5 ms each in DuckDB (0.05 ms in SQLite), so a batch of
 10,000 changes would take a minute there. Within one destination transaction only the net
 effect is ever visible, and every change carries the row's full image (or deletes it), so the
-last change per key in the batch decides that row: ``coalesce`` keeps it, and the statements
-here apply the survivors a few hundred rows per statement. The SQL is the common subset of
-SQLite (3.24+), PostgreSQL and DuckDB; "?" placeholders go through ``Database.execute``,
-which converts them per engine.
+last change per key in the batch decides that row: the sink's fast path (sink.py) keeps it,
+and the statements here apply the survivors a few hundred rows per statement. The SQL is the
+common subset of SQLite (3.24+), PostgreSQL and DuckDB; "?" placeholders go through
+``Database.execute``, which converts them per engine.
 """
 
 from __future__ import annotations

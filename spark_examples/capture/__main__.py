@@ -19,6 +19,7 @@ from spark_examples.capture.shipper import BATCH_SIZE, run_capture
 
 
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The options of the command line (argparse exits on a usage error)."""
     parser = argparse.ArgumentParser(
         prog="python -m spark_examples.capture", description=__doc__.split("\n\n")[0]
     )

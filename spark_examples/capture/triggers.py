@@ -302,7 +302,6 @@ def current_rows(
     names = ", ".join(quote(name) for name in columns)
     key_sql = "(" + ", ".join(quote(name) for name in key) + ")"
     one_key = "(" + ", ".join("?" for _ in key) + ")"
-    positions = [list(columns).index(name) for name in key]
     found: dict[KeyValues, Row] = {}
     distinct = list({tuple(pk[name] for name in key): None for pk in keys})
     for start in range(0, len(distinct), ROWS_PER_QUERY):
@@ -315,7 +314,7 @@ def current_rows(
         )
         for record in records:
             row = decode_record(columns, record)
-            found[tuple(row[list(columns)[p]] for p in positions)] = row
+            found[tuple(row[name] for name in key)] = row
     return found
 
 

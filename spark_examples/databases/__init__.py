@@ -16,12 +16,11 @@ from spark_examples.databases.database import (
     decode_record,
     open_database,
 )
-from spark_examples.databases.engines import DriverRow, EngineAdapter, quote
+from spark_examples.databases.engines import DriverRow, quote
 from spark_examples.databases.portable import (
     PORTABLE_TO_ENGINE,
     PORTABLE_TYPES,
     Columns,
-    EngineName,
     PortableType,
     PortableValue,
     Row,
@@ -36,8 +35,6 @@ __all__ = [
     "Columns",
     "Database",
     "DriverRow",
-    "EngineAdapter",
-    "EngineName",
     "PortableType",
     "PortableValue",
     "Row",

@@ -26,7 +26,7 @@ from spark_examples.databases.portable import (
 
 
 class Database:
-    """A connection to one database; see the module docstring for URLs and values."""
+    """A connection to one database (URL forms: the package docstring; values: portable.py)."""
 
     url: str
     engine: EngineName

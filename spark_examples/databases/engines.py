@@ -4,9 +4,7 @@ An adapter owns one driver connection (sqlite3, psycopg 3, duckdb) and answers i
 engine's own terms: statements with "?" placeholders, the beginning and end of a
 transaction, and the catalogue queries for tables, columns and primary keys. Everything
 engine-neutral (the portable SQL, per-table caches, nested transactions) is in database.py.
-
-URLs: ``sqlite:///relative.db`` or ``sqlite:////abs/path.db``,
-``postgresql://user:pass@host:port/db`` and ``duckdb:///path.duckdb``.
+``connect`` picks the adapter by URL scheme (the URL forms are in the package docstring).
 
 Threads: an adapter wraps one connection and is not safe to share between threads.
 """

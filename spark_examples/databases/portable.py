@@ -13,14 +13,20 @@ import base64
 import datetime
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Literal, SupportsFloat, SupportsIndex, SupportsInt, TypeAlias, TypeGuard
+from typing import (
+    Literal,
+    SupportsFloat,
+    SupportsIndex,
+    SupportsInt,
+    TypeAlias,
+    TypeGuard,
+    get_args,
+)
 
 PortableType: TypeAlias = Literal[
     "integer", "real", "numeric", "text", "blob", "boolean", "date", "timestamp"
 ]
-PORTABLE_TYPES: tuple[PortableType, ...] = (
-    "integer", "real", "numeric", "text", "blob", "boolean", "date", "timestamp",
-)  # fmt: skip
+PORTABLE_TYPES: tuple[PortableType, ...] = get_args(PortableType)
 
 EngineName: TypeAlias = Literal["sqlite", "postgresql", "duckdb"]
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ROLE = "kshim"
-REVIEW_HOOK = "kshim.review.hook=spark_examples.capture.review:decide"
+REVIEW_HOOK = f"{capture_review.REVIEW_HOOK_SETTING}={capture_review.REVIEW_HOOK}"
 _database_numbers = itertools.count()
 
 

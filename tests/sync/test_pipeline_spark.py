@@ -29,6 +29,7 @@ from kshim.testing import BrokerProcess
 from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
 from spark_examples.apply.sink import next_offset
 from spark_examples.capture.broker import ensure_topic
+from spark_examples.capture.review import REVIEW_HOOK, REVIEW_HOOK_SETTING
 from spark_examples.capture.shipper import SEQ_HEADER
 from spark_examples.change_format import encode_key, encode_value
 from spark_examples.databases import open_database
@@ -48,7 +49,7 @@ from tests.sync.spark_marks import SPARK_PIPELINE
 
 pytestmark = SPARK_PIPELINE
 TOPIC = "shop"
-REVIEW_SETTINGS = ["kshim.review.hook=spark_examples.capture.review:decide"]
+REVIEW_SETTINGS = [f"{REVIEW_HOOK_SETTING}={REVIEW_HOOK}"]
 APPLY_TIMEOUT_S = 180
 DRAIN_TIMEOUT_S = 180
 
