@@ -96,9 +96,6 @@ class ReadResult:
     end_offset: int  # the offset after the last batch returned (or the fetch offset)
 
 
-EMPTY_READ_SIZE = 0
-
-
 class OffsetOutOfRange(Exception):
     """A read or seek outside [log start offset, high watermark]."""
 

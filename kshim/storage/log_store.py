@@ -67,6 +67,3 @@ class DiskLogStore:
 # Checked by mypy: the disk classes implement the protocols the broker relies on.
 _DISK_LOG: type[interface.PartitionLog] = DiskPartitionLog
 _DISK_STORE: type[interface.LogStore] = DiskLogStore
-
-# Transitional: goes once the broker imports the protocols from interface.py.
-LogStore = DiskLogStore

@@ -1,14 +1,16 @@
 """The in-memory twin of the disk log store, for broker tests without files or processes.
 
-It keeps what the disk store keeps, in lists: each batch exactly as stored
-(stamped with its base offset and leader epoch), offsets assigned the same
-way, segments rolled by the same segment.bytes and segment.ms rule
-(``should_roll``), so retention plans over the same segment views; a read
-stops at a segment's end, as the disk log's file reads do. Where the disk
-log waits for its fsync, the twin waits one loop turn: an append becomes visible (the high watermark
-advances, listeners run, ``wait_durable`` returns) on the turn after it, all
-appends of a turn together, as a group commit would. Code that forgets to
-await ``wait_durable`` fails here as it would on disk.
+It keeps what the disk store keeps, in memory: each segment's bytes (every
+batch exactly as stored, stamped with its base offset and leader epoch) under
+the disk segment's own index (``Segment``), so reads are planned, and offsets
+found by timestamp, by the same code; offsets are assigned the same way and
+segments rolled by the same segment.bytes and segment.ms rule
+(``should_roll``), so retention plans over the same segment views, and a read
+stops at a segment's end as the disk log's file reads do. Where the disk log
+waits for its fsync, the twin waits one loop turn: an append becomes visible
+(the high watermark advances, listeners run, ``wait_durable`` returns) on the
+turn after it, all appends of a turn together, as a group commit would. Code
+that forgets to await ``wait_durable`` fails here as it would on disk.
 
 A closed log's batches stay in its store, so opening the partition again is
 the twin's restart (recovery replays the producer batches to ``on_batch``).
@@ -18,11 +20,10 @@ Not thread-safe: use from the event loop only.
 from __future__ import annotations
 
 import asyncio
-import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kshim.protocol.record_batch import BatchHeader, read_header, stamped
+from kshim.protocol.record_batch import BatchHeader, iter_batches, stamped
 from kshim.storage.interface import (
     LEADER_EPOCH,
     Clock,
@@ -36,60 +37,25 @@ from kshim.storage.interface import (
     TopicPartition,
 )
 from kshim.storage.retention import SegmentSummary
-from kshim.storage.segment import should_roll
+from kshim.storage.segment import Segment, segment_holding, should_roll
 from kshim.storage.timestamp_lookup import first_record_at_or_after, record_with_max_timestamp
 
 
 @dataclass(slots=True)
-class MemorySegment:
-    """A segment's batches and their index (base offsets, max timestamps, time index)."""
+class MemorySegment(Segment):
+    """A segment whose bytes are held in memory (``path`` names no file): the disk
+    segment's index, so reads are planned and timestamps found by the same code."""
 
-    base_offset: int
-    created_ms: int
-    next_offset: int = -1
-    size: int = 0
-    max_timestamp: int = -1
-    batches: list[bytes] = field(default_factory=list)
-    batch_offsets: list[int] = field(default_factory=list)
-    batch_max_timestamps: list[int] = field(default_factory=list)
-    # The largest timestamp up to each batch: never decreasing, so bisectable (Kafka's
-    # TimeIndex holds the same running maximum).
-    running_max_timestamps: list[int] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if self.next_offset < 0:
-            self.next_offset = self.base_offset
-
-    def add_batch(self, data: bytes, base_offset: int, next_offset: int, timestamp: int) -> None:
-        """Appends a stored batch whose records' max timestamp is ``timestamp``."""
-        self.batches.append(data)
-        self.batch_offsets.append(base_offset)
-        self.batch_max_timestamps.append(timestamp)
-        self.max_timestamp = max(self.max_timestamp, timestamp)
-        self.running_max_timestamps.append(self.max_timestamp)
-        self.size += len(data)
-        self.next_offset = next_offset
-
-    def first_batch_with_timestamp(self, timestamp: int) -> int | None:
-        """The index of the first batch whose running max timestamp is >= ``timestamp``."""
-        index = bisect.bisect_left(self.running_max_timestamps, timestamp)
-        return index if index < len(self.batches) else None
+    data: bytearray = field(default_factory=bytearray)
 
     def read(self, offset: int, max_bytes: int, upper_offset: int) -> ReadResult:
         """Whole batches from the one holding ``offset`` (assumed in this segment and
-        below ``upper_offset``): at least one (KIP-74), then more within ``max_bytes``."""
-        first = max(bisect.bisect_right(self.batch_offsets, offset) - 1, 0)
-        end, size = first + 1, len(self.batches[first])
-        while end < len(self.batches) and self.batch_offsets[end] < upper_offset:
-            if size + len(self.batches[end]) > max_bytes:
-                break
-            size += len(self.batches[end])
-            end += 1
-        end_offset = self.batch_offsets[end] if end < len(self.batches) else self.next_offset
-        return ReadResult(tuple(self.batches[first:end]), size, end_offset)
+        below ``upper_offset``), planned as the disk log's file reads (``byte_range``)."""
+        position, length, end_offset = self.byte_range(offset, max_bytes, upper_offset)
+        return ReadResult((bytes(self.data[position : position + length]),), length, end_offset)
 
-    def summary(self) -> SegmentSummary:
-        return SegmentSummary(self.base_offset, self.next_offset, self.size, self.max_timestamp)
+    def batch_at(self, index: int) -> bytes:
+        return bytes(self.data[self.batch_positions[index] : self.batch_end(index)])
 
 
 class MemoryPartitionLog:
@@ -123,7 +89,8 @@ class MemoryPartitionLog:
         next_offset = base_offset + header.last_offset_delta + 1
         data = stamped(batch, base_offset, LEADER_EPOCH)  # the caller's bytes stay as they are
         segment = self._segment_for(len(data))
-        segment.add_batch(data, base_offset, next_offset, header.max_timestamp)
+        segment.add_batch(base_offset, len(data), next_offset, header.max_timestamp)
+        segment.data += data
         self.log_end_offset = next_offset
         if self._durability_turn is None:
             loop = asyncio.get_running_loop()
@@ -134,7 +101,7 @@ class MemoryPartitionLog:
         active = self.segments[-1]
         now = self._clock()
         if should_roll(active.size, active.created_ms, size, now, self.config):
-            active = MemorySegment(self.log_end_offset, now)
+            active = MemorySegment(self.log_end_offset, "", now)
             self.segments.append(active)
         return active
 
@@ -176,14 +143,10 @@ class MemoryPartitionLog:
             upper = min(upper_offset, upper)
         if offset >= upper:
             return ReadResult((), 0, offset)
-        return self._segment_holding(offset).read(offset, max_bytes, upper)
-
-    def _segment_holding(self, offset: int) -> MemorySegment:
-        bases = [segment.base_offset for segment in self.segments]
-        return self.segments[max(bisect.bisect_right(bases, offset) - 1, 0)]
+        return segment_holding(self.segments, offset).read(offset, max_bytes, upper)
 
     async def _read_batch(self, segment: MemorySegment, index: int) -> bytes:
-        return segment.batches[index]
+        return segment.batch_at(index)
 
     async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
         """See interface.PartitionLog.offset_for_timestamp."""
@@ -242,7 +205,7 @@ class MemoryLogStore:
         (its pending appends made durable), which the disk store leaves undefined."""
         previous = self._logs.get(topic_partition)
         if previous is None:
-            segments = [MemorySegment(log_start_offset, self._clock())]
+            segments = [MemorySegment(log_start_offset, "", self._clock())]
         else:
             await previous.close()
             segments = self._recover(previous, on_batch)
@@ -259,8 +222,7 @@ class MemoryLogStore:
         segments[-1].created_ms = self._clock()
         if on_batch is not None:
             for segment in segments:
-                for data in segment.batches:
-                    header = read_header(data)
+                for _, header in iter_batches(segment.data):
                     if header.producer_id >= 0:
                         on_batch(header)
         return segments

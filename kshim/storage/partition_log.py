@@ -5,7 +5,8 @@ offsets, joins the memtable and a pending list. One flusher task per
 partition writes everything pending and fsyncs it (group commit: every append
 made before the flusher's turn, or while the previous fsync ran, shares the
 next one), on the event loop itself while the disk answers fast, otherwise in
-a worker thread (see _write_inline). The high watermark, the end of what
+a worker thread (see _write_inline); segment_writer.py does the writing,
+fsyncing, indexing and sealing. The high watermark, the end of what
 consumers may see and what producers get acknowledged, advances only past
 bytes that are on disk.
 """
@@ -13,40 +14,32 @@ bytes that are on disk.
 from __future__ import annotations
 
 import asyncio
-import bisect
-import logging
 import os
 import threading
 import time
 from collections.abc import Callable
 
-from kshim.protocol.record_batch import (
-    BatchHeader,
-    stamped,
-)
+from kshim.protocol.record_batch import BatchHeader, stamped
 from kshim.storage.filesystem import FileSystem
-from kshim.storage.index_file import IndexEntry, decode_blocks, encode_block, index_path_for
+from kshim.storage.index_file import IndexEntry, index_path_for
 from kshim.storage.interface import (
     LEADER_EPOCH,
     Clock,
     LogConfig,
+    LogFailed,
     OffsetOutOfRange,
     ReadResult,
     TimestampHit,
     TopicPartition,
 )
-
-# Transitional: the broker imports LogFailed from here until it imports from interface.py;
-# "as" makes it an explicit re-export for mypy --strict.
-from kshim.storage.interface import LogFailed as LogFailed  # noqa: PLC0414
 from kshim.storage.memtable import Memtable
-from kshim.storage.recovery import recover_segments
+from kshim.storage.recovery import RecoveredLog, recover_segments
 from kshim.storage.retention import SegmentSummary
-from kshim.storage.sealed_index import decode_sealed_index, encode_sealed_index, sealed_path_for
-from kshim.storage.segment import Segment, segment_file_name, should_roll
+from kshim.storage.sealed_index import sealed_path_for
+from kshim.storage.segment import Segment, segment_file_name, segment_holding, should_roll
+from kshim.storage.segment_writer import PendingBatch, SegmentWriter
 from kshim.storage.timestamp_lookup import first_record_at_or_after, record_with_max_timestamp
 
-log = logging.getLogger(__name__)
 PROBE_INTERVAL_S = 5.0  # how often a slow disk gets an inline round to re-measure it
 # A pipelined request is about three loop turns from its append (read, decode, handle).
 MIN_GATHER_TURNS, MAX_GATHER_TURNS = 3, 12
@@ -63,7 +56,7 @@ class DiskPartitionLog:
         config: LogConfig,
         filesystem: FileSystem,
         clock: Clock,
-        segments: list[Segment],
+        recovered: RecoveredLog,
         log_start_offset: int,
     ) -> None:
         self.topic_partition = topic_partition
@@ -71,21 +64,16 @@ class DiskPartitionLog:
         self.config = config
         self._fs = filesystem
         self._clock = clock
-        self.segments = segments
-        self.log_end_offset = segments[-1].next_offset
-        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self.segments = recovered.segments
+        self.log_end_offset = self.segments[-1].next_offset
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.high_watermark = self.log_end_offset
         self._memtable = Memtable(config.memtable_bytes)
         self._memtable.next_offset = self.log_end_offset
-        self._pending: list[tuple[Segment, bytes, IndexEntry]] = []
-        # Written batches whose index entries wait for an fsync (flusher thread only).
-        self._unindexed: list[tuple[Segment, IndexEntry, int]] = []
-        self._unsynced_paths: set[str] = set()  # written but not fsynced (flusher thread only)
-        self._to_seal: list[Segment] = [s for s in segments[:-1] if not s.sealed]
-        self._seal_lock = threading.Lock()
+        self._pending: list[PendingBatch] = []
+        self._writer = SegmentWriter(filesystem, directory, self.segments, recovered.unindexed)
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
-        self._append_descriptors: dict[str, int] = {}
         self._read_descriptors: dict[str, int] = {}
         self._read_lock = threading.Lock()
         self._unsynced_messages = 0
@@ -116,17 +104,9 @@ class DiskPartitionLog:
         recovered = await asyncio.to_thread(
             recover_segments, filesystem, directory, log_start_offset, clock(), on_batch
         )
-        log = cls(
-            topic_partition,
-            directory,
-            config,
-            filesystem,
-            clock,
-            recovered.segments,
-            log_start_offset,
+        return cls(
+            topic_partition, directory, config, filesystem, clock, recovered, log_start_offset
         )
-        log._unindexed = recovered.unindexed
-        return log
 
     def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> int:
         """Assigns offsets to a validated batch, stores it and returns its base offset.
@@ -167,8 +147,7 @@ class DiskPartitionLog:
         path = os.path.join(self.directory, segment_file_name(self.log_end_offset))
         segment = Segment(self.log_end_offset, path, now)
         self.segments.append(segment)
-        with self._seal_lock:
-            self._to_seal.append(active)
+        self._writer.roll(active, segment)
         return segment
 
     async def _flush_loop(self) -> None:
@@ -183,7 +162,7 @@ class DiskPartitionLog:
                 if self._write_inline():
                     self._write_on_loop(pending, sync)
                 else:
-                    await asyncio.to_thread(self._write, pending, sync)
+                    await asyncio.to_thread(self._writer.write, pending, sync)
                 if sync:
                     self._unsynced_messages -= covered_messages
                     self._last_sync_ms = self._clock()
@@ -217,15 +196,15 @@ class DiskPartitionLog:
         # rounds average over the limit, rounds go to a worker thread, with one inline
         # probe every PROBE_INTERVAL_S to notice when the disk is fast again. Sealing a
         # rolled segment (a sealed index to write and fsync) always goes to the thread.
-        if self._to_seal or self.config.inline_write_max_us <= 0:
+        if self._writer.sealing_due or self.config.inline_write_max_us <= 0:
             return False
         if self._inline_write_us < self.config.inline_write_max_us:
             return True
         return time.monotonic() - self._last_inline_write >= PROBE_INTERVAL_S
 
-    def _write_on_loop(self, pending: list[tuple[Segment, bytes, IndexEntry]], sync: bool) -> None:
+    def _write_on_loop(self, pending: list[PendingBatch], sync: bool) -> None:
         started = time.perf_counter()
-        self._write(pending, sync)
+        self._writer.write(pending, sync)
         elapsed_us = (time.perf_counter() - started) * 1e6
         self._last_inline_write = time.monotonic()
         # A moving average, so one slow fsync does not send the next rounds to a thread.
@@ -240,110 +219,6 @@ class DiskPartitionLog:
         return self._unsynced_messages >= self.config.flush_messages or (
             self.config.flush_ms > 0 and elapsed >= self.config.flush_ms
         )
-
-    def _write(self, pending: list[tuple[Segment, bytes, IndexEntry]], sync: bool) -> None:
-        """Appends pending batches to their segment files, fsyncs them, then indexes
-        what is now durable (in a worker thread, or on the loop: see _write_inline)."""
-        groups: dict[str, list[bytes | memoryview]] = {}
-        for segment, data, entry in pending:
-            groups.setdefault(segment.path, []).append(data)
-            self._unindexed.append((segment, entry, entry.position + len(data)))
-        for path, chunks in groups.items():
-            descriptor, created = self._append_descriptor(path)
-            self._fs.write(descriptor, chunks)
-            self._unsynced_paths.add(path)
-            if created:
-                self._fs.fsync_directory(self.directory)
-        if sync:
-            # Every file written since the last fsync, sealed segments included.
-            for path in sorted(self._unsynced_paths):
-                self._fs.fsync(self._append_descriptors[path])
-            self._unsynced_paths.clear()
-            self._write_index()
-        self._close_sealed_appenders()
-        if sync:
-            self._seal_ready_segments()
-
-    def _write_index(self) -> None:
-        """Worker thread: appends one index block per segment for the durable batches."""
-        blocks: dict[str, tuple[Segment, list[IndexEntry], int]] = {}
-        for segment, entry, end_position in self._unindexed:
-            _, entries, _ = blocks.setdefault(segment.path, (segment, [], 0))
-            entries.append(entry)
-            blocks[segment.path] = (segment, entries, end_position)
-        self._unindexed = []
-        for segment, entries, end_position in blocks.values():
-            descriptor, _ = self._append_descriptor(index_path_for(segment.path))
-            self._fs.write(descriptor, [encode_block(entries, end_position)])
-            segment.indexed_count += len(entries)
-
-    def _seal_ready_segments(self) -> None:
-        """Worker thread: maps a sealed index for each rolled segment that is fully
-        written, fsynced and indexed."""
-        with self._seal_lock:
-            candidates, self._to_seal = self._to_seal, []
-        waiting = []
-        for segment in candidates:
-            ready = segment.path not in self._unsynced_paths and segment.indexed_count == len(
-                segment.batch_offsets
-            )
-            if not ready:
-                waiting.append(segment)
-            elif not self._seal(segment):
-                log.warning("%s: index incomplete; keeping it in memory", segment.path)
-        with self._seal_lock:
-            self._to_seal[:0] = waiting
-
-    def _seal(self, segment: Segment) -> bool:
-        """Worker thread: writes, fsyncs and maps the segment's sealed index."""
-        index_path = index_path_for(segment.path)
-        descriptor = self._fs.open_read(index_path)
-        try:
-            data = self._fs.pread(descriptor, self._fs.size(index_path), 0)
-        finally:
-            self._fs.close(descriptor)
-        entries, end_position, _ = decode_blocks(data, segment.size)
-        if len(entries) != len(segment.batch_offsets) or end_position != segment.size:
-            return False
-        sealed_path = sealed_path_for(segment.path)
-        if self._fs.exists(sealed_path):
-            self._fs.remove(sealed_path)
-        descriptor = self._fs.open_append(sealed_path)
-        try:
-            self._fs.write(descriptor, [encode_sealed_index(segment, entries)])
-            self._fs.fsync(descriptor)
-        finally:
-            self._fs.close(descriptor)
-        self._fs.fsync_directory(self.directory)
-        index = decode_sealed_index(
-            self._fs.map_file(sealed_path), segment.base_offset, verify=False
-        )
-        if index is None:
-            return False
-        index.adopt_into(segment)
-        self._fs.remove(index_path)  # superseded; if the removal is lost it is merely ignored
-        return True
-
-    def _sync_on_close(self) -> None:
-        """Worker thread: a clean shutdown leaves nothing unsynced, even with flush.messages > 1."""
-        for path in sorted(self._unsynced_paths):
-            self._fs.fsync(self._append_descriptors[path])
-        self._unsynced_paths.clear()
-        self._write_index()
-
-    def _append_descriptor(self, path: str) -> tuple[int, bool]:
-        descriptor = self._append_descriptors.get(path)
-        if descriptor is not None:
-            return descriptor, False
-        descriptor = self._fs.open_append(path)
-        self._append_descriptors[path] = descriptor
-        return descriptor, True
-
-    def _close_sealed_appenders(self) -> None:
-        active = self.segments[-1].path
-        keep = {active, index_path_for(active), *self._unsynced_paths}
-        for path in [path for path in self._append_descriptors if path not in keep]:
-            self._fs.close(self._append_descriptors.pop(path))
 
     def _advance_high_watermark(self, offset: int) -> None:
         self.high_watermark = offset
@@ -381,17 +256,13 @@ class DiskPartitionLog:
         if self._memtable.covers(offset):
             chunks, size, end = self._memtable.read(offset, max_bytes, upper)
             return ReadResult(tuple(chunks), size, end)
-        segment = self._segment_holding(offset)
+        segment = segment_holding(self.segments, offset)
         position, length, end = segment.byte_range(offset, max_bytes, upper)
         descriptor = self._read_descriptors.get(segment.path)
         if descriptor is None:
             descriptor = await asyncio.to_thread(self._read_descriptor, segment.path)
         chunk = self._fs.region(descriptor, length, position)
         return ReadResult((chunk,), length, end)
-
-    def _segment_holding(self, offset: int) -> Segment:
-        bases = [segment.base_offset for segment in self.segments]
-        return self.segments[max(bisect.bisect_right(bases, offset) - 1, 0)]
 
     def _read_descriptor(self, path: str) -> int:
         """Worker thread: opens the segment for reading once and caches the descriptor."""
@@ -406,8 +277,8 @@ class DiskPartitionLog:
         """Worker thread: reads a byte range of a segment."""
         return self._fs.pread(self._read_descriptor(path), length, position)
 
-    async def read_batch_at(self, segment: Segment, index: int) -> bytes:
-        """Returns the bytes of batch ``index`` of ``segment`` (for record-level lookups)."""
+    async def _read_batch(self, segment: Segment, index: int) -> bytes:
+        """The bytes of batch ``index`` of ``segment``, for timestamp lookups."""
         base = segment.batch_offsets[index]
         if self._memtable.covers(base):
             chunks, _, _ = self._memtable.read(base, 0, base + 1)
@@ -419,12 +290,12 @@ class DiskPartitionLog:
     async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
         """See interface.PartitionLog; reads one batch, from memory or in a worker thread."""
         visible = range(self.log_start_offset, self.high_watermark)
-        return await first_record_at_or_after(self.segments, self.read_batch_at, visible, timestamp)
+        return await first_record_at_or_after(self.segments, self._read_batch, visible, timestamp)
 
     async def offset_of_max_timestamp(self) -> TimestampHit | None:
         """See interface.PartitionLog; reads one batch, from memory or in a worker thread."""
         visible = range(self.log_start_offset, self.high_watermark)
-        return await record_with_max_timestamp(self.segments, self.read_batch_at, visible)
+        return await record_with_max_timestamp(self.segments, self._read_batch, visible)
 
     def advance_log_start_offset(self, offset: int) -> None:
         """Moves the log start offset forward (DeleteRecords, retention); never backwards."""
@@ -434,12 +305,7 @@ class DiskPartitionLog:
 
     def segment_summaries(self) -> list[SegmentSummary]:
         """A snapshot of the segments for retention planning."""
-        return [
-            SegmentSummary(
-                segment.base_offset, segment.next_offset, segment.size, segment.max_timestamp
-            )
-            for segment in self.segments
-        ]
+        return [segment.summary() for segment in self.segments]
 
     async def drop_oldest_segments(self, count: int, log_start_offset: int) -> None:
         """Deletes the ``count`` oldest segments (never the active one) and their files."""
@@ -471,14 +337,11 @@ class DiskPartitionLog:
         """Waits for pending writes, then closes every file descriptor."""
         if self._flusher is not None:
             await asyncio.shield(self._flusher)
-        if self._unsynced_paths and self._failure is None:
-            await asyncio.to_thread(self._sync_on_close)
-        descriptors = [*self._append_descriptors.values(), *self._read_descriptors.values()]
-        self._append_descriptors.clear()
+        if self._writer.has_unsynced and self._failure is None:
+            # A clean shutdown leaves nothing unsynced, even with flush.messages > 1.
+            await asyncio.to_thread(self._writer.sync)
+        self._writer.close()
+        descriptors = list(self._read_descriptors.values())
         self._read_descriptors.clear()
         for descriptor in descriptors:
             self._fs.close(descriptor)
-
-
-# Transitional: goes once the broker imports the protocols from interface.py.
-PartitionLog = DiskPartitionLog

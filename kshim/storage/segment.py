@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import bisect
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import TypeVar
 
 from kshim.storage.interface import LogConfig
+from kshim.storage.retention import SegmentSummary
 
 SEGMENT_SUFFIX = ".log"
 
@@ -106,6 +110,22 @@ class Segment:
         return start, self.batch_end(last) - start, end_offset
 
     def first_batch_with_timestamp(self, timestamp: int) -> int | None:
-        """Returns the index of the first batch whose max timestamp is >= ``timestamp``."""
+        """Returns the index of the first batch whose running max timestamp (the time
+        index) is >= ``timestamp``: no earlier batch holds a record stamped that late."""
         index = bisect.bisect_left(self.running_max_timestamps, timestamp)
         return index if index < len(self.running_max_timestamps) else None
+
+    def summary(self) -> SegmentSummary:
+        """What retention plans over (``plan_retention``)."""
+        return SegmentSummary(self.base_offset, self.next_offset, self.size, self.max_timestamp)
+
+
+SegmentT = TypeVar("SegmentT", bound=Segment)
+_base_offset_of = attrgetter("base_offset")
+
+
+def segment_holding(segments: Sequence[SegmentT], offset: int) -> SegmentT:
+    """The segment holding ``offset``: the last one based at or below it (the first when
+    ``offset`` is below them all). ``segments`` are oldest first and never empty."""
+    index = bisect.bisect_right(segments, offset, key=_base_offset_of) - 1
+    return segments[max(index, 0)]

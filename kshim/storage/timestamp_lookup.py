@@ -10,30 +10,11 @@ batch of a segment.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, TypeVar
 
 from kshim.protocol.records import decode_records
-from kshim.storage.interface import PartitionLog, TimestampHit
+from kshim.storage.interface import TimestampHit
+from kshim.storage.segment import SegmentT
 
-
-class TimeIndexedSegment(Protocol):
-    """What a lookup needs of a segment: per batch, its base offset and max timestamp."""
-
-    @property
-    def max_timestamp(self) -> int: ...
-
-    @property
-    def batch_offsets(self) -> Sequence[int]: ...
-
-    @property
-    def batch_max_timestamps(self) -> Sequence[int]: ...
-
-    def first_batch_with_timestamp(self, timestamp: int) -> int | None:
-        """The index of the first batch whose running max timestamp is >= ``timestamp``."""
-        ...
-
-
-SegmentT = TypeVar("SegmentT", bound=TimeIndexedSegment)
 # Reads the bytes of batch ``index`` of a segment.
 ReadBatch = Callable[[SegmentT, int], Awaitable[bytes]]
 
@@ -87,14 +68,3 @@ async def _first_record(
         if record.offset >= visible.start and record.timestamp >= timestamp:
             return record.offset, record.timestamp
     return None
-
-
-# Transitional: the broker calls these until it calls the log's own methods.
-async def offset_for_timestamp(log: PartitionLog, timestamp: int) -> TimestampHit | None:
-    """See PartitionLog.offset_for_timestamp."""
-    return await log.offset_for_timestamp(timestamp)
-
-
-async def offset_of_max_timestamp(log: PartitionLog) -> TimestampHit | None:
-    """See PartitionLog.offset_of_max_timestamp."""
-    return await log.offset_of_max_timestamp()

@@ -9,21 +9,16 @@ filesystem (no real files), and the in-memory twin. A test asks for the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.interface import LogConfig, LogStore, PartitionLog, TopicPartition
 from kshim.storage.log_store import DiskLogStore
-from kshim.storage.memory_log import MemoryLogStore, MemoryPartitionLog
-from kshim.storage.partition_log import DiskPartitionLog
+from kshim.storage.memory_log import MemoryLogStore
 from kshim.storage.simulated_filesystem import SimulatedFileSystem
 from tests.storage.support import DEFAULT_CONFIG, TOPIC_PARTITION, FakeClock
-
-# Checked by mypy: both stores, and both logs, are what the broker is written against.
-_LOGS: Iterable[type[PartitionLog]] = (DiskPartitionLog, MemoryPartitionLog)
-_STORES: Iterable[type[LogStore]] = (DiskLogStore, MemoryLogStore)
 
 
 @dataclass(frozen=True)

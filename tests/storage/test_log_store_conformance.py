@@ -75,6 +75,8 @@ async def test_read_at_batch_boundaries_and_inside_batches(harness: Harness) -> 
         result = await read_bytes(log, offset, 1)  # one batch only
         assert batch_bases(result.data) == [base], offset
         assert result.end_offset == {0: 1, 1: 5, 5: 6, 6: 9}[base]
+    last = await read_bytes(log, 8)  # no byte limit: the batch holding 8 is still the last
+    assert (batch_bases(last.data), last.end_offset) == ([6], 9)
     assert await read_bytes(log, 9) == Read(b"", 9)
 
 
