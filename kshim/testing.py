@@ -55,7 +55,7 @@ class BrokerProcess:
         self.settings = list(settings)
         self.port = port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
-        self.log_path = os.path.join(self.data_dir + ".log")
+        self.log_path = self.data_dir + ".log"
 
     @property
     def bootstrap(self) -> str:

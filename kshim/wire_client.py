@@ -38,13 +38,12 @@ from kio.serial.errors import SerialError
 
 from kshim.protocol import codec
 from kshim.protocol.apis import API_VERSIONS_KEY
+from kshim.protocol.framing import FRAME_SIZE
 from kshim.protocol.headers import CORRELATION_ID, EMPTY_TAGGED_FIELDS
-from kshim.protocol.primitives import DecodeError, read_tagged_fields
+from kshim.protocol.primitives import DecodeError, read_tagged_fields, write_string
 
-FRAME_SIZE = struct.Struct(">i")
-REQUEST_HEADER_FIXED = struct.Struct(">hhi")  # api key, api version, correlation id
-CLIENT_ID_LENGTH = struct.Struct(">h")
-NULL_LENGTH = -1
+# api key, api version, correlation id; the client id follows (headers.py parses all four)
+REQUEST_HEADER_START = struct.Struct(">hhi")
 DEFAULT_CLIENT_ID = "kshim-wire-client"
 DEFAULT_TIMEOUT_S = 10.0
 # A guard against reading a garbage size prefix as an allocation, not a protocol limit: a
@@ -78,14 +77,14 @@ def request_header(
     flexible: bool,
     client_id: str | None = DEFAULT_CLIENT_ID,
 ) -> bytes:
-    """Request header v1, or v2 (v1 and an empty tagged-field section) when ``flexible``."""
-    fixed = REQUEST_HEADER_FIXED.pack(api_key, api_version, correlation_id)
-    if client_id is None:
-        client = CLIENT_ID_LENGTH.pack(NULL_LENGTH)
-    else:
-        encoded = client_id.encode()
-        client = CLIENT_ID_LENGTH.pack(len(encoded)) + encoded
-    return fixed + client + (EMPTY_TAGGED_FIELDS if flexible else b"")
+    """Request header v1, or v2 (v1 and an empty tagged-field section) when ``flexible``.
+
+    The client id is a nullable string with an int16 length in both: header v2 keeps it
+    non-compact, so that any broker can parse the header (KIP-482).
+    """
+    start = REQUEST_HEADER_START.pack(api_key, api_version, correlation_id)
+    client = write_string(client_id, flexible=False)
+    return start + client + (EMPTY_TAGGED_FIELDS if flexible else b"")
 
 
 def encode_body(api_key: int, api_version: int, fields: Mapping[str, Any]) -> bytes:
@@ -223,19 +222,13 @@ class WireConnection:
         self._socket.settimeout(self.timeout_s)
         self._socket.sendall(data)
 
-    def send_request(
-        self, api_key: int, api_version: int, fields: Mapping[str, Any], correlation_id: int
-    ) -> None:
-        """Sends one request built from ``fields``, without waiting for its answer."""
-        frame = encode_request(
-            api_key, api_version, correlation_id, fields, client_id=self.client_id
-        )
-        self.send(frame)
-
     def call(self, api_key: int, api_version: int, fields: Mapping[str, Any] | None = None) -> Any:
-        """Sends one request and returns kio's decoded answer to it."""
+        """Sends one request built from ``fields`` and returns kio's decoded answer to it."""
         correlation_id = self.next_correlation_id()
-        self.send_request(api_key, api_version, fields or {}, correlation_id)
+        request = encode_request(
+            api_key, api_version, correlation_id, fields or {}, client_id=self.client_id
+        )
+        self.send(request)
         return self.read_response(api_key, api_version, correlation_id)
 
     def exchange(self, api_key: int, api_version: int, body: bytes, *, flexible: bool) -> bytes:

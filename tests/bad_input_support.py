@@ -22,7 +22,7 @@ import crc32c
 from kshim.protocol.headers import CORRELATION_ID
 from kshim.protocol.records import BatchSpec, Record, build_batch
 from kshim.testing import BrokerProcess
-from tests.raw_client import RawConnection
+from kshim.wire_client import WireConnection, connect
 
 with warnings.catch_warnings():
     # kafka-python 3.0.12 reads its schemas with importlib.resources.read_text, deprecated in
@@ -91,8 +91,8 @@ class Baseline:
         return len(self.expected[partition])
 
 
-def create_topic(port: int, name: str, partitions: int, configs: dict[str, str]) -> None:
-    with RawConnection(port) as conn:
+def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, str]) -> None:
+    with connect(bootstrap) as conn:
         response = conn.call(
             CREATE_TOPICS,
             7,
@@ -114,7 +114,7 @@ def create_topic(port: int, name: str, partitions: int, configs: dict[str, str])
 def make_baseline(broker: BrokerProcess, configs: dict[str, str] | None = None) -> Baseline:
     """Creates a topic and produces 3 records to partition 0 and 2 to partition 1."""
     baseline = Baseline(f"bad-input-{uuid.uuid4().hex[:12]}")
-    create_topic(broker.port, baseline.topic, PARTITIONS, configs or {})
+    create_topic(broker.bootstrap, baseline.topic, PARTITIONS, configs or {})
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=0)
     try:
         for partition, count in ((0, 3), (1, 2)):
@@ -208,10 +208,10 @@ def produce_fields(partitions: dict[tuple[str, int], bytes], acks: int = -1) -> 
 
 
 def produce(
-    port: int, partitions: dict[tuple[str, int], bytes], version: int = 9
+    bootstrap: str, partitions: dict[tuple[str, int], bytes], version: int = 9
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """Sends one Produce; returns {(topic, partition): (error code, base offset)}."""
-    with RawConnection(port) as conn:
+    with connect(bootstrap) as conn:
         response = conn.call(PRODUCE, version, produce_fields(partitions))
     return {
         (topic.name, partition.index): (partition.error_code, partition.base_offset)
@@ -229,16 +229,16 @@ def api_versions_fallback(correlation_id: int) -> bytes:
     )
 
 
-def answers_api_versions(port: int) -> bool:
+def answers_api_versions(bootstrap: str) -> bool:
     """True when a new connection gets an ApiVersions answer (the broker is alive)."""
     try:
-        with RawConnection(port, timeout_s=WAIT_S) as conn:
+        with connect(bootstrap, WAIT_S) as conn:
             return bool(conn.call(API_VERSIONS, 0).error_code == NONE)
     except OSError:  # refused, reset, closed (ConnectionClosedError) or timed out
         return False
 
 
-def assert_closed_without_answer(conn: RawConnection) -> float:
+def assert_closed_without_answer(conn: WireConnection) -> float:
     """Asserts the broker closes ``conn`` promptly and sends nothing; returns the wait."""
     start = time.monotonic()
     assert conn.wait_closed(PROMPT_S) == b""

@@ -27,12 +27,13 @@ from hypothesis import strategies as st
 
 from kshim.protocol import codec
 from kshim.protocol.apis import ADVERTISED, serves
+from kshim.protocol.framing import FRAME_SIZE
 from kshim.protocol.headers import CORRELATION_ID
 from kshim.protocol.records import BatchSpec
 from kshim.testing import BrokerProcess, fetch_fields
 from kshim.wire_client import (
-    FRAME_SIZE,
     ConnectionClosedError,
+    connect,
     decode_response,
     encode_body,
     encode_request,
@@ -81,7 +82,6 @@ from tests.bad_input_support import (
     produce_fields,
     resident_bytes,
 )
-from tests.raw_client import RawConnection
 
 # --- brokers -------------------------------------------------------------------------
 
@@ -147,7 +147,7 @@ def test_garbage_bytes_close_the_connection(
     # Each starts with a size prefix outside [10, socket.request.max.bytes].
     (size,) = FRAME_SIZE.unpack_from(garbage)
     assert not 10 <= size <= DEFAULT_MAX_FRAME
-    with RawConnection(broker.port) as conn:
+    with connect(broker.bootstrap) as conn:
         conn.send(garbage)
         assert_closed_without_answer(conn)
     assert_healthy(broker, baseline)
@@ -159,7 +159,7 @@ def test_partial_frame_then_half_close(
 ) -> None:
     rss_before = resident_bytes(broker)
     partial = encode_request(API_VERSIONS, 0, 1, {})[FRAME_SIZE.size :]
-    with RawConnection(broker.port) as stalled, RawConnection(broker.port) as other:
+    with connect(broker.bootstrap) as stalled, connect(broker.bootstrap) as other:
         stalled.send(FRAME_SIZE.pack(claimed_size) + partial)
         # The broker waits for the rest of the frame: no answer, no close ...
         with pytest.raises(TimeoutError):
@@ -176,8 +176,8 @@ def test_partial_frame_then_half_close(
 @pytest.mark.parametrize("how", ["close", "reset"])
 def test_partial_frame_then_disconnect(broker: BrokerProcess, baseline: Baseline, how: str) -> None:
     partial = encode_request(API_VERSIONS, 0, 1, {})
-    with RawConnection(broker.port) as other:
-        stalled = RawConnection(broker.port)
+    with connect(broker.bootstrap) as other:
+        stalled = connect(broker.bootstrap)
         stalled.send(FRAME_SIZE.pack(1000) + partial[FRAME_SIZE.size :])
         if how == "close":
             stalled.close()
@@ -194,7 +194,7 @@ def test_out_of_range_size_prefix_closes_promptly(
     broker: BrokerProcess, baseline: Baseline, size: int
 ) -> None:
     rss_before = resident_bytes(broker)
-    with RawConnection(broker.port) as conn:
+    with connect(broker.bootstrap) as conn:
         conn.send(FRAME_SIZE.pack(size) + bytes(64))
         assert assert_closed_without_answer(conn) < PROMPT_S
     assert resident_bytes(broker) - rss_before < MEMORY_SLACK_BYTES
@@ -215,7 +215,7 @@ SHORT_FRAMES = {
 def test_frame_shorter_than_request_header_closes(
     broker: BrokerProcess, baseline: Baseline, body: bytes
 ) -> None:
-    with RawConnection(broker.port) as conn:
+    with connect(broker.bootstrap) as conn:
         conn.send(with_size(body))
         assert_closed_without_answer(conn)
     assert_healthy(broker, baseline)
@@ -223,7 +223,7 @@ def test_frame_shorter_than_request_header_closes(
 
 def test_smallest_request_is_answered(broker: BrokerProcess) -> None:
     # ApiVersions v0 with a null client id: exactly the 10-byte minimum.
-    with RawConnection(broker.port) as conn:
+    with connect(broker.bootstrap) as conn:
         conn.send(with_size(struct.pack(">hhih", API_VERSIONS, 0, 77, -1)))
         assert conn.read_response(API_VERSIONS, 0, 77).error_code == NONE
 
@@ -248,7 +248,7 @@ UNSERVED = {
 def test_unserved_api_or_version_closes(
     broker: BrokerProcess, baseline: Baseline, body: bytes
 ) -> None:
-    with RawConnection(broker.port) as conn:
+    with connect(broker.bootstrap) as conn:
         assert conn.call(API_VERSIONS, 0).error_code == NONE
         # A valid request pipelined behind the bad one is never answered either.
         conn.send(with_size(body) + encode_request(API_VERSIONS, 0, 6, {}))
@@ -269,7 +269,7 @@ FALLBACK_BODIES = {
 def test_api_versions_above_4_gets_the_kip511_fallback(
     broker: BrokerProcess, baseline: Baseline, version: int, body: bytes
 ) -> None:
-    with RawConnection(broker.port) as conn:
+    with connect(broker.bootstrap) as conn:
         conn.send(with_size(request_header(API_VERSIONS, version, 41, flexible=True) + body))
         frame = conn.read_exactly(20)
         assert frame == api_versions_fallback(41), frame.hex()
@@ -348,7 +348,7 @@ def test_produce_refuses_bad_batch(
 ) -> None:
     make, expected_error = case
     target = (baseline.topic, 1)
-    assert produce(broker.port, {target: make()}) == {target: (expected_error, -1)}
+    assert produce(broker.bootstrap, {target: make()}) == {target: (expected_error, -1)}
     assert_healthy(broker, baseline)
 
 
@@ -358,7 +358,7 @@ def test_produce_refuses_bad_crc_at_each_version(
 ) -> None:
     target = (baseline.topic, 0)
     request = {target: flip_last_byte(GOOD), (baseline.topic, 1): GOOD}
-    assert produce(broker.port, request, version) == {
+    assert produce(broker.bootstrap, request, version) == {
         target: (CORRUPT_MESSAGE, -1),
         (baseline.topic, 1): (NONE, 2),
     }
@@ -370,8 +370,8 @@ def test_produce_batch_over_topic_max_message_bytes(broker: BrokerProcess) -> No
     baseline = make_baseline(broker, {"max.message.bytes": "2000"})
     (at_limit, value), (over_limit, _) = batch_of_size(2000), batch_of_size(2001)
     target = (baseline.topic, 1)
-    assert produce(broker.port, {target: over_limit}) == {target: (MESSAGE_TOO_LARGE, -1)}
-    assert produce(broker.port, {target: at_limit}) == {target: (NONE, 2)}
+    assert produce(broker.bootstrap, {target: over_limit}) == {target: (MESSAGE_TOO_LARGE, -1)}
+    assert produce(broker.bootstrap, {target: at_limit}) == {target: (NONE, 2)}
     baseline.expected[1].append((2, b"raw", value))
     assert_healthy(broker, baseline)
 
@@ -384,7 +384,7 @@ def test_produce_mixes_good_and_bad_partitions(broker: BrokerProcess, baseline: 
         (baseline.topic, 7): GOOD,
         (missing, 0): GOOD,
     }
-    assert produce(broker.port, request) == {
+    assert produce(broker.bootstrap, request) == {
         (baseline.topic, 0): (NONE, 3),
         (baseline.topic, 1): (CORRUPT_MESSAGE, -1),
         (baseline.topic, 7): (UNKNOWN_TOPIC_OR_PARTITION, -1),
@@ -397,7 +397,7 @@ def test_produce_mixes_good_and_bad_partitions(broker: BrokerProcess, baseline: 
 def test_acks_zero_bad_batch_gets_no_response(broker: BrokerProcess, baseline: Baseline) -> None:
     bad = produce_fields({(baseline.topic, 0): flip_last_byte(GOOD)}, acks=0)
     good = produce_fields({(baseline.topic, 1): GOOD}, acks=0)
-    with RawConnection(broker.port) as conn:
+    with connect(broker.bootstrap) as conn:
         conn.send(
             encode_request(PRODUCE, 9, 10, bad)
             + encode_request(API_VERSIONS, 0, 11, {})
@@ -430,7 +430,7 @@ def test_undecodable_request_body_closes(
     broker: BrokerProcess, baseline: Baseline, case: str
 ) -> None:
     body = _undecodable_bodies(baseline.topic)[case]
-    with RawConnection(broker.port) as conn:
+    with connect(broker.bootstrap) as conn:
         conn.send(with_size(body))
         assert_closed_without_answer(conn)
     assert_healthy(broker, baseline)
@@ -443,7 +443,7 @@ def test_trailing_bytes_after_a_whole_body_are_ignored(
     # (confluentinc/librdkafka#5049), so they must not close the connection.
     metadata = {"topics": [{"name": baseline.topic}], "allow_auto_topic_creation": False}
     body = encode_body(METADATA, 12, metadata) + b"\x00\x01\x02"
-    with RawConnection(broker.port) as conn:
+    with connect(broker.bootstrap) as conn:
         conn.send(with_size(request_header(METADATA, 12, 8, flexible=True) + body))
         response = conn.read_response(METADATA, 12, 8)
         assert [(t.name, t.error_code) for t in response.topics] == [(baseline.topic, NONE)]
@@ -470,7 +470,7 @@ def test_null_for_a_non_nullable_array_closes(fresh_broker: BrokerProcess, body:
     # Own broker, so that its log holds only this request: a broken frame is refused by
     # the decoder (an INFO line), not by a handler failing on None (an ERROR traceback).
     baseline = make_baseline(fresh_broker)
-    with RawConnection(fresh_broker.port) as conn:
+    with connect(fresh_broker.bootstrap) as conn:
         conn.send(with_size(body) + encode_request(API_VERSIONS, 0, 4, {}))
         assert_closed_without_answer(conn)
     log = fresh_broker.log_text()
@@ -500,10 +500,10 @@ def test_array_count_beyond_the_frame_closes(fresh_broker: BrokerProcess, body: 
     # must not take the module's broker down with it.
     baseline = make_baseline(fresh_broker)
     rss_before = resident_bytes(fresh_broker)
-    with RawConnection(fresh_broker.port) as conn:
+    with connect(fresh_broker.bootstrap) as conn:
         conn.send(with_size(body))
         assert_closed_without_answer(conn)
-    assert answers_api_versions(fresh_broker.port), crash_report(fresh_broker)
+    assert answers_api_versions(fresh_broker.bootstrap), crash_report(fresh_broker)
     assert resident_bytes(fresh_broker) - rss_before < MEMORY_SLACK_BYTES
     assert_healthy(fresh_broker, baseline)
 
@@ -523,7 +523,7 @@ def test_pipelined_requests_answered_in_order(broker: BrokerProcess, baseline: B
         (API_VERSIONS, 0, {}),
     ]
     ids = [100 + index for index in range(len(requests))]
-    with RawConnection(broker.port) as conn:
+    with connect(broker.bootstrap) as conn:
         start = time.monotonic()
         pipelined = zip(requests, ids, strict=True)
         conn.send(b"".join(encode_request(k, v, cid, f) for (k, v, f), cid in pipelined))
@@ -558,7 +558,7 @@ def test_many_pipelined_requests_keep_order(broker: BrokerProcess, baseline: Bas
         (API_VERSIONS, 3, software),
     ]
     requests = [kinds[index % len(kinds)] for index in range(150)]
-    with RawConnection(broker.port) as conn:
+    with connect(broker.bootstrap) as conn:
         conn.send(
             b"".join(encode_request(k, v, 1000 + i, f) for i, (k, v, f) in enumerate(requests))
         )
@@ -575,7 +575,7 @@ def test_many_pipelined_requests_keep_order(broker: BrokerProcess, baseline: Bas
 def test_disconnect_with_long_poll_in_flight(
     broker: BrokerProcess, baseline: Baseline, how: str
 ) -> None:
-    conn = RawConnection(broker.port)
+    conn = connect(broker.bootstrap)
     conn.send(encode_request(FETCH, 12, 1, fetch_fields(baseline.topic, 0, 3, max_wait_ms=300)))
     if how == "half-close":
         conn.half_close()
@@ -604,7 +604,7 @@ def test_frame_at_socket_request_max_bytes(limited_broker: BrokerProcess) -> Non
     client_id = "c" * (LIMITED_MAX_FRAME - header_size)
     at_limit = request_header(API_VERSIONS, 0, 1, flexible=False, client_id=client_id)
     assert len(at_limit) == LIMITED_MAX_FRAME
-    with RawConnection(limited_broker.port) as conn:
+    with connect(limited_broker.bootstrap) as conn:
         conn.send(with_size(at_limit))
         assert conn.read_response(API_VERSIONS, 0, 1).error_code == NONE
         conn.send(FRAME_SIZE.pack(LIMITED_MAX_FRAME + 1))  # refused before the body arrives
@@ -624,7 +624,7 @@ def test_broker_message_max_bytes(limited_broker: BrokerProcess) -> None:
         ((overridden.topic, 1), over_limit, (NONE, 2)),  # the topic's override wins
     ]
     for target, batch, outcome in cases:
-        assert produce(limited_broker.port, {target: batch}) == {target: outcome}
+        assert produce(limited_broker.bootstrap, {target: batch}) == {target: outcome}
     baseline.expected[1].append((2, b"raw", at_limit_value))
     overridden.expected[1].append((2, b"raw", over_limit_value))
     assert_healthy(limited_broker, baseline)
@@ -661,7 +661,7 @@ def fuzz_one(broker: BrokerProcess, frame_body: bytes) -> Any:
         broker.start()  # an earlier example killed it; its own failure was reported
     fuzz_id = CORRELATION_ID.unpack_from(frame_body, 4)[0] if len(frame_body) >= 8 else None
     answer = None
-    with RawConnection(broker.port, timeout_s=WAIT_S) as conn:
+    with connect(broker.bootstrap, WAIT_S) as conn:
         conn.send(with_size(frame_body) + encode_request(API_VERSIONS, 0, SENTINEL_ID, {}))
         for _ in range(2):  # at most the fuzzed frame's answer, then the sentinel's
             try:
@@ -673,7 +673,7 @@ def fuzz_one(broker: BrokerProcess, frame_body: bytes) -> Any:
                 break
             assert correlation_id in (fuzz_id, SENTINEL_ID)
             answer = answer or frame
-    assert answers_api_versions(broker.port), (
+    assert answers_api_versions(broker.bootstrap), (
         f"the broker stopped serving after frame {frame_body.hex()}:\n{crash_report(broker)}"
     )
     return answer
@@ -746,7 +746,7 @@ def test_brokers_still_running(
 ) -> None:
     for process in (broker, limited_broker, fuzz_broker):
         assert process.is_running(), crash_report(process)
-        assert answers_api_versions(process.port)
+        assert answers_api_versions(process.bootstrap)
 
 
 def test_no_internal_errors_logged(

@@ -11,7 +11,6 @@ kshim. Every socket operation has a timeout.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from kshim.broker.groups.consumption_status import PartitionStatus, group_status
 from kshim.protocol.consumer_protocol import assigned_partitions
@@ -123,6 +122,7 @@ def _log_ends(
     }
 
 
-def _check(error_code: Any, what: str) -> None:
-    if int(error_code.value if hasattr(error_code, "value") else error_code) != 0:
+def _check(error_code: int, what: str) -> None:
+    """Raises QueryError unless ``error_code`` (kio's ErrorCode, an int) is NONE."""
+    if error_code != 0:
         raise QueryError(f"{what} failed: {error_code!r}")

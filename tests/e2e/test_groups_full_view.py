@@ -10,16 +10,14 @@ gaps are inside it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from kshim.testing import BrokerProcess
 from tests.e2e.client_helpers import Deadline, unique_topic
 from tests.e2e.group_clients import CLIENTS, GroupMember, make_member
+from tests.e2e.test_full_view import create_topic, produce
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -30,18 +28,6 @@ FIRST: list[Write] = [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"1"), (b
 FIRST_VIEW: list[Consumed] = [(2, b"a"), (3, b"c"), (4, b"b")]  # 0 and 1 were superseded
 LATER: list[Write] = [(b"d", b"1"), (b"a", b"3")]
 LATER_VIEW: list[Consumed] = [(5, b"d"), (6, b"a")]
-
-
-def create_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=20)
-
-
-def produce(bootstrap: str, topic: str, writes: Sequence[Write]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for key, value in writes:
-        producer.produce(topic, value=value, key=key, partition=0)
-    assert producer.flush(20) == 0
 
 
 def wait_view_at(bootstrap: str, view: str, high_watermark: int) -> None:

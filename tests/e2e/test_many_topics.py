@@ -196,10 +196,10 @@ class ProducedLog:
 
     def result(self, expected_count: int) -> Produced:
         """Counts every record with neither an acknowledgement nor an error as failed."""
-        reported = sum(map(len, self.acknowledged.values())) + len(self.failures)
-        failures = self.failures + [f"{expected_count - reported} records without a report"] * (
-            reported < expected_count
-        )
+        unreported = expected_count - sum(map(len, self.acknowledged.values())) - len(self.failures)
+        failures = list(self.failures)
+        if unreported > 0:
+            failures.append(f"{unreported} records without a report")
         return Produced(dict(self.acknowledged), failures)
 
 

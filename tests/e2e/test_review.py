@@ -34,6 +34,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from kshim.testing import BrokerProcess
+from kshim.wire_client import connect
 from tests.e2e.client_helpers import unique_topic
 from tests.e2e.review_hooks import DIRECTORY_VARIABLE, recorded_calls, set_answers
 from tests.e2e.test_transactions import (
@@ -48,7 +49,6 @@ from tests.e2e.test_transactions import (
     read_partition,
     transactional_producer,
 )
-from tests.raw_client import RawConnection
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -476,7 +476,7 @@ def test_late_end_txn_cannot_change_a_committed_outcome(
     decided = wait_decided(review_broker, transactional_id)
     assert decided.state == "CompleteCommit"
 
-    with RawConnection(review_broker.port) as connection:
+    with connect(review_broker.bootstrap) as connection:
         for committed in (False, True):
             response = connection.call(END_TXN, version, {
                 "transactional_id": transactional_id,

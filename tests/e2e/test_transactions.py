@@ -20,7 +20,7 @@ librdkafka speak newer versions.
 
 The offsets a reader must return are computed by ``layout`` from the transactions as
 written, so every assertion is exact. Raw ListOffsets, OffsetFetch and
-DescribeTransactions requests (tests/raw_client.py) check the broker's side directly.
+DescribeTransactions requests (kshim/wire_client.py) check the broker's side directly.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ from kafka.errors import KafkaError as KafkaPythonError
 from kafka.errors import ProducerFencedError
 
 from kshim.testing import BrokerProcess
+from kshim.wire_client import connect
 from spark_examples.spark_session import connector_unavailable_reason, kafka_spark_session
 from tests.e2e.client_helpers import Deadline, unique_topic
-from tests.raw_client import RawConnection
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -112,7 +112,7 @@ def layout(transactions: Sequence[Transaction], partitions: int) -> Layout:
 
 def raw_latest_offset(broker: BrokerProcess, topic: str, partition: int, isolation: str) -> int:
     """ListOffsets v2 latest: the high watermark, or the last stable offset for read_committed."""
-    with RawConnection(broker.port) as connection:
+    with connect(broker.bootstrap) as connection:
         response = connection.call(LIST_OFFSETS, 2, {
             "replica_id": -1,
             "isolation_level": ISOLATION_CODES[isolation],
@@ -128,7 +128,7 @@ def raw_committed_offset(
     broker: BrokerProcess, group: str, topic: str, require_stable: bool = False
 ) -> tuple[int, int]:
     """OffsetFetch v7 of partition 0: (committed offset, error code)."""
-    with RawConnection(broker.port) as connection:
+    with connect(broker.bootstrap) as connection:
         response = connection.call(OFFSET_FETCH, 7, {
             "group_id": group,
             "topics": [{"name": topic, "partition_indexes": [0]}],
@@ -148,7 +148,7 @@ class TransactionView:
 
 def describe_transaction(broker: BrokerProcess, transactional_id: str) -> TransactionView:
     """DescribeTransactions v0 of one transactional id; fails if the broker does not know it."""
-    with RawConnection(broker.port) as connection:
+    with connect(broker.bootstrap) as connection:
         response = connection.call(
             DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [transactional_id]}
         )
@@ -853,7 +853,7 @@ def test_timeout_above_the_broker_maximum_is_refused(
             producer.init_transactions(WAIT_S)
         assert raised.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
     # InitProducerId refused it: the broker never registered the transactional id.
-    with RawConnection(capped_broker.port) as connection:
+    with connect(capped_broker.bootstrap) as connection:
         listed = connection.call(LIST_TRANSACTIONS, 0, {}).transaction_states
     assert transactional_id not in {state.transactional_id for state in listed}
 

@@ -24,7 +24,8 @@ from typing import Any
 
 from kshim.protocol import codec
 from kshim.protocol.errors import ErrorCode
-from kshim.wire_client import FRAME_SIZE, encode_body, request_header, with_size
+from kshim.protocol.framing import FRAME_SIZE
+from kshim.wire_client import encode_body, request_header, with_size
 from tests.bad_input_support import make_batch
 
 KIB, MIB = 1 << 10, 1 << 20

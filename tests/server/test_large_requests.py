@@ -26,9 +26,13 @@ from kshim.protocol import codec
 from kshim.protocol.apis import ADVERTISED, served_range
 from kshim.protocol.framing import PART_BYTES
 from kshim.testing import BrokerProcess
-from kshim.wire_client import MalformedResponseError
+from kshim.wire_client import (
+    ConnectionClosedError,
+    MalformedResponseError,
+    WireConnection,
+    connect,
+)
 from tests.bad_input_support import CRASH_MARKERS, crash_report
-from tests.raw_client import ConnectionClosedError, RawConnection
 from tests.server.large_requests import (
     CASES,
     KIB,
@@ -114,7 +118,7 @@ def first_pid(broker: BrokerProcess) -> int:
 
 
 def read_answer(
-    broker: BrokerProcess, conn: RawConnection, api_key: int, version: int, correlation_id: int
+    broker: BrokerProcess, conn: WireConnection, api_key: int, version: int, correlation_id: int
 ) -> Any:
     """The decoded response; a closed connection, no answer or a malformed one fails the
     test with the broker's log, which says why it gave up on the request."""
@@ -147,7 +151,7 @@ def test_large_request_is_answered(
     broker: BrokerProcess, first_pid: int, api_key: int, version: int, body_size: int
 ) -> None:
     request = sized_request(api_key, version, correlation_id=7, body_size=body_size)
-    with RawConnection(broker.port, timeout_s=RESPONSE_TIMEOUT_S) as conn:
+    with connect(broker.bootstrap, RESPONSE_TIMEOUT_S) as conn:
         conn.send(request.frame)
         response = read_answer(broker, conn, api_key, version, correlation_id=7)
     assert_answered(broker, api_key, version, request, response)
@@ -160,7 +164,7 @@ def test_metadata_written_in_pieces_or_at_once(
 ) -> None:
     # librdkafka's case (Metadata, flexible), read in place as one part or as two joined.
     request = sized_request(METADATA, 12, correlation_id=11, body_size=body_size)
-    with RawConnection(broker.port, timeout_s=RESPONSE_TIMEOUT_S) as conn:
+    with connect(broker.bootstrap, RESPONSE_TIMEOUT_S) as conn:
         step = write_size or len(request.frame)
         for start in range(0, len(request.frame), step):
             conn.send(request.frame[start : start + step])  # no delay between writes
@@ -176,7 +180,7 @@ def test_pipelined_large_requests_answered_in_order(broker: BrokerProcess, first
         sized_request(METADATA, 12, correlation_id=100 + i, body_size=size)
         for i, size in enumerate(sizes)
     ]
-    with RawConnection(broker.port, timeout_s=RESPONSE_TIMEOUT_S) as conn:
+    with connect(broker.bootstrap, RESPONSE_TIMEOUT_S) as conn:
         conn.send(b"".join(request.frame for request in requests))
         for i, request in enumerate(requests):
             response = read_answer(broker, conn, METADATA, 12, correlation_id=100 + i)

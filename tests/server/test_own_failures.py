@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from kshim.broker.registry import ROUTES, Route
 from kshim.protocol.messages import serial
 from kshim.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from kshim.server.listener import KafkaServer
-from kshim.wire_client import decode_response, encode_request
+from kshim.wire_client import ConnectionClosedError, WireConnection, decode_response, encode_request
 
 METADATA_KEY, METADATA_VERSION = 3, 12
 ANSWER_TIMEOUT_S = 10.0
@@ -40,20 +39,19 @@ async def server(tmp_path: Path) -> AsyncIterator[tuple[str, int]]:
 
 async def metadata_round_trip(address: tuple[str, int]) -> bytes:
     """One Metadata request on a new connection: the answer's frame, or b"" when the broker
-    closes the connection instead."""
-    reader, writer = await asyncio.open_connection(*address)
-    try:
+    closes the connection instead. The blocking client runs in a thread, beside the
+    server on this event loop."""
+
+    def round_trip() -> bytes:
         fields = {"topics": None, "allow_auto_topic_creation": False}
-        writer.write(encode_request(METADATA_KEY, METADATA_VERSION, 1, fields))
-        await writer.drain()
-        try:
-            prefix = await asyncio.wait_for(reader.readexactly(4), ANSWER_TIMEOUT_S)
-        except asyncio.IncompleteReadError:
-            return b""
-        (size,) = struct.unpack(">i", prefix)
-        return await asyncio.wait_for(reader.readexactly(size), ANSWER_TIMEOUT_S)
-    finally:
-        writer.close()
+        with WireConnection(*address, ANSWER_TIMEOUT_S) as connection:
+            connection.send(encode_request(METADATA_KEY, METADATA_VERSION, 1, fields))
+            try:
+                return connection.read_frame()
+            except ConnectionClosedError:
+                return b""
+
+    return await asyncio.to_thread(round_trip)
 
 
 def failure_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -101,6 +99,12 @@ async def test_a_failing_decoder_closes_its_connection_and_is_logged_once(
         await asyncio.sleep(0.1)
         gc.collect()
     [failure] = failure_lines(caplog)
+    assert failure.exc_info is not None
     assert f"decoding api {METADATA_KEY} v{METADATA_VERSION} failed" in str(failure.exc_info[1])
     assert "127.0.0.1" in failure.getMessage()
     assert not any("never retrieved" in record.getMessage() for record in caplog.records)
+
+    monkeypatch.undo()
+    frame = await metadata_round_trip(server)
+    _, answer = decode_response(METADATA_KEY, METADATA_VERSION, frame)
+    assert answer.topics == ()
