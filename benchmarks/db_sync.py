@@ -36,6 +36,7 @@ from typing import Any
 from kshim.testing import BrokerProcess
 from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
 from spark_examples.apply.sink import next_offset
+from spark_examples.capture import review
 from spark_examples.capture.broker import ensure_topic
 from spark_examples.capture.shipper import run_capture
 from spark_examples.databases import open_database
@@ -51,7 +52,7 @@ from spark_examples.testing import (
 from spark_examples.verify import compare_tables
 
 RESULTS = Path(__file__).parent / "results"
-REVIEW_HOOK = "kshim.review.hook=spark_examples.capture.review:decide"
+REVIEW_HOOK = f"{review.REVIEW_HOOK_SETTING}={review.REVIEW_HOOK}"
 POLL_S = 0.02
 TIMEOUT_S = 900.0
 

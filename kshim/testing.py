@@ -20,6 +20,16 @@ from pathlib import Path
 from typing import Any
 
 START_TIMEOUT_S = 20.0
+# What a failure of the broker's own leaves in its log: a Python exception, a task whose
+# exception nobody read, a panic or abort in kio's native codec, a line logged at ERROR.
+FAILURE_MARKERS = (
+    "Traceback",
+    "Task exception was never retrieved",
+    "panicked",
+    "memory allocation of",
+    " ERROR ",
+    " CRITICAL ",
+)
 STOP_TIMEOUT_S = 20.0
 CONSUMER_REPLICA_ID = -1  # a consumer, not a follower broker
 NO_SESSION_EPOCH = -1  # a full fetch outside any fetch session (KIP-227)
@@ -166,3 +176,24 @@ def fetch_fields(topic: str, partition: int, offset: int, max_wait_ms: int) -> d
             }
         ],
     }
+
+
+def failure_lines(log: str, also: Sequence[str] = ()) -> list[str]:
+    """The lines of a broker log that show a failure of the broker's own (FAILURE_MARKERS),
+    or hold any of ``also``; empty for a clean log."""
+    markers = (*FAILURE_MARKERS, *also)
+    return [line for line in log.splitlines() if any(marker in line for marker in markers)]
+
+
+class FakeClock:
+    """Epoch milliseconds that move only when told: pass it as a broker's or a store's clock
+    (STYLE.md: no real sleeps where a fake clock will do)."""
+
+    def __init__(self, now_ms: int = 1_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, milliseconds: int) -> None:
+        self.now_ms += milliseconds

@@ -21,7 +21,7 @@ import crc32c
 
 from kshim.protocol.headers import CORRELATION_ID
 from kshim.protocol.records import BatchSpec, Record, build_batch
-from kshim.testing import BrokerProcess
+from kshim.testing import FAILURE_MARKERS, BrokerProcess
 from kshim.wire_client import WireConnection, connect
 
 with warnings.catch_warnings():
@@ -58,8 +58,6 @@ LIMITED_MAX_FRAME = 4096
 LIMITED_MAX_MESSAGE = 2000
 
 RecordTuple = tuple[int, bytes | None, bytes | None]  # offset, key, value
-# What a Python exception or a Rust panic or abort (kio's native codec) leaves in the log.
-CRASH_MARKERS = ("Traceback", "panicked", "memory allocation of")
 
 
 def resident_bytes(broker: BrokerProcess) -> int:
@@ -73,7 +71,7 @@ def resident_bytes(broker: BrokerProcess) -> int:
 def crash_report(broker: BrokerProcess) -> str:
     """Returns the broker log from its first crash marker on, else its tail."""
     log = broker.log_text()
-    found = [log.index(marker) for marker in CRASH_MARKERS if marker in log]
+    found = [log.index(marker) for marker in FAILURE_MARKERS if marker in log]
     return log[min(found) : min(found) + 2000] if found else log[-2000:]
 
 

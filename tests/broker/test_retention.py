@@ -14,18 +14,11 @@ from kshim.protocol.record_batch import validate_produced
 from kshim.protocol.records import Record, build_batch
 from kshim.storage.interface import OffsetOutOfRange, PartitionLog, TopicPartition, chunk_bytes
 from kshim.storage.transaction_store import AbortedTransaction
+from kshim.testing import FakeClock
 
 TOPIC_PARTITION = TopicPartition("t", 0)
 # Plain retention: no full-data view holds segments back (tests/full_view covers that).
 NO_VIEW = {"kshim.full.view": "false"}
-
-
-class FakeClock:
-    def __init__(self, now_ms: int) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 async def _broker(data_dir: Path, clock: FakeClock) -> Broker:

@@ -19,7 +19,8 @@ from kshim.protocol.errors import ErrorCode
 from kshim.protocol.record_batch import read_header
 from kshim.protocol.records import Record, build_batch
 from kshim.storage.interface import TopicPartition
-from tests.full_view.support import FakeClock, append, as_dict, open_broker, read_all, transactional
+from kshim.testing import FakeClock
+from tests.full_view.support import append, as_dict, open_broker, read_all, transactional
 from tests.groups.wire import call
 
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 18, 19, 20, 21

@@ -22,6 +22,7 @@ from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK, BatchHeader, re
 from kshim.protocol.records import BatchSpec, Record, build_batch
 from kshim.storage.interface import LogFailed
 from kshim.storage.transaction_store import AbortedTransaction, TransactionRecord
+from kshim.testing import FakeClock
 from tests.broker.transaction_support import (
     FIRST,
     GROUP,
@@ -32,7 +33,6 @@ from tests.broker.transaction_support import (
     UNKNOWN_PARTITION,
     Transactions,
 )
-from tests.storage.support import FakeClock
 
 MAX_TIMEOUT_MS = 300_000
 ID_EXPIRATION_MS = 3_600_000

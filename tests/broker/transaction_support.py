@@ -21,7 +21,8 @@ from kshim.storage.interface import LogConfig, TopicPartition
 from kshim.storage.memory_log import MemoryLogStore, MemoryPartitionLog
 from kshim.storage.metadata import MetadataStore
 from kshim.storage.transaction_store import TransactionRecord
-from tests.storage.support import FakeClock, producer_batch, read_everything
+from kshim.testing import FakeClock
+from tests.storage.support import producer_batch, read_everything
 
 START_MS = 1_000_000
 TIMEOUT_MS = 60_000

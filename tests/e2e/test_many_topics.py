@@ -41,7 +41,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.producer.future import FutureRecordMetadata
 
-from kshim.testing import BrokerProcess, running_broker
+from kshim.testing import BrokerProcess, failure_lines, running_broker
 from tests.e2e.client_helpers import Deadline, unique_topic
 from tests.e2e.test_python_clients import (
     aiokafka_consumer,
@@ -67,7 +67,6 @@ PRODUCE_S_PER_TOPIC = 0.04
 READ_S_PER_TOPIC = 0.02
 MIN_PHASE_S = 30.0
 SHOWN_ERRORS = 5
-LOG_MARKERS = ("Traceback", "Task exception was never retrieved", "ERROR")
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,10 +151,6 @@ def create_topics(bootstrap: str, topics: Sequence[str]) -> None:
     )
 
 
-def log_problems(log: str) -> list[str]:
-    return [line for line in log.splitlines() if any(marker in line for marker in LOG_MARKERS)]
-
-
 @pytest.fixture(scope="module", params=[1_500, 5_000], ids=lambda count: f"{count}-topics")
 def many_topics(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -172,7 +167,7 @@ def many_topics(
     with descriptors_for(topic_count), running_broker(data_dir=str(data_dir)) as broker:
         create_topics(broker.bootstrap, topics)
         yield ManyTopics(broker, topics)
-    problems = log_problems(broker.log_text())
+    problems = failure_lines(broker.log_text())
     assert not problems, "broker log:\n" + "\n".join(problems[:20])
 
 

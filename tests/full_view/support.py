@@ -15,20 +15,13 @@ from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK, iter_batches, r
 from kshim.protocol.records import BatchSpec, Record, build_batch, decode_records
 from kshim.storage.interface import TopicPartition
 from kshim.storage.transaction_store import AbortedTransaction
+from kshim.testing import FakeClock
 
 START_MS = 1_000_000
 TOPIC = "t"
 SOURCE = TopicPartition(TOPIC, 0)
 Write = tuple[bytes | None, bytes | None]  # (key, value)
 PLAIN = BatchSpec()
-
-
-class FakeClock:
-    def __init__(self, now_ms: int = START_MS) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 async def open_broker(data_dir: Path, clock: FakeClock, in_process: bool = True) -> Broker:

@@ -13,11 +13,11 @@ from kshim.broker.full_view.reader import read_view, view_offsets
 from kshim.broker.retention import enforce_retention_once
 from kshim.protocol.record_batch import crc_of, read_header
 from kshim.protocol.records import Record, decode_records
+from kshim.testing import FakeClock
 from tests.full_view.support import (
     SOURCE,
     START_MS,
     TOPIC,
-    FakeClock,
     append,
     as_dict,
     end_transaction,

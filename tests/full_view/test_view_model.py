@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from kshim.broker.broker import Broker
 from kshim.broker.full_view.applier import apply_partition_once
 from kshim.broker.retention import enforce_retention_once
+from kshim.testing import FakeClock
 from tests.full_view.support import (
     SOURCE,
     TOPIC,
-    FakeClock,
     Write,
     append,
     as_dict,

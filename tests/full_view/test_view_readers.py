@@ -24,10 +24,10 @@ from kshim.broker.full_view.reader import read_view, view_offsets
 from kshim.broker.retention import enforce_retention_once
 from kshim.protocol.record_batch import iter_batches
 from kshim.protocol.records import decode_records
+from kshim.testing import FakeClock
 from tests.full_view.support import (
     SOURCE,
     TOPIC,
-    FakeClock,
     Write,
     append,
     end_transaction,

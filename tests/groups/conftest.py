@@ -13,7 +13,8 @@ from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.settings import GroupSettings
 from kshim.storage.metadata import MetadataStore
-from tests.groups.support import TOPIC, FakeClock
+from kshim.testing import FakeClock
+from tests.groups.support import TOPIC
 
 
 @pytest.fixture

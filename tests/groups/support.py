@@ -14,25 +14,13 @@ from typing import Any, TypeVar
 from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.member import JoinRequest, JoinResult, SyncRequest, SyncResult
 from kshim.protocol.errors import ErrorCode
+from kshim.testing import FakeClock
 
 T = TypeVar("T")
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
 GROUP = "group-a"
 TOPIC = "orders"  # the topic of the ``broker`` fixture (conftest.py), two partitions
-
-
-class FakeClock:
-    """Milliseconds that only move on ``advance``."""
-
-    def __init__(self, now_ms: int = 1_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, milliseconds: int) -> None:
-        self.now_ms += milliseconds
 
 
 async def settle() -> None:

@@ -7,11 +7,11 @@ from kshim.broker.groups.group_states import GroupState
 from kshim.broker.groups.settings import GroupSettings
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.metadata import MetadataStore
+from kshim.testing import FakeClock
 from tests.groups.support import (
     GROUP,
     REBALANCE_MS,
     SESSION_MS,
-    FakeClock,
     advance,
     join_new_member,
     join_request,

@@ -14,9 +14,9 @@ from kshim.storage import lmdb_keys as keys
 from kshim.storage.committed_offsets import CommittedOffset
 from kshim.storage.interface import TopicPartition
 from kshim.storage.metadata import MetadataStore
+from kshim.testing import FakeClock
 from tests.groups.support import (
     GROUP,
-    FakeClock,
     join_new_member,
     join_request,
     stable_member,

@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from kshim.broker.groups.timers import Timers
-from tests.groups.support import FakeClock
+from kshim.testing import FakeClock
 
 
 def test_timers_fire_in_deadline_order_once_due() -> None:

@@ -14,10 +14,10 @@ from typing import Any
 
 from kshim.broker.broker import Broker
 from kshim.protocol import codec
+from kshim.protocol.framing import FRAME_SIZE
 from kshim.protocol.messages.convert import to_kio
 from kshim.server.dispatch import decode, respond
 from kshim.wire_client import (
-    FRAME_SIZE,
     decode_response,
     encode_request,
     request_header,

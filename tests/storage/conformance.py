@@ -18,7 +18,8 @@ from kshim.storage.interface import LogConfig, LogStore, PartitionLog, TopicPart
 from kshim.storage.log_store import DiskLogStore
 from kshim.storage.memory_log import MemoryLogStore
 from kshim.storage.simulated_filesystem import SimulatedFileSystem
-from tests.storage.support import DEFAULT_CONFIG, TOPIC_PARTITION, FakeClock
+from kshim.testing import FakeClock
+from tests.storage.support import DEFAULT_CONFIG, TOPIC_PARTITION
 
 
 @dataclass(frozen=True)

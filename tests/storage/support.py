@@ -18,14 +18,6 @@ NO_MEMTABLE = LogConfig(memtable_bytes=0)  # every durable batch is read back fr
 LARGE_MEMTABLE = LogConfig(memtable_bytes=1 << 30)
 
 
-class FakeClock:
-    def __init__(self, now_ms: int = 1_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-
 def producer_batch(
     count: int,
     timestamp: int = 1000,

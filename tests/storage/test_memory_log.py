@@ -8,13 +8,8 @@ import pytest
 
 from kshim.storage.interface import LogConfig, LogFailed
 from kshim.storage.memory_log import MemoryLogStore
-from tests.storage.support import (
-    DEFAULT_CONFIG,
-    TOPIC_PARTITION,
-    FakeClock,
-    append_durable,
-    producer_batch,
-)
+from kshim.testing import FakeClock
+from tests.storage.support import DEFAULT_CONFIG, TOPIC_PARTITION, append_durable, producer_batch
 
 
 async def test_appends_of_one_loop_turn_become_durable_together() -> None:

@@ -24,10 +24,10 @@ from kshim.storage.log_store import DiskLogStore
 from kshim.storage.partition_log import DiskPartitionLog
 from kshim.storage.segment import SEGMENT_SUFFIX, segment_file_name
 from kshim.storage.simulated_filesystem import SimulatedFileSystem
+from kshim.testing import FakeClock
 from tests.storage.support import (
     LARGE_MEMTABLE,
     TOPIC_PARTITION,
-    FakeClock,
     Read,
     append_durable,
     batch_bases,

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from kshim.testing import BrokerProcess
+from kshim.wire_client import WireConnection
 from spark_examples.capture import review as capture_review
 from spark_examples.capture import triggers as capture_triggers
 from spark_examples.capture.shipper import run_capture
 from spark_examples.databases import Database, open_database
-from tests.raw_client import RawConnection
 from tests.sync.capture_helpers import (
     final_state,
     last_sequence,
@@ -98,7 +98,7 @@ def _wait_for_open_transaction(port: int, transactional_id: str, timeout_s: floa
     """Polls the broker's ListTransactions until ``transactional_id`` is Ongoing (its half
     messages written, no EndTxn yet); False after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    with RawConnection(port) as connection:
+    with WireConnection("127.0.0.1", port) as connection:
         while time.monotonic() < deadline:
             answer = connection.call(
                 LIST_TRANSACTIONS, 0, {"state_filters": ["Ongoing"], "producer_id_filters": []}
