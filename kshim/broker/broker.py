@@ -8,12 +8,14 @@ the background work and stopping it in order is ``lifecycle.py``'s.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from collections.abc import Callable
 
 from kshim.broker.append_waiters import AppendWaiters
 from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.full_view.applier import build_view
 from kshim.broker.full_view.view import FullView
 from kshim.broker.full_view.worker import ProcessApplier, ThreadApplier
 from kshim.broker.groups.coordinator import GroupCoordinator
@@ -56,7 +58,11 @@ class Broker:
         data_dir = config.data_dir
         os.makedirs(data_dir, exist_ok=True)
         self.metadata = MetadataStore(os.path.join(data_dir, "meta"))
-        self.logs = logs if logs is not None else DiskLogStore(data_dir, clock, filesystem)
+        self.logs = (
+            logs
+            if logs is not None
+            else DiskLogStore(data_dir, clock, filesystem, config.store_settings())
+        )
         self.producer_states: dict[TopicPartition, PartitionProducerState] = {}
         self.append_waiters = AppendWaiters()
         self.full_view = self._open_full_view(os.path.join(data_dir, "full_view"))
@@ -82,10 +88,17 @@ class Broker:
         store = FullViewStore(directory)
         in_process = self.config.values["kshim.full.view.process"] == "false"
         applier = ThreadApplier(store) if in_process else ProcessApplier(directory)
-        return FullView(store, applier)
+        # Views cost nothing until read, unless the operator asked for them all up front.
+        eager = "kshim.full.view" in self.config.explicit and self.config.get_bool(
+            "kshim.full.view"
+        )
+        view = FullView(store, applier, eager)
+        view.builder = functools.partial(build_view, self)
+        return view
 
     async def start(self) -> None:
         """Loads every topic and recovers its logs, then the committed offsets."""
+        await self.full_view.load()
         await self.topics.load()
         await self.groups.load()
         await self.transactions.load()

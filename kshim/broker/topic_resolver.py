@@ -224,7 +224,7 @@ class TopicResolver:
         ]
 
     def _deletable(self, topic: Topic, index: int) -> DeletablePartition:
-        view = self._full_view if naming.has_view(topic) else None
+        view = self._full_view if self._full_view.keeps(topic) else None
         return DeletablePartition(topic.logs[index], topic, view)
 
     async def forget_view(self, topic: str) -> None:
@@ -239,7 +239,8 @@ class TopicResolver:
         return [naming.view_name(topic)] if naming.may_have_view(topic) else []
 
     def keeps_view(self, topic: str) -> bool:
-        """True when the stored topic ``topic`` keeps a full-data view (which must then see
-        every append, and hold back retention until it has applied what goes)."""
+        """True when the stored topic ``topic`` keeps its full-data view current (which must
+        then see every append, and hold back retention until it has applied what goes):
+        a view set on explicitly, or read once (full_view/view.py)."""
         stored = self._topics.get(topic)
-        return stored is not None and naming.has_view(stored)
+        return stored is not None and self._full_view.keeps(stored)

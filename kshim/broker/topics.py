@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.keys import TOPIC_CONFIGS, ConfigError
 from kshim.protocol.record_batch import BatchHeader
-from kshim.storage.interface import LogStore, PartitionLog, TopicPartition
+from kshim.storage.interface import (
+    LogConfig,
+    LogStore,
+    PartitionLog,
+    PartitionToOpen,
+    TopicPartition,
+)
 from kshim.storage.metadata import MetadataStore, TopicRecord
 
 LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -83,12 +89,31 @@ class TopicManager:
         self._on_opened = on_opened  # sees every log once it is open
         self._by_name: dict[str, Topic] = {}
         self._lock = asyncio.Lock()
+        # Shared by every topic without overrides: thousands of topics, one copy.
+        self._defaults = config.topic_defaults()
+        self._default_log_config = config.log_config(self._defaults)
 
     async def load(self) -> None:
-        """Opens every stored topic's logs (running recovery)."""
+        """Opens every stored topic's logs, recovering them all in one pass of the store."""
         records = await asyncio.to_thread(self._metadata.topics)
-        for record in records.values():
-            self._by_name[record.name] = await self._open(record)
+        log_starts = await asyncio.to_thread(self._metadata.log_start_offsets)
+        topics = [(record, self.effective_configs(record.configs)) for record in records.values()]
+        partitions = [
+            PartitionToOpen(
+                TopicPartition(record.name, index),
+                self._log_config(configs),
+                log_starts.get(TopicPartition(record.name, index), 0),
+                self._on_open(TopicPartition(record.name, index)),
+            )
+            for record, configs in topics
+            for index in range(record.partitions)
+        ]
+        logs = iter(await self._logs.recover(partitions))
+        for record, configs in topics:
+            topic_logs = [next(logs) for _ in range(record.partitions)]
+            for log in topic_logs:
+                self._on_opened(log)
+            self._by_name[record.name] = Topic(record, configs, topic_logs)
 
     @property
     def by_name(self) -> Mapping[str, Topic]:
@@ -106,7 +131,14 @@ class TopicManager:
         return topic.logs[topic_partition.partition]
 
     def effective_configs(self, overrides: Mapping[str, str]) -> dict[str, str]:
-        return {**self._config.topic_defaults(), **overrides}
+        """The broker defaults overlaid with ``overrides`` (the shared defaults themselves
+        when there are none: never change the dict returned)."""
+        return {**self._defaults, **overrides} if overrides else self._defaults
+
+    def _log_config(self, configs: dict[str, str]) -> LogConfig:
+        if configs is self._defaults:
+            return self._default_log_config
+        return self._config.log_config(configs)
 
     async def _open(self, record: TopicRecord) -> Topic:
         configs = self.effective_configs(record.configs)
@@ -117,13 +149,13 @@ class TopicManager:
         return Topic(record, configs, logs)
 
     async def _open_partition(
-        self, topic: str, index: int, configs: Mapping[str, str]
+        self, topic: str, index: int, configs: dict[str, str]
     ) -> PartitionLog:
         topic_partition = TopicPartition(topic, index)
         log_start = await asyncio.to_thread(self._metadata.log_start_offset, topic_partition)
         log = await self._logs.open(
             topic_partition,
-            self._config.log_config(configs),
+            self._log_config(configs),
             log_start,
             self._on_open(topic_partition),
         )
@@ -198,6 +230,6 @@ class TopicManager:
             await asyncio.to_thread(self._metadata.put_topic, record)
             topic.record = record
             topic.configs = self.effective_configs(checked)
-            log_config = self._config.log_config(topic.configs)
+            log_config = self._log_config(topic.configs)
             for log in topic.logs:
                 log.config = log_config

@@ -177,6 +177,14 @@ class FullViewStore:
         with self._env.begin(write=True, db=self._applied) as txn:
             txn.put(_start_key(topic_partition), keys.encode_int64(start))
 
+    def viewed_topics(self) -> set[str]:
+        """The topics whose view holds anything (an applied position or a start offset)."""
+        with self._env.begin(db=self._applied) as txn:
+            return {
+                key.partition(keys.NAME_TERMINATOR)[0].decode("utf-8")
+                for key in txn.cursor().iternext(keys=True, values=False)
+            }
+
     def start_offset(self, topic_partition: TopicPartition) -> int:
         """The offset the view was built from: 0, or the log start of its last rebuild."""
         with self._env.begin(db=self._applied) as txn:

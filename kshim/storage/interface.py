@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -41,15 +41,17 @@ class FileRegion:
 
     Holds its own duplicate descriptor, so the segment may be deleted by
     retention meanwhile; the receiver must ``close()`` it once sent or dropped.
+    ``on_close`` (if set) is called once, when it is closed.
     """
 
-    __slots__ = ("_file", "descriptor", "length", "position")
+    __slots__ = ("_file", "descriptor", "length", "on_close", "position")
 
     def __init__(self, descriptor: int, position: int, length: int) -> None:
         self.descriptor = descriptor
         self.position = position
         self.length = length
         self._file: io.FileIO | None = None
+        self.on_close: Callable[[], None] | None = None
 
     def __len__(self) -> int:
         return self.length
@@ -72,11 +74,15 @@ class FileRegion:
             self.close()
 
     def close(self) -> None:
+        if self.descriptor < 0:
+            return
         if self._file is not None:
             self._file.close()
-        elif self.descriptor >= 0:
+        else:
             os.close(self.descriptor)
         self.descriptor = -1
+        if self.on_close is not None:
+            self.on_close()
 
 
 Chunk = bytes | memoryview | FileRegion
@@ -111,6 +117,19 @@ class LogConfig:
     flush_messages: int = 1  # flush.messages: 1 = fsync before every acknowledgement
     flush_ms: int = 0  # flush.ms: upper bound on unsynced time when flush.messages > 1
     memtable_bytes: int = 1 << 20  # kshim.memtable.bytes: recent batches served from memory
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSettings:
+    """The settings of the disk store as a whole (broker config names in comments)."""
+
+    max_open_files: int = 128  # kshim.max.open.files: segment and index file descriptors
+    memtable_total_bytes: int = 32 << 20  # kshim.memtable.total.bytes: all memtables together
+    wal_segment_bytes: int = 64 << 20  # kshim.wal.segment.bytes: size of a write-ahead log file
+    # kshim.wal.checkpoint.bytes and .interval.ms: a checkpoint once the write-ahead log grew
+    # by this much, or this long after a write; recovery replays at most about that much.
+    checkpoint_bytes: int = 32 << 20
+    checkpoint_interval_ms: int = 5000
     # kshim.write.inline.max.us: flush rounds whose write and fsync take less than this
     # (moving average) run on the event loop instead of a worker thread; 0 = always a thread.
     inline_write_max_us: int = 5000
@@ -223,8 +242,27 @@ class PartitionLog(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionToOpen:
+    """A partition ``LogStore.recover`` opens, with what ``LogStore.open`` would take."""
+
+    topic_partition: TopicPartition
+    config: LogConfig
+    log_start_offset: int
+    on_batch: Callable[[BatchHeader], None] | None = None
+
+
 class LogStore(Protocol):
     """All partition logs of a broker. Use from the event loop's thread only."""
+
+    async def recover(self, partitions: Sequence[PartitionToOpen]) -> Sequence[PartitionLog]:
+        """Opens, in one pass, every partition stored before a restart, each as ``open``
+        would (with ``on_batch`` seeing every recovered producer batch), and returns them
+        in order. Call it once, before any ``open``: whatever the store kept for a
+        partition not listed (a topic deleted while the broker went down) is deleted.
+        The disk store raises CorruptLog (kshim.storage.recovery) or CorruptWriteAheadLog
+        (kshim.storage.write_ahead_log) when its files do not follow on."""
+        ...
 
     async def open(
         self,
@@ -234,7 +272,7 @@ class LogStore(Protocol):
         on_batch: Callable[[BatchHeader], None] | None = None,
     ) -> PartitionLog:
         """Opens the partition's log with everything it stored before, or an empty one
-        whose first offset is ``log_start_offset``.
+        whose first offset is ``log_start_offset`` (a partition created now).
 
         The log start offset is at least ``log_start_offset``; the high watermark is the
         log end. Before returning, ``on_batch`` sees, in offset order, the header of

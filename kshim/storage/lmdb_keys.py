@@ -34,6 +34,12 @@ def partition_key(topic_partition: TopicPartition) -> bytes:
     )
 
 
+def split_partition_key(key: bytes) -> TopicPartition:
+    """Inverse of ``partition_key``."""
+    topic, _, partition = key.partition(NAME_TERMINATOR)
+    return TopicPartition(topic.decode("utf-8"), _INT32.unpack(partition)[0])
+
+
 def topic_prefix(topic: str) -> bytes:
     return topic_key(topic) + NAME_TERMINATOR
 
@@ -60,8 +66,7 @@ def committed_offset_key(group_id: str, topic_partition: TopicPartition) -> byte
 def split_committed_offset_key(key: bytes) -> tuple[str, TopicPartition]:
     """Inverse of ``committed_offset_key``."""
     group, _, rest = key.partition(NAME_TERMINATOR)
-    topic, _, partition = rest.partition(NAME_TERMINATOR)
-    return group.decode("utf-8"), TopicPartition(topic.decode("utf-8"), _INT32.unpack(partition)[0])
+    return group.decode("utf-8"), split_partition_key(rest)
 
 
 def aborted_key(topic_partition: TopicPartition, last_offset: int) -> bytes:

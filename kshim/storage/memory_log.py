@@ -20,7 +20,7 @@ Not thread-safe: use from the event loop only.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kshim.protocol.record_batch import BatchHeader, iter_batches, stamped
@@ -32,6 +32,7 @@ from kshim.storage.interface import (
     LogStore,
     OffsetOutOfRange,
     PartitionLog,
+    PartitionToOpen,
     ReadResult,
     TimestampHit,
     TopicPartition,
@@ -193,6 +194,16 @@ class MemoryLogStore:
         self._clock = clock
         # The last log opened for each partition, open or closed: what a reopen recovers.
         self._logs: dict[TopicPartition, MemoryPartitionLog] = {}
+
+    async def recover(self, partitions: Sequence[PartitionToOpen]) -> Sequence[PartitionLog]:
+        """See interface.LogStore.recover: opens each, and forgets the others' batches."""
+        listed = {spec.topic_partition for spec in partitions}
+        for topic_partition in [tp for tp in self._logs if tp not in listed]:
+            await self.delete(topic_partition)
+        return [
+            await self.open(spec.topic_partition, spec.config, spec.log_start_offset, spec.on_batch)
+            for spec in partitions
+        ]
 
     async def open(
         self,

@@ -26,6 +26,11 @@ class Memtable:
         self.next_offset = next_offset
 
     @property
+    def size(self) -> int:
+        """Bytes of the batches held."""
+        return self._bytes
+
+    @property
     def first_offset(self) -> int | None:
         """Base offset of the oldest batch held, or None when empty."""
         return self._base_offsets[self._head] if self._head < len(self._base_offsets) else None
@@ -34,15 +39,18 @@ class Memtable:
         first = self.first_offset
         return first is not None and first <= offset < self.next_offset
 
-    def read(self, offset: int, max_bytes: int, upper_offset: int) -> tuple[list[bytes], int, int]:
+    def read(
+        self, offset: int, max_bytes: int, upper_offset: int, at_least_one: bool = True
+    ) -> tuple[list[bytes], int, int]:
         """Returns (batches, total size, offset after them) starting at the batch holding
-        ``offset``; at least one batch, none at or past ``upper_offset``."""
+        ``offset``; at least one batch unless ``at_least_one`` is False (the read goes on
+        from a segment file's), none at or past ``upper_offset``."""
         index = max(bisect.bisect_right(self._base_offsets, offset, lo=self._head) - 1, self._head)
         chunks: list[bytes] = []
         size = 0
         while index < len(self._batches) and self._base_offsets[index] < upper_offset:
             batch = self._batches[index]
-            if chunks and size + len(batch) > max_bytes:
+            if (chunks or not at_least_one) and size + len(batch) > max_bytes:
                 break
             chunks.append(batch)
             size += len(batch)
@@ -50,20 +58,26 @@ class Memtable:
         end = self._base_offsets[index] if index < len(self._batches) else self.next_offset
         return chunks, size, end
 
-    def evict(self, written_offset: int) -> None:
-        """Drops the oldest batches below ``written_offset`` while over budget."""
+    def evict(self, written_offset: int, budget_bytes: int | None = None) -> int:
+        """Drops the oldest batches below ``written_offset`` while over ``budget_bytes``
+        (default: the table's own budget); returns the bytes freed."""
+        budget = self._budget_bytes if budget_bytes is None else budget_bytes
+        before = self._bytes
         while (
-            self._bytes > self._budget_bytes
+            self._bytes > budget
             and self._head < len(self._batches)
             and self._next_base(self._head) <= written_offset
         ):
             self._bytes -= len(self._batches[self._head])
             self._batches[self._head] = b""
             self._head += 1
-        if self._head > 1024 and self._head * 2 > len(self._batches):
+        if self._head == len(self._batches) or (
+            self._head > 1024 and self._head * 2 > len(self._batches)
+        ):
             del self._base_offsets[: self._head]
             del self._batches[: self._head]
             self._head = 0
+        return before - self._bytes
 
     def _next_base(self, index: int) -> int:
         following = index + 1

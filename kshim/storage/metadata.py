@@ -78,6 +78,14 @@ class MetadataStore:
             value = txn.get(keys.partition_key(topic_partition))
         return 0 if value is None else keys.decode_int64(value)
 
+    def log_start_offsets(self) -> dict[TopicPartition, int]:
+        """Every partition's log start offset that is not 0, in one read."""
+        with self._env.begin(db=self._log_starts) as txn:
+            return {
+                keys.split_partition_key(key): keys.decode_int64(value)
+                for key, value in txn.cursor()
+            }
+
     def set_log_start_offset(self, topic_partition: TopicPartition, offset: int) -> None:
         """Moves the log start and, in the same transaction, forgets the aborted
         transactions wholly below it."""

@@ -1,29 +1,28 @@
-"""A partition's ordered log on disk: segments, memtable, group commit.
+"""A partition's ordered log on disk: memtable, segments, and the store's shared write-ahead log.
 
-Appends run on the event loop and only touch memory: the batch gets its
-offsets, joins the memtable and a pending list. One flusher task per
-partition writes everything pending and fsyncs it (group commit: every append
-made before the flusher's turn, or while the previous fsync ran, shares the
-next one), on the event loop itself while the disk answers fast, otherwise in
-a worker thread (see _write_inline); segment_writer.py does the writing,
-fsyncing, indexing and sealing. The high watermark, the end of what
-consumers may see and what producers get acknowledged, advances only past
-bytes that are on disk.
+Appends run on the event loop and only touch memory: the batch gets its offsets and
+joins the memtable and the list of batches the store's next flush round writes to the
+write-ahead log (group_commit.py: one write and one fsync for every partition appended
+to). The high watermark, the end of what consumers may see and producers get
+acknowledged, advances only past batches that round made durable. Later the store
+spills the batches from the memtable to the partition's segment files and, at a
+checkpoint, makes those durable (checkpointer.py); the memtable keeps every batch until
+it is spilled, so reads below the memtable always find their bytes in a segment file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import threading
-import time
 from collections.abc import Callable
+from typing import Protocol
 
 from kshim.protocol.record_batch import BatchHeader, stamped
-from kshim.storage.filesystem import FileSystem
-from kshim.storage.index_file import IndexEntry, index_path_for
+from kshim.storage.descriptor_cache import DescriptorCache
+from kshim.storage.index_file import IndexEntry
 from kshim.storage.interface import (
     LEADER_EPOCH,
+    Chunk,
     Clock,
     LogConfig,
     LogFailed,
@@ -33,16 +32,35 @@ from kshim.storage.interface import (
     TopicPartition,
 )
 from kshim.storage.memtable import Memtable
-from kshim.storage.recovery import RecoveredLog, recover_segments
+from kshim.storage.recovery import RecoveredLog
 from kshim.storage.retention import SegmentSummary
-from kshim.storage.sealed_index import sealed_path_for
 from kshim.storage.segment import Segment, segment_file_name, segment_holding, should_roll
 from kshim.storage.segment_writer import PendingBatch, SegmentWriter
 from kshim.storage.timestamp_lookup import first_record_at_or_after, record_with_max_timestamp
+from kshim.storage.write_ahead_log import BATCH_RECORD, record_prefix
 
-PROBE_INTERVAL_S = 5.0  # how often a slow disk gets an inline round to re-measure it
-# A pipelined request is about three loop turns from its append (read, decode, handle).
-MIN_GATHER_TURNS, MAX_GATHER_TURNS = 3, 12
+
+class LogHost(Protocol):
+    """What a partition log needs from its store (log_store.py)."""
+
+    descriptors: DescriptorCache
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The write error that stopped the store, if any: every append is refused."""
+        ...
+
+    def appended(self, log: DiskPartitionLog, size: int) -> None:
+        """A batch of ``size`` bytes joined ``log``: the next flush round writes it."""
+        ...
+
+    def unspilled_changed(self, log: DiskPartitionLog, delta: int) -> None:
+        """``log``'s batches waiting to be spilled grew (or shrank) by ``delta`` bytes."""
+        ...
+
+    async def drop_segments(self, log: DiskPartitionLog, dropped: list[Segment]) -> None:
+        """Deletes the files of ``dropped`` segments, between spills."""
+        ...
 
 
 class DiskPartitionLog:
@@ -54,59 +72,38 @@ class DiskPartitionLog:
         topic_partition: TopicPartition,
         directory: str,
         config: LogConfig,
-        filesystem: FileSystem,
         clock: Clock,
         recovered: RecoveredLog,
         log_start_offset: int,
+        host: LogHost,
+        writer: SegmentWriter,
     ) -> None:
         self.topic_partition = topic_partition
         self.directory = directory
         self.config = config
-        self._fs = filesystem
         self._clock = clock
+        self._host = host
+        self.writer = writer
         self.segments = recovered.segments
         self.log_end_offset = self.segments[-1].next_offset
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.high_watermark = self.log_end_offset
+        self.spilled_offset = self.log_end_offset  # below it, every batch is in a segment file
+        self.wal_prefix = record_prefix(BATCH_RECORD, topic_partition)
         self._memtable = Memtable(config.memtable_bytes)
         self._memtable.next_offset = self.log_end_offset
-        self._pending: list[PendingBatch] = []
-        self._writer = SegmentWriter(filesystem, directory, self.segments, recovered.unindexed)
+        self._unlogged: list[PendingBatch] = []  # appended, not yet in the write-ahead log
+        self._unspilled: list[PendingBatch] = []  # durable there, not yet in segment files
+        self.unspilled_bytes = 0
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._flusher: asyncio.Task[None] | None = None
-        self._read_descriptors: dict[str, int] = {}
-        self._read_lock = threading.Lock()
-        self._unsynced_messages = 0
-        self._inline_write_us = 0.0  # moving average of an inline round's write and fsync
-        self._last_inline_write = 0.0  # time.monotonic() of the last inline round
-        self._last_sync_ms = clock()
-        self._failure: BaseException | None = None
+        self.unsynced_messages = 0  # records written but not fsynced (flush.messages > 1)
+        self.last_sync_ms = clock()
         self.listeners: list[Callable[[], None]] = []
+        self.deleted = False  # set by the store's delete: appends are refused
 
-    @classmethod
-    async def open(
-        cls,
-        topic_partition: TopicPartition,
-        directory: str,
-        config: LogConfig,
-        filesystem: FileSystem,
-        clock: Clock,
-        log_start_offset: int,
-        on_batch: Callable[[BatchHeader], None] | None = None,
-    ) -> DiskPartitionLog:
-        """Opens (creating if needed) and recovers the log in ``directory``.
-
-        Recovery reads the index files, CRC-checks the unindexed tail and
-        truncates a torn one; it runs in a worker thread. ``on_batch`` sees
-        every recovered header of an idempotent or transactional producer (batches
-        scanned rather than read from an index are all reported).
-        """
-        recovered = await asyncio.to_thread(
-            recover_segments, filesystem, directory, log_start_offset, clock(), on_batch
-        )
-        return cls(
-            topic_partition, directory, config, filesystem, clock, recovered, log_start_offset
-        )
+    @property
+    def memtable_bytes(self) -> int:
+        return self._memtable.size
 
     def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> int:
         """Assigns offsets to a validated batch, stores it and returns its base offset.
@@ -114,27 +111,30 @@ class DiskPartitionLog:
         The batch becomes visible (and durable) only when the high watermark
         passes it: await ``wait_durable`` before acknowledging.
         """
-        if self._failure is not None:
-            raise LogFailed(str(self._failure))
+        failure = self._host.failure
+        if failure is not None:
+            raise LogFailed(str(failure))
+        if self.deleted:
+            raise LogFailed(f"{self.topic_partition} was deleted")
         base_offset = self.log_end_offset
         next_offset = base_offset + header.last_offset_delta + 1
         data = stamped(batch, base_offset, LEADER_EPOCH)  # the caller's bytes stay as they are
         segment = self._segment_for(len(data))
         position = segment.add_batch(base_offset, len(data), next_offset, header.max_timestamp)
         self._memtable.append(base_offset, next_offset, data)
-        self._pending.append((segment, data, IndexEntry.of(header, base_offset, position)))
-        self._unsynced_messages += header.records_count
+        self._unlogged.append((segment, data, IndexEntry.of(header, base_offset, position)))
+        self.unsynced_messages += header.records_count
         self.log_end_offset = next_offset
-        if self._flusher is None:
-            self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        self._host.appended(self, len(data))
         return base_offset
 
     async def wait_durable(self, offset: int) -> None:
         """Returns once ``offset`` is below the high watermark; raises LogFailed on write errors."""
         if offset < self.high_watermark:
             return
-        if self._failure is not None:
-            raise LogFailed(str(self._failure))
+        failure = self._host.failure
+        if failure is not None:
+            raise LogFailed(str(failure))
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((offset, future))
         await future
@@ -147,82 +147,39 @@ class DiskPartitionLog:
         path = os.path.join(self.directory, segment_file_name(self.log_end_offset))
         segment = Segment(self.log_end_offset, path, now)
         self.segments.append(segment)
-        self._writer.roll(active, segment)
+        self.writer.roll(active)
         return segment
 
-    async def _flush_loop(self) -> None:
-        try:
-            await self._gather_appends()
-            while self._pending:
-                pending, self._pending = self._pending, []
-                target = self.log_end_offset
-                sync = self._sync_due()
-                # Appends arriving during this round count towards the next fsync.
-                covered_messages = self._unsynced_messages
-                if self._write_inline():
-                    self._write_on_loop(pending, sync)
-                else:
-                    await asyncio.to_thread(self._writer.write, pending, sync)
-                if sync:
-                    self._unsynced_messages -= covered_messages
-                    self._last_sync_ms = self._clock()
-                self._advance_high_watermark(target)
-        except Exception as error:  # a disk error: fail waiters, refuse further appends
-            self._failure = error
-            for _, future in self._waiters:
-                if not future.done():
-                    future.set_exception(LogFailed(str(error)))
-            self._waiters.clear()
-        finally:
-            self._flusher = None
+    # -- the store's flush rounds (group_commit.py) ------------------------------------
 
-    async def _gather_appends(self) -> None:
-        """Lets the loop turn a few times before an inline round, so that requests a
-        client pipelined (already in the socket, a few loop turns from their append)
-        share its fsync: an inline fsync blocks the loop, so nothing read after it
-        starts could join it. Stops after a turn that appended nothing."""
-        if not self._write_inline():
-            return  # a worker-thread round overlaps the reads anyway
-        for turn in range(MAX_GATHER_TURNS):
-            before = self.log_end_offset
-            await asyncio.sleep(0)
-            if turn >= MIN_GATHER_TURNS and self.log_end_offset == before:
-                return
+    def take_unlogged(self) -> list[PendingBatch]:
+        """The batches appended since the last round; they wait to be spilled from now."""
+        pending, self._unlogged = self._unlogged, []
+        self._unspilled += pending
+        size = sum(len(data) for _, data, _ in pending)
+        self.unspilled_bytes += size
+        self._host.unspilled_changed(self, size)
+        return pending
 
-    def _write_inline(self) -> bool:
-        # On small VMs a hand-off to a worker thread and back costs ~100 µs of CPU (two
-        # cross-CPU wake-ups), more than a fast disk's whole write and fsync, and adds that
-        # much latency. A slow disk must not stall the event loop, though: once inline
-        # rounds average over the limit, rounds go to a worker thread, with one inline
-        # probe every PROBE_INTERVAL_S to notice when the disk is fast again. Sealing a
-        # rolled segment (a sealed index to write and fsync) always goes to the thread.
-        if self._writer.sealing_due or self.config.inline_write_max_us <= 0:
-            return False
-        if self._inline_write_us < self.config.inline_write_max_us:
-            return True
-        return time.monotonic() - self._last_inline_write >= PROBE_INTERVAL_S
-
-    def _write_on_loop(self, pending: list[PendingBatch], sync: bool) -> None:
-        started = time.perf_counter()
-        self._writer.write(pending, sync)
-        elapsed_us = (time.perf_counter() - started) * 1e6
-        self._last_inline_write = time.monotonic()
-        # A moving average, so one slow fsync does not send the next rounds to a thread.
-        self._inline_write_us += (elapsed_us - self._inline_write_us) / 8
-
-    def _sync_due(self) -> bool:
-        # flush.messages=1 (the default) syncs every round; larger values trade
-        # safety for speed, bounded by flush.ms.
+    def sync_due(self) -> bool:
+        """Whether this round must fsync for this log: always with flush.messages=1 (the
+        default); larger values trade safety for speed, bounded by flush.ms."""
         if self.config.flush_messages <= 1:
             return True
-        elapsed = self._clock() - self._last_sync_ms
-        return self._unsynced_messages >= self.config.flush_messages or (
+        elapsed = self._clock() - self.last_sync_ms
+        return self.unsynced_messages >= self.config.flush_messages or (
             self.config.flush_ms > 0 and elapsed >= self.config.flush_ms
         )
 
-    def _advance_high_watermark(self, offset: int) -> None:
+    def synced(self, covered_messages: int) -> None:
+        """A round's fsync covered ``covered_messages`` of the records counted unsynced
+        (appends made while it ran count towards the next one)."""
+        self.unsynced_messages -= covered_messages
+        self.last_sync_ms = self._clock()
+
+    def logged(self, offset: int) -> None:
+        """The write-ahead log holds everything below ``offset``: it becomes visible."""
         self.high_watermark = offset
-        self._memtable.evict(offset)
         # Listeners (long-polling fetches) first: their answers then go out before the
         # producers' acknowledgements, which nobody downstream waits on.
         for listener in self.listeners:
@@ -235,6 +192,35 @@ class DiskPartitionLog:
             else:
                 still_waiting.append((waited, future))
         self._waiters = still_waiting
+
+    def fail(self, error: BaseException) -> None:
+        """The store failed to write: waiters get LogFailed."""
+        for _, future in self._waiters:
+            if not future.done():
+                future.set_exception(LogFailed(str(error)))
+        self._waiters.clear()
+
+    # -- spills and checkpoints (checkpointer.py) -----------------------------------
+
+    def take_unspilled(self) -> list[PendingBatch]:
+        """The durable batches not yet in segment files, for the store to write there
+        (the store accounts for their bytes itself)."""
+        pending, self._unspilled = self._unspilled, []
+        self.unspilled_bytes = 0
+        return pending
+
+    def spilled(self, offset: int) -> int:
+        """Everything below ``offset`` is in segment files: the memtable may let it go
+        (down to its budget). Returns the bytes the memtable freed."""
+        self.spilled_offset = max(self.spilled_offset, offset)
+        return self._memtable.evict(self.spilled_offset)
+
+    def release_memtable(self) -> int:
+        """Drops every spilled batch from the memtable (the store is over its total
+        memtable budget); returns the bytes freed."""
+        return self._memtable.evict(self.spilled_offset, budget_bytes=0)
+
+    # -- reads ----------------------------------------------------------------------
 
     async def read(
         self, offset: int, max_bytes: int, upper_offset: int | None = None
@@ -256,26 +242,23 @@ class DiskPartitionLog:
         if self._memtable.covers(offset):
             chunks, size, end = self._memtable.read(offset, max_bytes, upper)
             return ReadResult(tuple(chunks), size, end)
+        # Below the memtable, everything is in segment files up to the spilled offset;
+        # past it, the same segment's batches are read on from the memtable.
         segment = segment_holding(self.segments, offset)
-        position, length, end = segment.byte_range(offset, max_bytes, upper)
-        descriptor = self._read_descriptors.get(segment.path)
-        if descriptor is None:
-            descriptor = await asyncio.to_thread(self._read_descriptor, segment.path)
-        chunk = self._fs.region(descriptor, length, position)
-        return ReadResult((chunk,), length, end)
-
-    def _read_descriptor(self, path: str) -> int:
-        """Worker thread: opens the segment for reading once and caches the descriptor."""
-        with self._read_lock:
-            descriptor = self._read_descriptors.get(path)
-            if descriptor is None:
-                descriptor = self._fs.open_read(path)
-                self._read_descriptors[path] = descriptor
-            return descriptor
-
-    def _pread(self, path: str, length: int, position: int) -> bytes:
-        """Worker thread: reads a byte range of a segment."""
-        return self._fs.pread(self._read_descriptor(path), length, position)
+        upper = min(upper, segment.next_offset)
+        position, length, end = segment.byte_range(
+            offset, max_bytes, min(upper, self.spilled_offset)
+        )
+        more: list[bytes] = []
+        more_size = 0
+        if end < upper and length < max_bytes and self._memtable.covers(end):
+            # Taken before the file read: a spill meanwhile may drop them from memory.
+            more, more_size, end = self._memtable.read(end, max_bytes - length, upper, False)
+        descriptors = self._host.descriptors
+        chunk: Chunk | None = descriptors.cached_region(segment.path, length, position)
+        if chunk is None:
+            chunk = await asyncio.to_thread(descriptors.read_chunk, segment.path, length, position)
+        return ReadResult((chunk, *more), length + more_size, end)
 
     async def _read_batch(self, segment: Segment, index: int) -> bytes:
         """The bytes of batch ``index`` of ``segment``, for timestamp lookups."""
@@ -285,7 +268,7 @@ class DiskPartitionLog:
             return chunks[0]
         position = segment.batch_positions[index]
         length = segment.batch_end(index) - position
-        return await asyncio.to_thread(self._pread, segment.path, length, position)
+        return await asyncio.to_thread(self._host.descriptors.pread, segment.path, length, position)
 
     async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
         """See interface.PartitionLog; reads one batch, from memory or in a worker thread."""
@@ -296,6 +279,8 @@ class DiskPartitionLog:
         """See interface.PartitionLog; reads one batch, from memory or in a worker thread."""
         visible = range(self.log_start_offset, self.high_watermark)
         return await record_with_max_timestamp(self.segments, self._read_batch, visible)
+
+    # -- the log start and retention ---------------------------------------------------
 
     def advance_log_start_offset(self, offset: int) -> None:
         """Moves the log start offset forward (DeleteRecords, retention); never backwards."""
@@ -313,35 +298,15 @@ class DiskPartitionLog:
         if count <= 0:
             return
         dropped, self.segments = self.segments[:count], self.segments[count:]
-        self.log_start_offset = max(
-            self.log_start_offset, log_start_offset, self.segments[0].base_offset
+        first_kept = self.segments[0].base_offset
+        self.log_start_offset = max(self.log_start_offset, log_start_offset, first_kept)
+        # Batches of dropped segments never need spilling: nothing reads them any more.
+        gone = {id(segment) for segment in dropped}
+        self._unspilled = [batch for batch in self._unspilled if id(batch[0]) not in gone]
+        before, self.unspilled_bytes = (
+            self.unspilled_bytes,
+            sum(len(data) for _, data, _ in self._unspilled),
         )
-        await asyncio.to_thread(self._remove_files, [segment.path for segment in dropped])
-
-    def _remove_files(self, paths: list[str]) -> None:
-        """Worker thread: closes readers of dropped segments and deletes their files."""
-        with self._read_lock:
-            descriptors = [self._read_descriptors.pop(path, None) for path in paths]
-        for descriptor in descriptors:
-            if descriptor is not None:
-                self._fs.close(descriptor)
-        listed = set(self._fs.list_directory(self.directory))
-        for path in paths:
-            self._fs.remove(path)
-            for index_path in (index_path_for(path), sealed_path_for(path)):
-                if os.path.basename(index_path) in listed:
-                    self._fs.remove(index_path)
-        self._fs.fsync_directory(self.directory)
-
-    async def close(self) -> None:
-        """Waits for pending writes, then closes every file descriptor."""
-        if self._flusher is not None:
-            await asyncio.shield(self._flusher)
-        if self._writer.has_unsynced and self._failure is None:
-            # A clean shutdown leaves nothing unsynced, even with flush.messages > 1.
-            await asyncio.to_thread(self._writer.sync)
-        self._writer.close()
-        descriptors = list(self._read_descriptors.values())
-        self._read_descriptors.clear()
-        for descriptor in descriptors:
-            self._fs.close(descriptor)
+        self._host.unspilled_changed(self, self.unspilled_bytes - before)
+        self.spilled(first_kept)
+        await self._host.drop_segments(self, dropped)

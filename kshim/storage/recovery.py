@@ -3,17 +3,20 @@
 Each segment's batches come from its index file as far as the index goes
 (every indexed batch was fsynced before its entry was written); the bytes
 after that are scanned batch by batch (length, magic, dense offsets,
-CRC-32C). The first batch that fails marks a torn tail, written but never
-acknowledged: the segment is truncated there and any later segment, which
-can only exist when flush.messages relaxed durability, is removed. The
-recovered tail is fsynced once so it can be indexed. Runs in a worker thread.
+CRC-32C). The first batch that fails marks a torn tail, never made durable in
+the segment (a spill the power cut short): the segment is truncated there and
+any later segment is removed. Then the batches the write-ahead log still holds
+for the partition are replayed after the recovered end (``replay_logged``):
+every acknowledged batch is in one of the two. What recovery scanned or
+replayed is not synced here; the store's next checkpoint syncs and indexes it.
+Runs in a worker thread.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kshim.protocol.record_batch import BATCH_OVERHEAD, BatchHeader, crc_of, read_header
@@ -51,22 +54,27 @@ def recover_segments(
     on_batch: BatchCallback | None = None,
 ) -> RecoveredLog:
     """Returns the partition's segments, oldest first (the active one last), and the
-    recovered batches not yet in an index file. Raises CorruptLog on a gap."""
-    filesystem.make_directory(directory)
-    names = [name for name in filesystem.list_directory(directory) if name.endswith(SEGMENT_SUFFIX)]
+    recovered batches not yet in an index file. Raises CorruptLog on a gap.
+
+    With thousands of partitions this runs thousands of times at start-up, so it asks
+    the filesystem as little as it can: the directory listing says which index files
+    exist, and a segment whose index covers it is not opened at all."""
+    listed = _listing(filesystem, directory)
+    if not listed:
+        filesystem.make_directory(directory)
+    names = [name for name in listed if name.endswith(SEGMENT_SUFFIX)]
+    present = set(listed)
     recovered = RecoveredLog([])
     for position, name in enumerate(names):
         segment = Segment(int(name[: -len(SEGMENT_SUFFIX)]), os.path.join(directory, name), now_ms)
         if recovered.segments and segment.base_offset != recovered.segments[-1].next_offset:
             raise CorruptLog(f"{segment.path} starts at {segment.base_offset}, expected "
                              f"{recovered.segments[-1].next_offset}")  # fmt: skip
-        torn = _recover_segment(filesystem, segment, recovered, on_batch)
+        torn = _recover_segment(filesystem, segment, present, recovered, on_batch)
         recovered.segments.append(segment)
         if torn:
             _remove_later_segments(filesystem, directory, names[position + 1 :])
             break
-    if recovered.unindexed:
-        _fsync_file(filesystem, recovered.segments[-1].path)
     if not recovered.segments or recovered.segments[-1].sealed:
         # Appends need an active segment; a sealed last one gets a fresh successor.
         base = recovered.segments[-1].next_offset if recovered.segments else log_start_offset
@@ -75,12 +83,60 @@ def recover_segments(
     return recovered
 
 
+def replay_logged(
+    filesystem: FileSystem,
+    recovered: RecoveredLog,
+    logged: Iterable[bytes],
+    on_batch: BatchCallback | None = None,
+) -> int:
+    """Appends to the active segment the batches of ``logged`` (the partition's batches
+    from the write-ahead log, in order) that follow the recovered end; those below it are
+    there already. Returns how many were appended. Raises CorruptLog when one starts past
+    the end: the segment lost bytes the write-ahead log no longer has."""
+    active = recovered.segments[-1]
+    appended: list[bytes] = []
+    for batch in logged:
+        header = read_header(batch)
+        if header.next_offset <= active.next_offset:
+            continue
+        if header.base_offset != active.next_offset:
+            raise CorruptLog(f"{active.path}: ends at offset {active.next_offset}, the write-"
+                             f"ahead log goes on at {header.base_offset}")  # fmt: skip
+        position = active.add_batch(
+            header.base_offset, header.size, header.next_offset, header.max_timestamp
+        )
+        entry = IndexEntry.of(header, header.base_offset, position)
+        recovered.unindexed.append((active, entry, position + header.size))
+        appended.append(batch)
+        if on_batch is not None:
+            on_batch(header)
+    if appended:
+        descriptor = filesystem.open_append(active.path)
+        try:
+            filesystem.write(descriptor, list(appended))
+        finally:
+            filesystem.close(descriptor)
+    return len(appended)
+
+
+def _listing(filesystem: FileSystem, directory: str) -> list[str]:
+    """The directory's names, none when it does not exist yet."""
+    try:
+        return filesystem.list_directory(directory)
+    except FileNotFoundError:
+        return []
+
+
 def _adopt_sealed_index(
-    filesystem: FileSystem, segment: Segment, size: int, on_batch: BatchCallback | None
+    filesystem: FileSystem,
+    segment: Segment,
+    size: int,
+    present: set[str],
+    on_batch: BatchCallback | None,
 ) -> bool:
     """Maps the segment's sealed index if it is intact and matches the file; True if adopted."""
     path = sealed_path_for(segment.path)
-    if not filesystem.exists(path):
+    if os.path.basename(path) not in present:
         return False
     index = decode_sealed_index(filesystem.map_file(path), segment.base_offset, verify=True)
     if index is None or index.segment_size != size:
@@ -110,14 +166,16 @@ def _replay_producers(index: SealedIndex, on_batch: BatchCallback) -> None:
 def _recover_segment(
     filesystem: FileSystem,
     segment: Segment,
+    present: set[str],
     recovered: RecoveredLog,
     on_batch: BatchCallback | None,
 ) -> bool:
-    """Indexes one segment; returns True when its tail was torn and truncated."""
+    """Indexes one segment; returns True when its tail was torn and truncated. ``present``:
+    the names in its directory."""
     size = filesystem.size(segment.path)
-    if _adopt_sealed_index(filesystem, segment, size, on_batch):
+    if _adopt_sealed_index(filesystem, segment, size, present, on_batch):
         return False
-    indexed_end = _load_index(filesystem, segment, size, on_batch)
+    indexed_end = _load_index(filesystem, segment, size, present, on_batch)
     valid_end = _scan(filesystem, segment, indexed_end, size, recovered, on_batch)
     if valid_end == size:
         return False
@@ -128,17 +186,17 @@ def _recover_segment(
 
 
 def _load_index(
-    filesystem: FileSystem, segment: Segment, size: int, on_batch: BatchCallback | None
+    filesystem: FileSystem,
+    segment: Segment,
+    size: int,
+    present: set[str],
+    on_batch: BatchCallback | None,
 ) -> int:
     """Adopts the segment's intact index entries; returns the position they end at."""
     path = index_path_for(segment.path)
-    if not filesystem.exists(path):
+    if os.path.basename(path) not in present:
         return 0
-    descriptor = filesystem.open_read(path)
-    try:
-        data = filesystem.pread(descriptor, filesystem.size(path), 0)
-    finally:
-        filesystem.close(descriptor)
+    data = filesystem.read_file(path)
     entries, end_position, used = decode_blocks(data, size)
     if entries and entries[0].base_offset != segment.base_offset:
         entries, end_position, used = [], 0, 0
@@ -164,6 +222,8 @@ def _scan(
     on_batch: BatchCallback | None,
 ) -> int:
     """CRC-checks the batches in [start, size); returns where intact data ends."""
+    if size - start < BATCH_OVERHEAD:
+        return start
     descriptor = filesystem.open_read(segment.path)
     try:
         position = start

@@ -1,18 +1,23 @@
-"""Making a partition's appended batches durable: segment files, fsync, index, seal.
+"""A partition's segment files: batches spilled to them, then indexed and sealed once durable.
 
-Each flush round of the partition log hands its pending batches to ``write``:
-they go to the end of their segment files, one fsync per file makes them
-durable, and only then are their entries appended to each segment's index
-file ("the index trails the fsync", index_file.py). A rolled segment, once
-everything in it is durable and indexed, gets its memory-mapped sealed index
-(sealed_index.py) and its index file goes.
+Batches are durable first in the shared write-ahead log (write_ahead_log.py). The store
+later spills them from the memtable to the end of their segment files with ``write``,
+unsynced; at a checkpoint it makes every written file durable at once and calls
+``synced``, which appends the batches' entries to each segment's index file ("the index
+trails the fsync", index_file.py) and seals the rolled segments that are now complete:
+their memory-mapped sealed index (sealed_index.py) is written and the index file goes.
+
+Files are opened through the store's descriptor cache, so a writer holds no descriptor
+between calls.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 
+from kshim.storage.descriptor_cache import DescriptorCache
 from kshim.storage.filesystem import FileSystem
 from kshim.storage.index_file import IndexEntry, decode_blocks, encode_block, index_path_for
 from kshim.storage.sealed_index import decode_sealed_index, encode_sealed_index, sealed_path_for
@@ -20,106 +25,99 @@ from kshim.storage.segment import Segment
 
 log = logging.getLogger(__name__)
 
-# An appended batch waiting for a flush round: its segment, stored bytes and index entry.
+# An appended batch waiting to be spilled: its segment, stored bytes and index entry.
 PendingBatch = tuple[Segment, bytes, IndexEntry]
-# A written batch whose index entry waits for an fsync: (segment, entry, end position).
+# A written batch whose index entry waits for a sync: (segment, entry, end position).
 UnindexedBatch = tuple[Segment, IndexEntry, int]
 
 
 class SegmentWriter:
-    """Writes, fsyncs, indexes and seals one partition's segment files.
+    """Writes, indexes and seals one partition's segment files.
 
-    Threads: ``write``, ``sync`` and ``close`` run one at a time (the log's flusher, on
-    the event loop or in a worker thread, then its close); ``roll`` and the properties
-    may be used from the event loop meanwhile.
+    Threads: ``write``, ``synced`` and ``forget_segments`` run one at a time (the store's
+    spill worker); ``roll`` and the properties may be used from the event loop meanwhile.
     """
 
     def __init__(
         self,
         filesystem: FileSystem,
+        descriptors: DescriptorCache,
         directory: str,
         segments: list[Segment],
         unindexed: list[UnindexedBatch],
     ) -> None:
-        """``segments`` and ``unindexed`` are what recovery found: rolled segments not
-        yet sealed are sealed after the next fsync, and ``unindexed`` batches indexed."""
+        """``segments`` and ``unindexed`` are what recovery found: batches not yet in an
+        index file are indexed, and rolled segments not yet sealed sealed, after the next
+        sync."""
         self._fs = filesystem
-        self._directory = directory
+        self._descriptors = descriptors
+        self.directory = directory
         self._unindexed = unindexed
-        self._unsynced_paths: set[str] = set()  # written but not fsynced
-        self._descriptors: dict[str, int] = {}  # open for appending, by path
-        self._active = segments[-1]  # the segment appends go to
+        # Written but not yet synced: the recovered batches count, as recovery does not
+        # sync what it scanned or replayed.
+        self._unsynced_paths = {segment.path for segment, _, _ in unindexed}
         self._to_seal = [segment for segment in segments[:-1] if not segment.sealed]
         self._seal_lock = threading.Lock()  # guards _to_seal, which roll() extends
+
+    @property
+    def unsynced_paths(self) -> frozenset[str]:
+        """Segment files written since the last ``synced``."""
+        return frozenset(self._unsynced_paths)
 
     @property
     def sealing_due(self) -> bool:
         """Whether a rolled segment still waits for its sealed index."""
         return bool(self._to_seal)
 
-    @property
-    def has_unsynced(self) -> bool:
-        """Whether a write awaits an fsync (only when flush.messages > 1)."""
-        return bool(self._unsynced_paths)
-
-    def roll(self, rolled: Segment, active: Segment) -> None:
-        """Event loop: appends go to ``active`` from now on; ``rolled``, which takes no
-        more, is sealed once everything in it is durable."""
+    def roll(self, rolled: Segment) -> None:
+        """Event loop: ``rolled`` takes no more appends; it is sealed once everything in it
+        is written, durable and indexed."""
         with self._seal_lock:
             self._to_seal.append(rolled)
-        self._active = active
 
-    def write(self, pending: list[PendingBatch], sync: bool) -> None:
-        """Appends pending batches to their segment files and, if ``sync``, fsyncs every
-        file written since the last fsync, indexes what is now durable and seals the
-        rolled segments that are complete."""
+    def write(self, pending: Sequence[PendingBatch]) -> None:
+        """Appends the batches to the end of their segment files, unsynced."""
         groups: dict[str, list[bytes | memoryview]] = {}
         for segment, data, entry in pending:
             groups.setdefault(segment.path, []).append(data)
             self._unindexed.append((segment, entry, entry.position + len(data)))
         for path, chunks in groups.items():
-            descriptor, created = self._descriptor(path)
-            self._fs.write(descriptor, chunks)
+            with self._descriptors.using(path, writable=True) as descriptor:
+                self._fs.write(descriptor, chunks)
             self._unsynced_paths.add(path)
-            if created:
-                self._fs.fsync_directory(self._directory)
-        if sync:
-            self.sync()
-        self._close_rolled()
-        if sync:
-            self._seal_ready_segments()
 
-    def sync(self) -> None:
-        """Fsyncs every file written since the last fsync, rolled segments included, then
-        indexes the batches that are now durable."""
-        for path in sorted(self._unsynced_paths):
-            self._fs.fsync(self._descriptors[path])
-        self._unsynced_paths.clear()
-        self._write_index()
+    def synced(self, paths: frozenset[str]) -> None:
+        """The store made ``paths`` (taken from ``unsynced_paths`` before) durable: index
+        the batches now durable, and seal the rolled segments now complete."""
+        self._unsynced_paths -= paths
+        durable = [batch for batch in self._unindexed if batch[0].path in paths]
+        self._unindexed = [batch for batch in self._unindexed if batch[0].path not in paths]
+        self._write_index(durable)
+        self._seal_ready_segments()
 
-    def close(self) -> None:
-        """Closes every file open for appending."""
-        descriptors = list(self._descriptors.values())
-        self._descriptors.clear()
-        for descriptor in descriptors:
-            self._fs.close(descriptor)
+    def forget_segments(self, dropped: Sequence[Segment]) -> None:
+        """Retention deletes ``dropped``: nothing of theirs is to be indexed or sealed."""
+        paths = {segment.path for segment in dropped}
+        self._unindexed = [batch for batch in self._unindexed if batch[0].path not in paths]
+        self._unsynced_paths -= paths
+        with self._seal_lock:
+            self._to_seal = [segment for segment in self._to_seal if segment.path not in paths]
 
-    def _write_index(self) -> None:
+    def _write_index(self, batches: Sequence[UnindexedBatch]) -> None:
         """Appends one index block per segment for the durable batches."""
         blocks: dict[str, tuple[Segment, list[IndexEntry], int]] = {}
-        for segment, entry, end_position in self._unindexed:
+        for segment, entry, end_position in batches:
             _, entries, _ = blocks.setdefault(segment.path, (segment, [], 0))
             entries.append(entry)
             blocks[segment.path] = (segment, entries, end_position)
-        self._unindexed = []
         for segment, entries, end_position in blocks.values():
-            descriptor, _ = self._descriptor(index_path_for(segment.path))
-            self._fs.write(descriptor, [encode_block(entries, end_position)])
+            with self._descriptors.using(index_path_for(segment.path), writable=True) as handle:
+                self._fs.write(handle, [encode_block(entries, end_position)])
             segment.indexed_count += len(entries)
 
     def _seal_ready_segments(self) -> None:
-        """Maps a sealed index for each rolled segment that is fully written, fsynced
-        and indexed."""
+        """Maps a sealed index for each rolled segment that is fully written, durable and
+        indexed."""
         with self._seal_lock:
             candidates, self._to_seal = self._to_seal, []
         waiting = []
@@ -137,11 +135,8 @@ class SegmentWriter:
     def _seal(self, segment: Segment) -> bool:
         """Writes, fsyncs and maps the segment's sealed index."""
         index_path = index_path_for(segment.path)
-        descriptor = self._fs.open_read(index_path)
-        try:
+        with self._descriptors.using(index_path, writable=False) as descriptor:
             data = self._fs.pread(descriptor, self._fs.size(index_path), 0)
-        finally:
-            self._fs.close(descriptor)
         entries, end_position, _ = decode_blocks(data, segment.size)
         if len(entries) != len(segment.batch_offsets) or end_position != segment.size:
             return False
@@ -154,28 +149,14 @@ class SegmentWriter:
             self._fs.fsync(descriptor)
         finally:
             self._fs.close(descriptor)
-        self._fs.fsync_directory(self._directory)
+        self._fs.fsync_directory(self.directory)
         index = decode_sealed_index(
             self._fs.map_file(sealed_path), segment.base_offset, verify=False
         )
         if index is None:
             return False
         index.adopt_into(segment)
-        self._fs.remove(index_path)  # superseded; if the removal is lost it is merely ignored
+        # Superseded; if the removal is lost in a crash, recovery ignores the index file.
+        self._descriptors.forget([index_path])
+        self._fs.remove(index_path)
         return True
-
-    def _descriptor(self, path: str) -> tuple[int, bool]:
-        """The file's descriptor for appending, and whether it was opened just now."""
-        descriptor = self._descriptors.get(path)
-        if descriptor is not None:
-            return descriptor, False
-        descriptor = self._fs.open_append(path)
-        self._descriptors[path] = descriptor
-        return descriptor, True
-
-    def _close_rolled(self) -> None:
-        """Closes the files of rolled segments once nothing of theirs awaits an fsync."""
-        active = self._active.path
-        keep = {active, index_path_for(active), *self._unsynced_paths}
-        for path in [path for path in self._descriptors if path not in keep]:
-            self._fs.close(self._descriptors.pop(path))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import random
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 
@@ -31,7 +32,7 @@ class SimulatedFileSystem:
         self._directories: set[str] = set()
         self._descriptors: dict[int, str] = {}
         self._next_descriptor = 3
-        self.fsync_count = 0
+        self.sync_count = 0
 
     def _open(self, path: str, create: bool) -> int:
         with self._lock:
@@ -58,18 +59,37 @@ class SimulatedFileSystem:
         with self._lock:
             handle = self._files[self._descriptors[descriptor]]
             handle.durable = bytearray(handle.current)
-            self.fsync_count += 1
+            self.sync_count += 1
 
     def fsync_directory(self, path: str) -> None:
         with self._lock:
-            in_directory = {name for name in self._durable_names if os.path.dirname(name) == path}
-            self._durable_names -= in_directory
-            self._durable_names |= {name for name in self._files if os.path.dirname(name) == path}
+            self._sync_names(path)
+            self.sync_count += 1
+
+    def sync_all(self, paths: Collection[str], directories: Collection[str]) -> None:
+        """Exactly the files and directories named become durable (a real syncfs does
+        more), so that a caller who forgets one loses it here."""
+        with self._lock:
+            for path in paths:
+                handle = self._files[path]
+                handle.durable = bytearray(handle.current)
+            for directory in directories:
+                self._sync_names(directory)
+            self.sync_count += 1
+
+    def _sync_names(self, directory: str) -> None:
+        in_directory = {name for name in self._durable_names if os.path.dirname(name) == directory}
+        self._durable_names -= in_directory
+        self._durable_names |= {name for name in self._files if os.path.dirname(name) == directory}
 
     def pread(self, descriptor: int, length: int, position: int) -> bytes:
         with self._lock:
             content = self._files[self._descriptors[descriptor]].current
             return bytes(content[position : position + length])
+
+    def read_file(self, path: str) -> bytes:
+        with self._lock:
+            return bytes(self._files[path].current)
 
     def region(self, descriptor: int, length: int, position: int) -> bytes:
         """No real descriptors here: the bytes themselves."""
@@ -94,6 +114,13 @@ class SimulatedFileSystem:
     def remove(self, path: str) -> None:
         with self._lock:
             del self._files[path]
+
+    def rename(self, source: str, target: str) -> None:
+        """The new name is durable once its directory is synced; until then a power loss
+        leaves neither name (stricter than POSIX, which keeps one of the two)."""
+        with self._lock:
+            self._files[target] = self._files.pop(source)
+            self._durable_names.discard(target)
 
     def list_directory(self, path: str) -> list[str]:
         with self._lock:

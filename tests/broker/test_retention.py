@@ -13,6 +13,7 @@ from kshim.broker.retention import advance_log_start, enforce_retention_once
 from kshim.protocol.record_batch import validate_produced
 from kshim.protocol.records import Record, build_batch
 from kshim.storage.interface import OffsetOutOfRange, PartitionLog, TopicPartition, chunk_bytes
+from kshim.storage.log_store import DiskLogStore
 from kshim.storage.transaction_store import AbortedTransaction
 from kshim.testing import FakeClock
 
@@ -41,7 +42,10 @@ async def _append(broker: Broker, timestamp: int, count: int = 1) -> int:
     return offset
 
 
-def _segment_files(broker: Broker) -> list[str]:
+async def _segment_files(broker: Broker) -> list[str]:
+    """The partition's segment files, once everything appended is spilled to them."""
+    assert isinstance(broker.logs, DiskLogStore)
+    await broker.logs.checkpoint()
     directory = broker.logs.directory_of(TOPIC_PARTITION)
     return sorted(name for name in os.listdir(directory) if name.endswith(".log"))
 
@@ -52,13 +56,13 @@ async def test_time_retention_drops_old_segments_and_survives_restart(tmp_path: 
     await broker.topics.create("t", 1, {**NO_VIEW, "segment.bytes": "200", "retention.ms": "10000"})
     for index in range(6):  # each ~130-byte batch fills a 200-byte segment: one per segment
         await _append(broker, timestamp=1_000_000 + index * 1000)
-    assert len(_segment_files(broker)) == 6
+    assert len(await _segment_files(broker)) == 6
 
     clock.now_ms = 1_000_000 + 12_500  # batches stamped before 1_002_500 have expired
     assert await enforce_retention_once(broker) == 3
     log = _log(broker)
     assert log.log_start_offset == 3
-    assert _segment_files(broker)[0] == f"{3:020d}.log"
+    assert (await _segment_files(broker))[0] == f"{3:020d}.log"
     await broker.close()
 
     broker = await _broker(tmp_path, clock)
@@ -122,9 +126,9 @@ async def test_delete_records_lets_retention_drop_whole_segments(tmp_path: Path)
     log = _log(broker)
     await advance_log_start(broker, log, 2)  # as DeleteRecords does
     assert log.log_start_offset == 2
-    assert len(_segment_files(broker)) == 4  # whole segments are left to retention
+    assert len(await _segment_files(broker)) == 4  # whole segments are left to retention
     assert await enforce_retention_once(broker) == 2
-    assert _segment_files(broker) == [f"{2:020d}.log", f"{3:020d}.log"]
+    assert (await _segment_files(broker)) == [f"{2:020d}.log", f"{3:020d}.log"]
     assert log.log_start_offset == 2
 
 
@@ -136,7 +140,7 @@ async def test_compacted_topics_are_not_deleted_by_time(tmp_path: Path) -> None:
     for _ in range(3):
         await _append(broker, timestamp=1)
     assert await enforce_retention_once(broker) == 0
-    assert len(_segment_files(broker)) == 3
+    assert len(await _segment_files(broker)) == 3
     await broker.close()
 
 

@@ -24,10 +24,17 @@ Write = tuple[bytes | None, bytes | None]  # (key, value)
 PLAIN = BatchSpec()
 
 
-async def open_broker(data_dir: Path, clock: FakeClock, in_process: bool = True) -> Broker:
+async def open_broker(
+    data_dir: Path, clock: FakeClock, in_process: bool = True, eager: bool = True
+) -> Broker:
     """A broker on ``data_dir``; its view applied in threads unless ``in_process`` is false
-    (a child process per broker would slow the property tests' many restarts)."""
+    (a child process per broker would slow the property tests' many restarts). With
+    ``eager`` every view is kept from the start (``kshim.full.view=true`` set for the
+    broker), as these tests of the view's mechanics want; otherwise views are built when
+    first read."""
     settings = {"log.dirs": str(data_dir), "kshim.full.view.process": str(not in_process)}
+    if eager:
+        settings["kshim.full.view"] = "true"
     broker = Broker(BrokerConfig.load([settings]), clock=clock)
     await broker.start()
     return broker

@@ -1,8 +1,10 @@
-"""DiskPartitionLog on a real directory: files, rolls, recovery, group commit, fsyncs.
+"""The disk store on a real directory: files, rolls, recovery, group commit, fsyncs.
 
 What any log store must do (offsets, reads, watermarks, timestamp lookups)
 is tested over the disk store and the in-memory one alike in
-test_log_store_conformance*.py; this file keeps what only the disk log has.
+test_log_store_conformance*.py; this file keeps what only the disk store has.
+The write-ahead log, checkpoints and the bounded descriptors have their own
+tests in test_write_ahead_log.py.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import asyncio
 import os
 import threading
 import time
+from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +23,27 @@ import pytest
 from kshim.protocol.record_batch import BatchHeader, validate_produced
 from kshim.protocol.records import BatchSpec, Record, build_batch
 from kshim.storage.filesystem import OsFileSystem
-from kshim.storage.interface import LogConfig, LogFailed, TopicPartition
+from kshim.storage.interface import (
+    FileRegion,
+    LogConfig,
+    LogFailed,
+    StoreSettings,
+    TopicPartition,
+)
 from kshim.storage.log_store import DiskLogStore
 from kshim.storage.partition_log import DiskPartitionLog
 from kshim.storage.segment import SEGMENT_SUFFIX, segment_file_name
 from kshim.storage.simulated_filesystem import SimulatedFileSystem
+from kshim.storage.write_ahead_log import WAL_SUFFIX
 from kshim.testing import FakeClock
 from tests.storage.support import (
     LARGE_MEMTABLE,
     TOPIC_PARTITION,
+    UNBOUNDED,
     Read,
     append_durable,
     batch_bases,
+    joined,
     producer_batch,
     read_bytes,
     read_everything,
@@ -41,24 +54,39 @@ from tests.storage.support import (
 class CountingFileSystem:
     """Delegates to OsFileSystem and counts the calls that matter for durability.
 
-    ``unsynced`` holds the paths written since their last fsync.
+    ``unsynced`` holds the segment paths written since they were last made durable;
+    ``wal_fsyncs`` counts the write-ahead log's fsyncs (what an acknowledgement waits
+    for); ``open_descriptors`` and ``most_open`` count descriptors the store holds.
     """
 
     def __init__(self) -> None:
         self._inner = OsFileSystem()
         self._paths: dict[int, str] = {}
-        self.fsyncs = 0
+        self.wal_fsyncs = 0
         self.segment_writes = 0
+        self.wal_writes = 0
         self.unsynced: set[str] = set()
         self.fail_writes = False
+        self.most_open = 0
 
-    def open_append(self, path: str) -> int:
-        descriptor = self._inner.open_append(path)
+    @property
+    def sync_count(self) -> int:
+        return self._inner.sync_count
+
+    @property
+    def open_descriptors(self) -> int:
+        return len(self._paths)
+
+    def _opened(self, descriptor: int, path: str) -> int:
         self._paths[descriptor] = path
+        self.most_open = max(self.most_open, len(self._paths))
         return descriptor
 
+    def open_append(self, path: str) -> int:
+        return self._opened(self._inner.open_append(path), path)
+
     def open_read(self, path: str) -> int:
-        return self._inner.open_read(path)
+        return self._opened(self._inner.open_read(path), path)
 
     def write(self, descriptor: int, data: list[bytes | memoryview]) -> None:
         if self.fail_writes:
@@ -67,58 +95,57 @@ class CountingFileSystem:
         if path.endswith(SEGMENT_SUFFIX):
             self.segment_writes += 1
             self.unsynced.add(path)
+        if path.endswith(WAL_SUFFIX):
+            self.wal_writes += 1
         self._inner.write(descriptor, data)
 
     def fsync(self, descriptor: int) -> None:
-        self.fsyncs += 1
-        self.unsynced.discard(self._paths[descriptor])
+        path = self._paths[descriptor]
+        self.wal_fsyncs += path.endswith(WAL_SUFFIX)
+        self.unsynced.discard(path)
         self._inner.fsync(descriptor)
 
-    def fsync_directory(self, path: str) -> None:
-        self._inner.fsync_directory(path)
-
-    def pread(self, descriptor: int, length: int, position: int) -> bytes:
-        return self._inner.pread(descriptor, length, position)
-
-    def __getattr__(self, name: str) -> Any:
-        # Anything not counted here (zero-copy regions, ...) goes straight to the real one.
-        return getattr(self._inner, name)
-
-    def size(self, path: str) -> int:
-        return self._inner.size(path)
-
-    def truncate(self, path: str, length: int) -> None:
-        self._inner.truncate(path, length)
-
-    def remove(self, path: str) -> None:
-        self._inner.remove(path)
-
-    def list_directory(self, path: str) -> list[str]:
-        return self._inner.list_directory(path)
-
-    def make_directory(self, path: str) -> None:
-        self._inner.make_directory(path)
+    def sync_all(self, paths: Collection[str], directories: Collection[str]) -> None:
+        self.unsynced -= set(paths)
+        self._inner.sync_all(paths, directories)
 
     def close(self, descriptor: int) -> None:
         self._paths.pop(descriptor, None)
         self._inner.close(descriptor)
 
+    def __getattr__(self, name: str) -> Any:
+        # Anything not counted here goes straight to the real filesystem.
+        return getattr(self._inner, name)
+
+
+@dataclass
+class Opened:
+    """A store on a directory and one partition's log in it."""
+
+    store: DiskLogStore
+    log: DiskPartitionLog
+    directory: Path  # the partition's
+
+    async def reopen(self, config: LogConfig = LARGE_MEMTABLE) -> DiskPartitionLog:
+        """A clean restart: closes the store, then opens the partition again."""
+        await self.store.close()
+        self.log = await self.store.open(TOPIC_PARTITION, config, 0)
+        return self.log
+
 
 async def open_log(
-    directory: Path,
+    data_dir: Path,
     config: LogConfig = LARGE_MEMTABLE,
     filesystem: CountingFileSystem | None = None,
     clock: FakeClock | None = None,
     log_start_offset: int = 0,
-) -> DiskPartitionLog:
-    return await DiskPartitionLog.open(
-        TOPIC_PARTITION,
-        str(directory),
-        config,
-        filesystem or CountingFileSystem(),
-        clock or FakeClock(),
-        log_start_offset,
+    settings: StoreSettings | None = None,
+) -> Opened:
+    store = DiskLogStore(
+        str(data_dir), clock or FakeClock(), filesystem or CountingFileSystem(), settings
     )
+    log = await store.open(TOPIC_PARTITION, config, log_start_offset)
+    return Opened(store, log, Path(store.directory_of(TOPIC_PARTITION)))
 
 
 def segment_files(directory: Path) -> list[str]:
@@ -126,37 +153,56 @@ def segment_files(directory: Path) -> list[str]:
 
 
 async def test_opening_creates_the_directory(tmp_path: Path) -> None:
-    log = await open_log(tmp_path / "p")
-    assert await read_bytes(log, 0) == Read(b"", 0)
-    assert (tmp_path / "p").is_dir()
-    await log.close()
+    opened = await open_log(tmp_path)
+    assert await read_bytes(opened.log, 0) == Read(b"", 0)
+    assert opened.directory.is_dir()
+    await opened.store.close()
 
 
 async def test_memtable_eviction_serves_reads_from_disk(tmp_path: Path) -> None:
-    filesystem = CountingFileSystem()
     tiny = LogConfig(memtable_bytes=200)  # about two batches
-    log = await open_log(tmp_path, tiny, filesystem)
+    opened = await open_log(tmp_path, tiny)
     for index in range(10):
-        await append_durable(log, 2, f"n{index}")
-    data = await read_everything(log)
+        await append_durable(opened.log, 2, f"n{index}")
+    await opened.store.checkpoint()
+    data = await read_everything(opened.log)
     assert [offset for offset, _ in values_of(data)] == list(range(20))
     assert values_of(data)[7] == (7, b"n3-1")
     # The same bytes whether they come from memory or from the segment file.
-    assert (tmp_path / segment_file_name(0)).read_bytes() == data
-    await log.close()
+    assert (opened.directory / segment_file_name(0)).read_bytes() == data
+    await opened.store.close()
+
+
+async def test_reads_cross_from_the_segment_file_into_the_memtable(tmp_path: Path) -> None:
+    """A read that starts below the memtable gets the spilled batches from the file and
+    goes on with the newer ones from memory, in one answer, up to the high watermark."""
+    opened = await open_log(tmp_path, LogConfig(memtable_bytes=0))
+    for index in range(3):
+        await append_durable(opened.log, 2, f"s{index}")
+    await opened.store.checkpoint()  # spilled: read from the file from now on
+    for index in range(3, 5):
+        await append_durable(opened.log, 2, f"s{index}")  # in the memtable, not yet spilled
+    result = await opened.log.read(0, UNBOUNDED)
+    assert isinstance(result.chunks[0], FileRegion)
+    data = joined(result.chunks)
+    assert (batch_bases(data), result.end_offset) == ([0, 2, 4, 6, 8], 10)
+    await opened.store.close()
 
 
 async def test_segment_roll_by_size(tmp_path: Path) -> None:
     one = len(producer_batch(2, label="r0")[0])
     config = LogConfig(segment_bytes=3 * one, memtable_bytes=0)
-    log = await open_log(tmp_path, config)
+    opened = await open_log(tmp_path, config)
+    log = opened.log
     for index in range(10):
         await append_durable(log, 2, f"r{index}")
-    assert segment_files(tmp_path) == [segment_file_name(base) for base in (0, 6, 12, 18)]
+    await opened.store.checkpoint()
+    assert segment_files(opened.directory) == [segment_file_name(base) for base in (0, 6, 12, 18)]
     assert [segment.base_offset for segment in log.segments] == [0, 6, 12, 18]
     # Rolled segments, once durable, are sealed: their index is a mapped file.
     assert [segment.sealed for segment in log.segments] == [True, True, True, False]
-    assert all((tmp_path / name).stat().st_size <= 3 * one for name in segment_files(tmp_path))
+    sizes = [(opened.directory / name).stat().st_size for name in segment_files(opened.directory)]
+    assert all(size <= 3 * one for size in sizes)
     data = await read_everything(log)
     assert [offset for offset, _ in values_of(data)] == list(range(20))
     assert values_of(data)[13] == (13, b"r6-1")
@@ -165,42 +211,46 @@ async def test_segment_roll_by_size(tmp_path: Path) -> None:
     assert (batch_bases(first.data), first.end_offset) == ([4], 6)
     second = await read_bytes(log, first.end_offset)
     assert batch_bases(second.data) == [6, 8, 10]
-    await log.close()
+    await opened.store.close()
 
 
 async def test_oversized_batch_gets_a_segment_of_its_own(tmp_path: Path) -> None:
-    log = await open_log(tmp_path, LogConfig(segment_bytes=100, memtable_bytes=0))
+    opened = await open_log(tmp_path, LogConfig(segment_bytes=100, memtable_bytes=0))
     for _ in range(3):
-        await append_durable(log, 5)  # each batch is larger than segment_bytes
-    assert segment_files(tmp_path) == [segment_file_name(base) for base in (0, 5, 10)]
-    assert [offset for offset, _ in values_of(await read_everything(log))] == list(range(15))
-    await log.close()
+        await append_durable(opened.log, 5)  # each batch is larger than segment_bytes
+    await opened.store.checkpoint()
+    assert segment_files(opened.directory) == [segment_file_name(base) for base in (0, 5, 10)]
+    values = values_of(await read_everything(opened.log))
+    assert [offset for offset, _ in values] == list(range(15))
+    await opened.store.close()
 
 
 async def test_segment_roll_by_age(tmp_path: Path) -> None:
     clock = FakeClock()
-    log = await open_log(tmp_path, LogConfig(segment_ms=1000), clock=clock)
-    await append_durable(log, 1)
+    opened = await open_log(tmp_path, LogConfig(segment_ms=1000), clock=clock)
+    await append_durable(opened.log, 1)
     clock.now_ms += 999
-    await append_durable(log, 1)
-    assert len(log.segments) == 1
+    await append_durable(opened.log, 1)
+    assert len(opened.log.segments) == 1
     clock.now_ms += 1
-    await append_durable(log, 1)
-    assert segment_files(tmp_path) == [segment_file_name(0), segment_file_name(2)]
-    assert log.segments[-1].created_ms == clock.now_ms
-    await log.close()
+    await append_durable(opened.log, 1)
+    await opened.store.checkpoint()
+    assert segment_files(opened.directory) == [segment_file_name(0), segment_file_name(2)]
+    assert opened.log.segments[-1].created_ms == clock.now_ms
+    await opened.store.close()
 
 
 async def test_empty_log_starts_at_its_log_start_offset(tmp_path: Path) -> None:
-    log = await open_log(tmp_path, log_start_offset=100)
-    assert (log.log_start_offset, log.log_end_offset) == (100, 100)
-    assert await append_durable(log, 2) == 100
-    assert segment_files(tmp_path) == [segment_file_name(100)]
-    await log.close()
+    opened = await open_log(tmp_path, log_start_offset=100)
+    assert (opened.log.log_start_offset, opened.log.log_end_offset) == (100, 100)
+    assert await append_durable(opened.log, 2) == 100
+    await opened.store.checkpoint()
+    assert segment_files(opened.directory) == [segment_file_name(100)]
+    await opened.store.close()
 
 
 def append_to_file(path: Path, data: bytes) -> None:
-    """Simulates a torn write at the end of a segment file (the log is closed)."""
+    """Simulates a torn write at the end of a segment file (the store is closed)."""
     with path.open("ab") as handle:
         handle.write(data)
 
@@ -213,11 +263,11 @@ def stamped_batch(base_offset: int, count: int) -> bytearray:
 
 @pytest.mark.parametrize("damage", ["garbage", "short garbage", "truncated batch", "flipped byte"])
 async def test_torn_tail_is_truncated_on_reopen(tmp_path: Path, damage: str) -> None:
-    log = await open_log(tmp_path, LogConfig(memtable_bytes=0))
+    opened = await open_log(tmp_path, LogConfig(memtable_bytes=0))
     for index in range(4):
-        await append_durable(log, 2, f"ok{index}")
-    intact = await read_everything(log)
-    await log.close()
+        await append_durable(opened.log, 2, f"ok{index}")
+    intact = await read_everything(opened.log)
+    await opened.store.close()
 
     tail = {
         "garbage": b"\x5a" * 200,
@@ -225,39 +275,41 @@ async def test_torn_tail_is_truncated_on_reopen(tmp_path: Path, damage: str) -> 
         "truncated batch": bytes(stamped_batch(8, 3)[:-5]),
         "flipped byte": bytes(stamped_batch(8, 3)[:-1]) + bytes([stamped_batch(8, 3)[-1] ^ 0x01]),
     }[damage]
-    path = tmp_path / segment_file_name(0)
+    path = opened.directory / segment_file_name(0)
     append_to_file(path, tail)
 
     reopened = await open_log(tmp_path, LogConfig(memtable_bytes=0))
+    log = reopened.log
     assert path.stat().st_size == len(intact)
-    assert (reopened.log_end_offset, reopened.high_watermark) == (8, 8)
-    assert await read_everything(reopened) == intact
-    assert await append_durable(reopened, 3, "new") == 8
-    assert await append_durable(reopened, 1, "newer") == 11
-    values = values_of(await read_everything(reopened))
+    assert (log.log_end_offset, log.high_watermark) == (8, 8)
+    assert await read_everything(log) == intact
+    assert await append_durable(log, 3, "new") == 8
+    assert await append_durable(log, 1, "newer") == 11
+    values = values_of(await read_everything(log))
     assert [offset for offset, _ in values] == list(range(12))
     assert values[8:] == [(8, b"new-0"), (9, b"new-1"), (10, b"new-2"), (11, b"newer-0")]
-    await reopened.close()
+    await reopened.store.close()
 
 
 async def test_torn_tail_in_the_last_of_several_segments(tmp_path: Path) -> None:
     one = len(producer_batch(2)[0])
     config = LogConfig(segment_bytes=2 * one, memtable_bytes=0)
-    log = await open_log(tmp_path, config)
+    opened = await open_log(tmp_path, config)
     for _ in range(5):
-        await append_durable(log, 2)  # segments at 0, 4, 8
-    await log.close()
-    append_to_file(tmp_path / segment_file_name(8), bytes(stamped_batch(10, 2))[:-1])
+        await append_durable(opened.log, 2)  # segments at 0, 4, 8
+    await opened.store.close()
+    append_to_file(opened.directory / segment_file_name(8), bytes(stamped_batch(10, 2))[:-1])
     reopened = await open_log(tmp_path, config)
-    assert reopened.log_end_offset == 10
-    assert await append_durable(reopened, 2) == 10
-    assert batch_bases(await read_everything(reopened)) == [0, 2, 4, 6, 8, 10]
-    await reopened.close()
+    assert reopened.log.log_end_offset == 10
+    assert await append_durable(reopened.log, 2) == 10
+    assert batch_bases(await read_everything(reopened.log)) == [0, 2, 4, 6, 8, 10]
+    await reopened.store.close()
 
 
 async def test_group_commit_shares_fsyncs(tmp_path: Path) -> None:
     filesystem = CountingFileSystem()
-    log = await open_log(tmp_path, filesystem=filesystem)
+    opened = await open_log(tmp_path, filesystem=filesystem)
+    log = opened.log
     producers, rounds = 20, 5
     acknowledged: list[int] = []
 
@@ -273,61 +325,97 @@ async def test_group_commit_shares_fsyncs(tmp_path: Path) -> None:
     assert sorted(acknowledged) == list(range(appends))
     assert log.high_watermark == appends
     # Each round's twenty appends arrive together and share one fsync.
-    assert 1 <= filesystem.fsyncs <= rounds < appends
+    assert 1 <= filesystem.wal_fsyncs <= rounds < appends
     assert len(values_of(await read_everything(log))) == appends
-    await log.close()
+    await opened.store.close()
+
+
+async def test_one_fsync_for_a_round_over_a_thousand_partitions(tmp_path: Path) -> None:
+    """A produce request for 1,000 partitions appends to each, then waits: the appends
+    share one write-ahead log write and one fsync, and nothing is fsynced per partition."""
+    filesystem = CountingFileSystem()
+    store = DiskLogStore(str(tmp_path), FakeClock(), filesystem)
+    partitions = [TopicPartition(f"topic-{index}", 0) for index in range(1000)]
+    logs = [await store.open(partition, LARGE_MEMTABLE, 0) for partition in partitions]
+    syncs_before = filesystem.sync_count
+    for log in logs:
+        log.append(*producer_batch(1, label=log.topic_partition.topic))
+    for log in logs:
+        await log.wait_durable(0)
+    assert filesystem.wal_fsyncs == 1
+    assert filesystem.wal_writes == 1
+    assert filesystem.sync_count - syncs_before == 1
+    assert filesystem.segment_writes == 0  # the segments get them later, at a spill
+    await store.close()
 
 
 async def test_each_acknowledgement_is_preceded_by_an_fsync(tmp_path: Path) -> None:
     filesystem = CountingFileSystem()
-    log = await open_log(tmp_path, filesystem=filesystem)
+    opened = await open_log(tmp_path, filesystem=filesystem)
     for index in range(4):
-        await append_durable(log, 1)
-        assert filesystem.fsyncs == index + 1
-    await log.close()
+        await append_durable(opened.log, 1)
+        assert filesystem.wal_fsyncs == index + 1
+    await opened.store.close()
 
 
 async def test_relaxed_flush_messages_skips_fsyncs(tmp_path: Path) -> None:
     filesystem = CountingFileSystem()
-    log = await open_log(tmp_path, LogConfig(flush_messages=3), filesystem)
+    opened = await open_log(tmp_path, LogConfig(flush_messages=3), filesystem)
     for _ in range(9):
-        await append_durable(log, 1)  # acknowledged after the write, not the fsync
-    assert log.high_watermark == 9
-    assert filesystem.segment_writes == 9
-    assert filesystem.fsyncs == 3  # after messages 3, 6 and 9
-    assert len(values_of(await read_everything(log))) == 9
-    await log.close()
+        await append_durable(opened.log, 1)  # acknowledged after the write, not the fsync
+    assert opened.log.high_watermark == 9
+    assert filesystem.wal_writes == 9
+    assert filesystem.wal_fsyncs == 3  # after messages 3, 6 and 9
+    assert len(values_of(await read_everything(opened.log))) == 9
+    await opened.store.close()
 
 
 async def test_relaxed_flush_counts_records_not_batches(tmp_path: Path) -> None:
     filesystem = CountingFileSystem()
-    log = await open_log(tmp_path, LogConfig(flush_messages=4), filesystem)
-    await append_durable(log, 3)
-    assert filesystem.fsyncs == 0
-    await append_durable(log, 2)
-    assert filesystem.fsyncs == 1
-    await log.close()
+    opened = await open_log(tmp_path, LogConfig(flush_messages=4), filesystem)
+    await append_durable(opened.log, 3)
+    assert filesystem.wal_fsyncs == 0
+    await append_durable(opened.log, 2)
+    assert filesystem.wal_fsyncs == 1
+    await opened.store.close()
 
 
 async def test_relaxed_flush_ms_bounds_unsynced_time(tmp_path: Path) -> None:
     filesystem = CountingFileSystem()
     clock = FakeClock()
-    log = await open_log(tmp_path, LogConfig(flush_messages=1000, flush_ms=100), filesystem, clock)
-    await append_durable(log, 1)
+    config = LogConfig(flush_messages=1000, flush_ms=100)
+    opened = await open_log(tmp_path, config, filesystem, clock)
+    await append_durable(opened.log, 1)
     clock.now_ms += 99
-    await append_durable(log, 1)
-    assert filesystem.fsyncs == 0
+    await append_durable(opened.log, 1)
+    assert filesystem.wal_fsyncs == 0
     clock.now_ms += 1
-    await append_durable(log, 1)
-    assert filesystem.fsyncs == 1
+    await append_durable(opened.log, 1)
+    assert filesystem.wal_fsyncs == 1
     clock.now_ms += 50
-    await append_durable(log, 1)
-    assert filesystem.fsyncs == 1  # the timer restarted at the last fsync
-    await log.close()
+    await append_durable(opened.log, 1)
+    assert filesystem.wal_fsyncs == 1  # the timer restarted at the last fsync
+    await opened.store.close()
+
+
+async def test_a_partition_that_needs_fsync_makes_the_round_fsync(tmp_path: Path) -> None:
+    """Partitions with relaxed flush settings share rounds with strict ones: a round
+    holding a batch of a strict one fsyncs, and covers the relaxed ones' writes too."""
+    filesystem = CountingFileSystem()
+    store = DiskLogStore(str(tmp_path), FakeClock(), filesystem)
+    relaxed = await store.open(TopicPartition("relaxed", 0), LogConfig(flush_messages=100), 0)
+    strict = await store.open(TopicPartition("strict", 0), LARGE_MEMTABLE, 0)
+    await append_durable(relaxed, 1)
+    assert filesystem.wal_fsyncs == 0
+    relaxed.append(*producer_batch(1))
+    await append_durable(strict, 1)
+    assert filesystem.wal_fsyncs == 1
+    assert relaxed.unsynced_messages == 0
+    await store.close()
 
 
 class GatedFileSystem(CountingFileSystem):
-    """Holds one segment write until released, so a test can append while it runs."""
+    """Holds one write-ahead log write until released, so a test can append while it runs."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -347,54 +435,42 @@ async def test_relaxed_flush_counts_messages_appended_during_a_sync(tmp_path: Pa
     """flush.messages=2: B and C (one record each) arrive after the last fsync, so the
     round that writes C must fsync. B was appended while A's fsync round ran."""
     filesystem = GatedFileSystem()
-    log = await open_log(tmp_path, LogConfig(flush_messages=2), filesystem)
+    settings = StoreSettings(inline_write_max_us=0)  # rounds in a worker thread
+    opened = await open_log(tmp_path, LogConfig(flush_messages=2), filesystem, settings=settings)
+    log = opened.log
     filesystem.hold = True
     log.append(*producer_batch(2, label="A"))  # two messages: this round syncs
     await asyncio.to_thread(filesystem.entered.wait, 30)
     log.append(*producer_batch(1, label="B"))  # arrives during A's write and fsync
     filesystem.released.set()
     await log.wait_durable(2)
-    assert filesystem.fsyncs == 1
+    assert filesystem.wal_fsyncs == 1
     await append_durable(log, 1, "C")
-    assert filesystem.fsyncs == 2, "B's message was dropped from the unsynced count"
-    await log.close()
-
-
-async def test_relaxed_flush_syncs_sealed_segments_too(tmp_path: Path) -> None:
-    """When flush.messages is reached, every segment written since the last fsync must be
-    synced, not just the ones written in this round."""
-    filesystem = CountingFileSystem()
-    config = LogConfig(flush_messages=2, segment_bytes=1)  # one batch per segment
-    log = await open_log(tmp_path, config, filesystem)
-    await append_durable(log, 1)  # segment 0, not synced (1 message)
-    await append_durable(log, 1)  # segment 1, the second message: fsync
-    assert filesystem.fsyncs >= 1
-    assert filesystem.unsynced == set(), "a sealed segment was never fsynced"
-    await log.close()
+    assert filesystem.wal_fsyncs == 2, "B's message was dropped from the unsynced count"
+    await opened.store.close()
 
 
 async def test_relaxed_flush_point_survives_power_loss() -> None:
-    """The same as above on a filesystem that forgets unsynced bytes: after the flush
-    point both messages must survive a power cut."""
+    """On a filesystem that forgets unsynced bytes: once flush.messages is reached, both
+    messages survive a power cut, whatever segment they went to."""
     filesystem = SimulatedFileSystem()
-    config = LogConfig(flush_messages=2, segment_bytes=1)
-    log = await DiskPartitionLog.open(
-        TOPIC_PARTITION, "/data/t-0", config, filesystem, FakeClock(), 0
-    )
+    config = LogConfig(flush_messages=2, segment_bytes=1)  # one batch per segment
+    store = DiskLogStore("/data", FakeClock(), filesystem)
+    log = await store.open(TOPIC_PARTITION, config, 0)
     await append_durable(log, 1, "first")
     await append_durable(log, 1, "second")
     survivor = filesystem.after_power_loss()  # before close, which would sync everything
-    await log.close()
-    recovered = await DiskPartitionLog.open(
-        TOPIC_PARTITION, "/data/t-0", config, survivor, FakeClock(), 0
-    )
+    await store.close()
+    recovered_store = DiskLogStore("/data", FakeClock(), survivor)
+    recovered = await recovered_store.open(TOPIC_PARTITION, config, 0)
     assert values_of(await read_everything(recovered)) == [(0, b"first-0"), (1, b"second-0")]
-    await recovered.close()
+    await recovered_store.close()
 
 
 async def test_write_failure_fails_waiters_and_later_appends(tmp_path: Path) -> None:
     filesystem = CountingFileSystem()
-    log = await open_log(tmp_path, filesystem=filesystem)
+    opened = await open_log(tmp_path, filesystem=filesystem)
+    log = opened.log
     await append_durable(log, 1)
     filesystem.fail_writes = True
     batch, header = producer_batch(1)
@@ -406,7 +482,7 @@ async def test_write_failure_fails_waiters_and_later_appends(tmp_path: Path) -> 
         log.append(*producer_batch(1))
     with pytest.raises(LogFailed):
         await log.wait_durable(5)
-    await log.close()
+    await opened.store.close()
 
 
 # DiskLogStore: the directory layout of all partitions.
@@ -421,6 +497,7 @@ async def test_log_store_opens_gets_and_deletes_partitions(tmp_path: Path) -> No
     assert store.get(first) is log
     assert store.directory_of(first) == os.path.join(str(tmp_path), "logs", "events-0")
     await append_durable(log, 2)
+    await store.checkpoint()
     assert segment_files(Path(store.directory_of(first))) == [segment_file_name(0)]
     await store.delete(first)
     assert store.get(first) is None
@@ -460,7 +537,8 @@ async def test_log_store_reopen_reports_recovered_producer_batches(tmp_path: Pat
 
 
 class SlowFsyncFileSystem(CountingFileSystem):
-    """Records which thread ran each fsync; each takes ``delay_s`` longer than the disk."""
+    """Records which thread ran each write-ahead log fsync; each takes ``delay_s`` longer
+    than the disk."""
 
     def __init__(self, delay_s: float) -> None:
         super().__init__()
@@ -468,41 +546,51 @@ class SlowFsyncFileSystem(CountingFileSystem):
         self.fsync_threads: list[int] = []
 
     def fsync(self, descriptor: int) -> None:
-        self.fsync_threads.append(threading.get_ident())
-        time.sleep(self.delay_s)
+        if self._paths[descriptor].endswith(WAL_SUFFIX):
+            self.fsync_threads.append(threading.get_ident())
+            time.sleep(self.delay_s)
         super().fsync(descriptor)
+
+
+async def open_inline(tmp_path: Path, filesystem: CountingFileSystem, limit_us: int) -> Opened:
+    settings = StoreSettings(inline_write_max_us=limit_us)
+    return await open_log(tmp_path, filesystem=filesystem, settings=settings)
 
 
 async def test_fast_disk_writes_on_the_event_loop(tmp_path: Path) -> None:
     filesystem = SlowFsyncFileSystem(0.0)
-    log = await open_log(tmp_path, LogConfig(inline_write_max_us=1_000_000), filesystem)
+    opened = await open_inline(tmp_path, filesystem, 1_000_000)
+    filesystem.fsync_threads.clear()  # recovery's own fsync
     for _ in range(5):
-        await append_durable(log, 1)
+        await append_durable(opened.log, 1)
     assert filesystem.fsync_threads == [threading.get_ident()] * 5
-    await log.close()
+    await opened.store.close()
 
 
 async def test_slow_disk_writes_move_to_a_worker_thread(tmp_path: Path) -> None:
     filesystem = SlowFsyncFileSystem(0.02)  # 20 ms per fsync against a 1 ms limit
-    log = await open_log(tmp_path, LogConfig(inline_write_max_us=1000), filesystem)
+    opened = await open_inline(tmp_path, filesystem, 1000)
+    filesystem.fsync_threads.clear()
     for _ in range(12):
-        await append_durable(log, 1)
+        await append_durable(opened.log, 1)
     loop_thread = threading.get_ident()
     on_loop = [thread == loop_thread for thread in filesystem.fsync_threads]
     # The first round runs inline and measures 20 ms; later ones go to the worker (the
     # next inline probe is seconds away), and nothing acknowledged skipped its fsync.
     assert on_loop[0] and not any(on_loop[1:])
     assert len(on_loop) == 12
-    await log.close()
+    await opened.store.close()
 
 
 async def test_inline_writes_can_be_turned_off(tmp_path: Path) -> None:
     filesystem = SlowFsyncFileSystem(0.0)
-    log = await open_log(tmp_path, LogConfig(inline_write_max_us=0), filesystem)
+    opened = await open_inline(tmp_path, filesystem, 0)
+    filesystem.fsync_threads.clear()
     for _ in range(3):
-        await append_durable(log, 1)
+        await append_durable(opened.log, 1)
+    assert len(filesystem.fsync_threads) == 3
     assert threading.get_ident() not in filesystem.fsync_threads
-    await log.close()
+    await opened.store.close()
 
 
 async def test_appends_a_few_loop_turns_apart_share_one_inline_fsync(tmp_path: Path) -> None:
@@ -510,7 +598,9 @@ async def test_appends_a_few_loop_turns_apart_share_one_inline_fsync(tmp_path: P
     decode, handle); an inline round waits those turns instead of blocking the loop on
     an fsync that only the first of them could join."""
     filesystem = SlowFsyncFileSystem(0.0)
-    log = await open_log(tmp_path, LogConfig(inline_write_max_us=1_000_000), filesystem)
+    opened = await open_inline(tmp_path, filesystem, 1_000_000)
+    filesystem.fsync_threads.clear()
+    log = opened.log
     acknowledged: list[int] = []
 
     async def request(turns_before_append: int) -> None:
@@ -526,4 +616,4 @@ async def test_appends_a_few_loop_turns_apart_share_one_inline_fsync(tmp_path: P
     assert filesystem.fsync_threads == [threading.get_ident()]  # one round, on the loop
     await append_durable(log, 1)  # a lone append still gets its own round
     assert len(filesystem.fsync_threads) == 2
-    await log.close()
+    await opened.store.close()

@@ -13,7 +13,7 @@ from kshim.protocol.records import BatchSpec, Record, build_batch
 from kshim.storage.filesystem import OsFileSystem
 from kshim.storage.index_file import index_path_for
 from kshim.storage.interface import LogConfig, TopicPartition
-from kshim.storage.partition_log import DiskPartitionLog
+from kshim.storage.log_store import DiskLogStore
 from kshim.storage.recovery import CorruptLog, recover_segments
 from kshim.storage.sealed_index import sealed_path_for
 from kshim.storage.segment import Segment, segment_file_name
@@ -182,15 +182,20 @@ def test_overlapping_segments_are_corrupt(tmp_path: Path) -> None:
         recover(tmp_path)
 
 
-# Index files written by a real DiskPartitionLog.
+# Index files written by a real disk store.
+
+PARTITION = TopicPartition("t", 0)
 
 
-async def write_log_with_index(directory: Path, batches: int) -> list[tuple[int, int, int]]:
-    """Appends idempotent batches through DiskPartitionLog; returns (base, size, max timestamp)."""
-    log = await DiskPartitionLog.open(
-        TopicPartition("t", 0), str(directory), LogConfig(segment_bytes=400), OsFileSystem(),
-        lambda: NOW_MS, 0,
-    )  # fmt: skip
+def partition_directory(data_dir: Path) -> Path:
+    return data_dir / "logs" / str(PARTITION)
+
+
+async def write_log_with_index(data_dir: Path, batches: int) -> list[tuple[int, int, int]]:
+    """Appends idempotent batches through a disk store on ``data_dir``, then closes it
+    (its checkpoint indexes and seals what it wrote); returns (base, size, max timestamp)."""
+    store = DiskLogStore(str(data_dir), lambda: NOW_MS)
+    log = await store.open(PARTITION, LogConfig(segment_bytes=400), 0)
     written = []
     for index in range(batches):
         batch = bytearray(stored_batch(0, 2, timestamp=100 * index, producer_id=7))
@@ -198,7 +203,7 @@ async def write_log_with_index(directory: Path, batches: int) -> list[tuple[int,
         base_offset = log.append(batch, header)
         await log.wait_durable(base_offset + 1)
         written.append((base_offset, len(batch), header.max_timestamp))
-    await log.close()
+    await store.close()
     return written
 
 
@@ -217,6 +222,7 @@ def index_files(directory: Path) -> list[Path]:
 )
 async def test_index_damage_never_changes_what_is_recovered(tmp_path: Path, damage: str) -> None:
     written = await write_log_with_index(tmp_path, batches=9)
+    tmp_path = partition_directory(tmp_path)
     expected = describe(recover(tmp_path))  # the intact index
     assert [offset for segment in expected for offset in segment[2]] == [
         base for base, _, _ in written
@@ -246,6 +252,7 @@ async def test_index_damage_never_changes_what_is_recovered(tmp_path: Path, dama
 
 async def test_index_pointing_past_a_shortened_segment_is_not_trusted(tmp_path: Path) -> None:
     written = await write_log_with_index(tmp_path, batches=3)
+    tmp_path = partition_directory(tmp_path)
     segment_path = tmp_path / segment_file_name(0)
     data = segment_path.read_bytes()
     last_size = written[-1][1]
@@ -258,11 +265,11 @@ async def test_index_pointing_past_a_shortened_segment_is_not_trusted(tmp_path: 
 async def test_reopened_log_appends_after_a_recovered_unindexed_tail(tmp_path: Path) -> None:
     """Batches recovered by scanning (no index) are indexed later and survive a second reopen."""
     written = await write_log_with_index(tmp_path, batches=4)
-    for path in index_files(tmp_path):
+    for path in index_files(partition_directory(tmp_path)):
         path.unlink()
     more = await write_log_with_index(tmp_path, batches=2)
     assert [base for base, _, _ in more] == [8, 10]
-    segments = recover(tmp_path)
+    segments = recover(partition_directory(tmp_path))
     assert [offset for segment in segments for offset in segment.batch_offsets] == [
         base for base, _, _ in written + more
     ]

@@ -12,7 +12,7 @@ from kshim.broker.config.keys import (
     ConfigError,
     broker_validator,
 )
-from kshim.storage.interface import LogConfig
+from kshim.storage.interface import LogConfig, StoreSettings
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +33,13 @@ def parse_listener(listener: str) -> tuple[str, int]:
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     values: Mapping[str, str]
+    explicit: frozenset[str] = frozenset()  # keys an operator set, rather than defaults
 
     @classmethod
     def load(cls, layers: Sequence[Mapping[str, str]]) -> BrokerConfig:
         """Merges layers over the defaults; raises ConfigError for an invalid value."""
         values = dict(BROKER_DEFAULTS)
+        explicit = set()
         for layer in layers:
             for key, value in layer.items():
                 validator = broker_validator(key)
@@ -48,7 +50,8 @@ class BrokerConfig:
                     values[key] = validator(value)
                 except ConfigError as error:
                     raise ConfigError(f"{key}: {error}") from None
-        config = cls(values)
+                explicit.add(key)
+        config = cls(values, frozenset(explicit))
         config.listen_address()  # fail early on a malformed listener
         return config
 
@@ -91,5 +94,15 @@ class BrokerConfig:
             flush_messages=int(topic_configs["flush.messages"]),
             flush_ms=int(topic_configs["flush.ms"]),
             memtable_bytes=self.get_int("kshim.memtable.bytes"),
+        )
+
+    def store_settings(self) -> StoreSettings:
+        """The settings of the disk log store as a whole."""
+        return StoreSettings(
+            max_open_files=self.get_int("kshim.max.open.files"),
+            memtable_total_bytes=self.get_int("kshim.memtable.total.bytes"),
+            wal_segment_bytes=self.get_int("kshim.wal.segment.bytes"),
+            checkpoint_bytes=self.get_int("kshim.wal.checkpoint.bytes"),
+            checkpoint_interval_ms=self.get_int("kshim.wal.checkpoint.interval.ms"),
             inline_write_max_us=self.get_int("kshim.write.inline.max.us"),
         )

@@ -131,6 +131,19 @@ BROKER_DEFAULTS: dict[str, str] = {
     # under it (this VM's disk averages 1-3 ms per fsync at low rates); a spinning disk gets
     # a worker thread so the loop keeps serving while it waits. 0 = always a worker thread.
     "kshim.write.inline.max.us": "5000",
+    # Every partition's appends are made durable through one write-ahead log (one fsync per
+    # flush round, however many partitions it covers), spilled to per-partition segment files
+    # later: see kshim/storage/checkpointer.py. Descriptors of segment and index files the
+    # store keeps open, least recently used closed first (the process also holds one per
+    # connection, and a few for LMDB and the write-ahead log).
+    "kshim.max.open.files": "128",
+    # All partitions' memtables together; the least recently appended give way first.
+    "kshim.memtable.total.bytes": str(32 << 20),
+    "kshim.wal.segment.bytes": str(64 << 20),
+    # A checkpoint (segment files synced, the write-ahead log before it deleted) after this
+    # much log or this long: recovery after a crash replays at most about that much.
+    "kshim.wal.checkpoint.bytes": str(32 << 20),
+    "kshim.wal.checkpoint.interval.ms": "5000",
     # The full-data views are applied in a child process (decoding and LMDB writes then never
     # hold the broker's GIL); false applies them in worker threads of the broker process.
     "kshim.full.view.process": "true",
@@ -169,6 +182,11 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "log.retention.check.interval.ms": _integer(1),
     "kshim.memtable.bytes": _integer(0),
     "kshim.write.inline.max.us": _integer(0),
+    "kshim.max.open.files": _integer(8, INT_MAX),
+    "kshim.memtable.total.bytes": _integer(0),
+    "kshim.wal.segment.bytes": _integer(1 << 16, 1 << 40),
+    "kshim.wal.checkpoint.bytes": _integer(1),
+    "kshim.wal.checkpoint.interval.ms": _integer(1),
     "kshim.full.view.process": _boolean,
     "kshim.event.loop": _choice("uvloop", "asyncio"),
     "transaction.max.timeout.ms": _integer(1, INT_MAX),

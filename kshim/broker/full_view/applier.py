@@ -16,9 +16,14 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
+from typing import Protocol
 
-from kshim.broker.broker import Broker
-from kshim.broker.full_view.naming import has_view, view_name
+from kshim.broker.append_waiters import AppendWaiters
+from kshim.broker.full_view.naming import view_name
+from kshim.broker.full_view.view import FullView
+from kshim.broker.topics import TopicManager
+from kshim.broker.transactions.coordinator import TransactionCoordinator
 from kshim.storage.interface import TopicPartition, chunk_bytes
 
 log = logging.getLogger(__name__)
@@ -31,11 +36,21 @@ CHUNK_BYTES = 8 << 20
 TOMBSTONE_PURGE_INTERVAL_S = 1.0
 
 
-async def apply_partition_once(broker: Broker, topic_partition: TopicPartition) -> bool:
+class ViewHost(Protocol):
+    """What applying a view needs of the broker (kshim.broker.broker.Broker)."""
+
+    topics: TopicManager
+    full_view: FullView
+    transactions: TransactionCoordinator
+    append_waiters: AppendWaiters
+    clock: Callable[[], int]
+
+
+async def apply_partition_once(broker: ViewHost, topic_partition: TopicPartition) -> bool:
     """Applies one chunk of the source partition; returns whether the view advanced."""
     topic = broker.topics.get(topic_partition.topic)
     partition_log = broker.topics.log(topic_partition)
-    if topic is None or partition_log is None or not has_view(topic):
+    if topic is None or partition_log is None or not broker.full_view.keeps(topic):
         return False
     view = broker.full_view
     position = await view.applied_position(topic_partition)
@@ -62,7 +77,7 @@ async def apply_partition_once(broker: Broker, topic_partition: TopicPartition) 
 
 
 async def _rebuild(
-    broker: Broker, topic_partition: TopicPartition, position: int, log_start: int
+    broker: ViewHost, topic_partition: TopicPartition, position: int, log_start: int
 ) -> int:
     """The view missed records that retention removed (the view was off, or was turned on
     for a topic whose history is gone): whatever it holds may be stale, so it is dropped
@@ -79,7 +94,7 @@ async def _rebuild(
 
 
 async def catch_up(
-    broker: Broker, topic_partition: TopicPartition, until: int | None = None
+    broker: ViewHost, topic_partition: TopicPartition, until: int | None = None
 ) -> int:
     """Applies the source partition up to its last stable offset, or only until the view
     reaches ``until``; returns the applied position. Safe beside the background task."""
@@ -90,7 +105,19 @@ async def catch_up(
     return await view.applied_position(topic_partition)
 
 
-async def purge_tombstones_once(broker: Broker) -> None:
+async def build_view(broker: ViewHost, topic_name: str) -> None:
+    """Applies every partition of the topic's view up to its last stable offset as of now
+    (the first read of a view not kept so far waits for this)."""
+    topic = broker.topics.get(topic_name)
+    if topic is None:
+        return
+    for partition_log in topic.logs:
+        transactions = broker.transactions.partition(partition_log.topic_partition)
+        stable = transactions.last_stable_offset(partition_log.high_watermark)
+        await catch_up(broker, partition_log.topic_partition, until=stable)
+
+
+async def purge_tombstones_once(broker: ViewHost) -> None:
     """Drops expired tombstones; readers long-polling those views are woken."""
     view = broker.full_view
     async with view.lock:
@@ -103,16 +130,16 @@ def view_partition(source: TopicPartition) -> TopicPartition:
     return TopicPartition(view_name(source.topic), source.partition)
 
 
-def _every_viewed_partition(broker: Broker) -> set[TopicPartition]:
+def _every_viewed_partition(broker: ViewHost) -> set[TopicPartition]:
     return {
         log.topic_partition
         for topic in broker.topics.by_name.values()
-        if has_view(topic)
+        if broker.full_view.keeps(topic)
         for log in topic.logs
     }
 
 
-async def run_full_view(broker: Broker) -> None:
+async def run_full_view(broker: ViewHost) -> None:
     """Applies forever; cancel to stop. A partition that fails is retried at the next
     periodic tick, not at once, so a persistent error never spins."""
     view = broker.full_view
@@ -141,7 +168,7 @@ async def run_full_view(broker: Broker) -> None:
                 retry.add(topic_partition)
 
 
-async def _purge_logged(broker: Broker) -> None:
+async def _purge_logged(broker: ViewHost) -> None:
     try:
         await purge_tombstones_once(broker)
     except Exception:

@@ -72,6 +72,11 @@ class ProcessApplier:
         self._directory = directory
         self._executor: ProcessPoolExecutor | None = None
 
+    @property
+    def started(self) -> bool:
+        """Whether the child process was spawned (it is, on the first chunk to apply)."""
+        return self._executor is not None
+
     async def apply(
         self,
         topic_partition: TopicPartition,
