@@ -1,8 +1,10 @@
 """kill -9 of a real ``kshim serve`` under produce load, restarted on the same data dir.
 
-Every record the producer saw acknowledged (acks=all) must be readable after
-the restart, exactly once and in order, with dense offsets, and the broker
-must accept new writes.
+Every record the producer saw acknowledged (acks=all) must be readable after the
+restart, exactly once and in order, with dense offsets, and the broker must accept new
+writes. Records go to one topic, or round-robin over 100 topics whose partitions share
+the write-ahead log; with small spill, checkpoint and write-ahead log file settings the
+kill lands in the middle of spills, checkpoints and file rolls too.
 """
 
 from __future__ import annotations
@@ -16,18 +18,34 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from kshim.testing import BrokerProcess
 
 ROUNDS = 3
-TOPIC = "kill9"
+# Spills, checkpoints and new write-ahead log files every few milliseconds.
+BUSY_STORE = [
+    "kshim.memtable.total.bytes=65536",
+    "kshim.memtable.bytes=4096",
+    "kshim.wal.segment.bytes=65536",
+    "kshim.wal.checkpoint.bytes=100000",
+    "kshim.wal.checkpoint.interval.ms=20",
+]
+
+# Per topic, what a producer saw acknowledged: offset -> value.
+Acknowledged = dict[str, dict[int, bytes]]
 
 
 def _produce_until_killed(
-    broker: BrokerProcess, round_number: int, kill_after: int
-) -> dict[int, bytes]:
-    """Produces until ``kill_after`` records are acknowledged, then kills the broker."""
-    acknowledged: dict[int, bytes] = {}
+    broker: BrokerProcess, topics: list[str], round_number: int, kill_after: int
+) -> Acknowledged:
+    """Produces round-robin until ``kill_after`` records are acknowledged, then kills the
+    broker."""
+    acknowledged: Acknowledged = {topic: {} for topic in topics}
+    count = 0
 
     def on_delivery(error: KafkaError | None, message: Message) -> None:
-        if error is None:
-            acknowledged[message.offset()] = message.value()
+        nonlocal count
+        topic, offset, value = message.topic(), message.offset(), message.value()
+        if error is None and topic is not None and offset is not None:
+            assert isinstance(value, bytes)
+            acknowledged[topic][offset] = value
+            count += 1
 
     producer = Producer(
         {
@@ -40,9 +58,9 @@ def _produce_until_killed(
     )
     deadline = time.monotonic() + 60
     sent = 0
-    while len(acknowledged) < kill_after and time.monotonic() < deadline:
-        producer.produce(TOPIC, key=b"k%d" % (sent % 7), value=b"r%d-%d" % (round_number, sent),
-                         on_delivery=on_delivery)  # fmt: skip
+    while count < kill_after and time.monotonic() < deadline:
+        producer.produce(topics[sent % len(topics)], key=b"k%d" % (sent % 7),
+                         value=b"r%d-%d" % (round_number, sent), on_delivery=on_delivery)  # fmt: skip
         sent += 1
         producer.poll(0)
         if sent % 200 == 0:
@@ -53,48 +71,71 @@ def _produce_until_killed(
     return acknowledged
 
 
-def _read_everything(bootstrap: str) -> list[tuple[int, bytes]]:
+def _read_everything(bootstrap: str, topics: list[str]) -> dict[str, list[tuple[int, bytes]]]:
+    """Every record of every topic, from each one's log start to its high watermark."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "kill9-reader",
             "enable.auto.commit": False,
-            "enable.partition.eof": True,
         }
     )
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
-        consumer.assign([TopicPartition(TOPIC, 0, low)])
-        records: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + 30
-        while (not records or records[-1][0] < high - 1) and time.monotonic() < deadline:
+        ends = {}
+        starts = []
+        for topic in topics:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+            ends[topic] = high
+            starts.append(TopicPartition(topic, 0, low))
+        consumer.assign(starts)
+        records: dict[str, list[tuple[int, bytes]]] = {topic: [] for topic in topics}
+        unfinished = {topic for topic, high in ends.items() if high > 0}
+        deadline = time.monotonic() + 60
+        while unfinished and time.monotonic() < deadline:
             message = consumer.poll(0.5)
             if message is None or message.error():
                 continue
-            records.append((message.offset(), message.value()))
+            topic, offset, value = message.topic(), message.offset(), message.value()
+            assert topic is not None and offset is not None and isinstance(value, bytes)
+            records[topic].append((offset, value))
+            if offset >= ends[topic] - 1:
+                unfinished.discard(topic)
         return records
     finally:
         consumer.close()
 
 
+def _check(records: list[tuple[int, bytes]], acknowledged: dict[int, bytes], topic: str) -> None:
+    offsets = [offset for offset, _ in records]
+    assert offsets == list(range(len(records))), f"{topic}: offsets must be dense from 0"
+    stored = dict(records)
+    for offset, value in acknowledged.items():
+        assert stored.get(offset) == value, f"{topic}: acknowledged record at {offset} lost"
+    values = [value for _, value in records]
+    assert len(values) == len(set(values)), f"{topic}: a record was stored twice"
+
+
 @pytest.mark.slow
-def test_acknowledged_records_survive_kill_9(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data").start()
-    everything: dict[int, bytes] = {}
+@pytest.mark.parametrize(
+    ("topic_count", "settings"),
+    [(1, []), (100, []), (100, BUSY_STORE)],
+    ids=["one-topic", "100-topics", "100-topics-busy-store"],
+)
+def test_acknowledged_records_survive_kill_9(
+    tmp_path: Path, topic_count: int, settings: list[str]
+) -> None:
+    topics = [f"kill9-{index:03d}" for index in range(topic_count)]
+    broker = BrokerProcess(tmp_path / "data", settings).start()
+    everything: Acknowledged = {topic: {} for topic in topics}
     try:
         for round_number in range(ROUNDS):
             kill_after = 2000 + 1000 * round_number
-            acknowledged = _produce_until_killed(broker, round_number, kill_after)
-            assert len(acknowledged) >= 2000
+            acknowledged = _produce_until_killed(broker, topics, round_number, kill_after)
+            assert sum(map(len, acknowledged.values())) >= 2000
             broker.start()
-            records = _read_everything(broker.bootstrap)
-            offsets = [offset for offset, _ in records]
-            assert offsets == list(range(len(records))), "offsets must be dense from 0"
-            stored = dict(records)
-            for offset, value in {**everything, **acknowledged}.items():
-                assert stored.get(offset) == value, f"acknowledged record at {offset} lost"
-            values = [value for _, value in records]
-            assert len(values) == len(set(values)), "a record was stored twice"
-            everything = stored
+            records = _read_everything(broker.bootstrap, topics)
+            for topic in topics:
+                _check(records[topic], {**everything[topic], **acknowledged[topic]}, topic)
+                everything[topic] = dict(records[topic])
     finally:
         broker.stop()

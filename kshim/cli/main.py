@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+import time
 
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
@@ -17,6 +18,7 @@ from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_
 from kshim.cli.event_loop import run_on
 from kshim.cli.group_query import QueryError, query_status
 from kshim.server.listener import KafkaServer
+from kshim.storage.log_store import DiskLogStore
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 DEFAULT_DATA_DIR = "./kshim-data"
@@ -84,6 +86,7 @@ def _merged_keys(layers: list[dict[str, str]]) -> set[str]:
 
 async def serve(config: BrokerConfig) -> None:
     """Runs the broker until SIGINT or SIGTERM, then shuts down cleanly."""
+    started = time.monotonic()
     server = KafkaServer(Broker(config))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -93,6 +96,18 @@ async def serve(config: BrokerConfig) -> None:
     print(f"kshim listening on {host}:{port}, data in {config.data_dir}", flush=True)
     await stop.wait()
     await server.stop()
+    print(stopped_line(server.broker, time.monotonic() - started), file=sys.stderr, flush=True)
+
+
+def stopped_line(broker: Broker, uptime_s: float) -> str:
+    """What the log store did over the broker's life, said once at a clean shutdown."""
+    logs = broker.logs
+    if not isinstance(logs, DiskLogStore):
+        return f"kshim stopped after {uptime_s:.1f} s"
+    return (
+        f"kshim stopped after {uptime_s:.1f} s: {logs.sync_count} fsyncs, "
+        f"{logs.wal_bytes_written} bytes written to the write-ahead log"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
