@@ -59,8 +59,9 @@ def _produce_until_killed(
     deadline = time.monotonic() + 60
     sent = 0
     while count < kill_after and time.monotonic() < deadline:
-        producer.produce(topics[sent % len(topics)], key=b"k%d" % (sent % 7),
-                         value=b"r%d-%d" % (round_number, sent), on_delivery=on_delivery)  # fmt: skip
+        topic = topics[sent % len(topics)]
+        value = b"r%d-%d" % (round_number, sent)
+        producer.produce(topic, key=b"k%d" % (sent % 7), value=value, on_delivery=on_delivery)
         sent += 1
         producer.poll(0)
         if sent % 200 == 0:
