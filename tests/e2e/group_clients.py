@@ -1,13 +1,13 @@
 """One face for the three Python clients' group consumers, so every scenario runs on each.
 
-Each adapter subscribes to one topic in a group with short timeouts (session
-6 s, heartbeat 0.5 s). By default it never auto-commits, and commits its consumed
-positions when partitions are revoked: the pattern that keeps a record from being
-consumed twice across a rebalance. With ``auto_commit`` the client commits on its own
+Each adapter subscribes to one topic in a group with short timeouts (session 6 s
+unless told otherwise, heartbeat 0.5 s). By default it never auto-commits, and commits
+its consumed positions when partitions are revoked: the pattern that keeps a record from
+being consumed twice across a rebalance. With ``auto_commit`` the client commits on its own
 instead (every 100 ms, and when it closes), as an application left to the client's
 defaults does. aiokafka runs on one event loop in a background thread, so the
 scenarios can drive all clients the same way. A member is used from one thread only
-(``MemberThread`` in group_helpers).
+(``MemberThread`` or ``MemberPoller`` in group_helpers).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class Subscription:
     client_id: str
     commit_on_revoke: bool = True
     auto_commit: bool = False
+    session_timeout_ms: int = SESSION_TIMEOUT_MS
 
 
 class GroupMember(Protocol):
@@ -85,9 +86,12 @@ def make_member(
     commit_on_revoke: bool = True,
     *,
     auto_commit: bool = False,
+    session_timeout_ms: int = SESSION_TIMEOUT_MS,
 ) -> GroupMember:
     """A subscribed consumer of ``client`` (one of CLIENTS); see ``Subscription``."""
-    subscription = Subscription(bootstrap, topic, group, client_id, commit_on_revoke, auto_commit)
+    subscription = Subscription(
+        bootstrap, topic, group, client_id, commit_on_revoke, auto_commit, session_timeout_ms
+    )
     if client == "kafka-python":
         return KafkaPythonMember(subscription)
     if client == "aiokafka":
@@ -107,7 +111,7 @@ class KafkaPythonMember(GroupMember):
             auto_offset_reset="earliest",
             enable_auto_commit=subscription.auto_commit,
             auto_commit_interval_ms=AUTO_COMMIT_INTERVAL_MS,
-            session_timeout_ms=SESSION_TIMEOUT_MS,
+            session_timeout_ms=subscription.session_timeout_ms,
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             max_poll_records=RECORDS_PER_POLL,
         )
@@ -184,7 +188,7 @@ class AiokafkaMember(GroupMember):
             auto_offset_reset="earliest",
             enable_auto_commit=subscription.auto_commit,
             auto_commit_interval_ms=AUTO_COMMIT_INTERVAL_MS,
-            session_timeout_ms=SESSION_TIMEOUT_MS,
+            session_timeout_ms=subscription.session_timeout_ms,
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
         )
 
@@ -237,7 +241,7 @@ class ConfluentMember(GroupMember):
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": subscription.auto_commit,
                 "auto.commit.interval.ms": AUTO_COMMIT_INTERVAL_MS,
-                "session.timeout.ms": SESSION_TIMEOUT_MS,
+                "session.timeout.ms": subscription.session_timeout_ms,
                 "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
             }
         )

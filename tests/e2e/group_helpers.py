@@ -2,7 +2,8 @@
 
 A ``MemberThread`` owns one client consumer and polls it continuously (as an
 application would), recording what it consumed and its current assignment;
-the test thread only reads snapshots and waits, always with a deadline.
+the test thread only reads snapshots and waits, always with a deadline. A
+``MemberPoller`` does the same for dozens of members from one thread.
 A ``MemberProcess`` runs a member in a child process, so a test can kill -9
 it and watch the group notice through missing heartbeats alone.
 """
@@ -16,17 +17,21 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.e2e.group_clients import Consumed, GroupMember, make_member
+from tests.e2e.group_clients import SESSION_TIMEOUT_MS, Consumed, GroupMember, make_member
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POLL_S = 0.1
 PACE_S = 0.05  # a pause between polls, so a rebalance lands in the middle of consuming
+# A MemberPoller's pause between sweeps: short against the 0.5 s heartbeat interval, so a
+# rejoin that waits for a poll is not held up, long enough that idle sweeps cost little.
+SWEEP_PAUSE_S = 0.02
 
 
 def unique(label: str) -> str:
@@ -69,11 +74,21 @@ class MemberThread(threading.Thread):
         group: str,
         client_id: str,
         commit_on_revoke: bool = True,
+        *,
+        pace_s: float = PACE_S,
+        session_timeout_ms: int = SESSION_TIMEOUT_MS,
     ) -> None:
         super().__init__(daemon=True, name=client_id)
-        self._factory = lambda: make_member(
-            client, bootstrap, topic, group, client_id, commit_on_revoke
+        self._factory: Callable[[], GroupMember] = lambda: make_member(
+            client,
+            bootstrap,
+            topic,
+            group,
+            client_id,
+            commit_on_revoke,
+            session_timeout_ms=session_timeout_ms,
         )
+        self._pace_s = pace_s
         self.committed: dict[int, int] = {}  # partition -> position, as of the last commit()
         self._lock = threading.Lock()
         self._consumed: list[Consumed] = []
@@ -113,7 +128,7 @@ class MemberThread(threading.Thread):
                 self.committed = self._positions()
                 self._commit_requested.clear()
                 self._committed.set()
-            time.sleep(PACE_S)
+            self._stop_requested.wait(self._pace_s)
 
     def _positions(self) -> dict[int, int]:
         with self._lock:
@@ -136,12 +151,111 @@ class MemberThread(threading.Thread):
         self._commit_requested.set()
         assert self._committed.wait(timeout_s), "commit did not complete"
 
-    def stop(self, timeout_s: float = 30) -> None:
+    def request_stop(self) -> None:
+        """Asks the thread to close its member and end, without waiting (see ``stop``)."""
         self._stop_requested.set()
+
+    def stop(self, timeout_s: float = 30) -> None:
+        self.request_stop()
         self.join(timeout_s)
         assert not self.is_alive(), f"{self.name} did not stop"
         if self.close_failure is not None:
             print(f"{self.name}: close failed: {self.close_failure!r}")
+        assert self.failure is None, f"{self.name} failed: {self.failure!r}"
+
+
+class MemberPoller(threading.Thread):
+    """Many members of one client family, polled in turn by this one thread (as an
+    application with one poll loop over many consumers), each member's consumption and
+    assignment recorded under its client id; closes them all when stopped.
+
+    One thread for dozens of members keeps a hundred-member group from needing a hundred
+    Python threads. Every poll returns at once: aiokafka and librdkafka join and heartbeat
+    in their own background threads, and librdkafka's rebalance callbacks, which wait for a
+    poll, run within one sweep. Not for kafka-python, whose join must be awaited by a poll
+    (see MemberThread and test_groups_scale.Fleet).
+    """
+
+    def __init__(
+        self,
+        client: str,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        client_ids: Sequence[str],
+        *,
+        session_timeout_ms: int = SESSION_TIMEOUT_MS,
+    ) -> None:
+        super().__init__(daemon=True, name=f"{client}-poller")
+        self._factory: Callable[[str], GroupMember] = lambda client_id: make_member(
+            client, bootstrap, topic, group, client_id, session_timeout_ms=session_timeout_ms
+        )
+        self.client_ids = list(client_ids)
+        self._lock = threading.Lock()
+        self._consumed: dict[str, list[Consumed]] = {client_id: [] for client_id in client_ids}
+        self._assignments: dict[str, set[int]] = {client_id: set() for client_id in client_ids}
+        self._stop_requested = threading.Event()
+        self.failure: BaseException | None = None
+        self.close_failures: list[BaseException] = []
+
+    def run(self) -> None:
+        members = self._create_members()
+        try:
+            while self.failure is None and not self._stop_requested.is_set():
+                self._sweep(members)
+                self._stop_requested.wait(SWEEP_PAUSE_S)
+        except BaseException as error:
+            self.failure = error
+        for member in members.values():
+            try:
+                member.close()
+            except Exception as error:
+                self.close_failures.append(error)
+
+    def _create_members(self) -> dict[str, GroupMember]:
+        """Every member, created at once: aiokafka's start() returns only when the member
+        holds its first assignment, so one after another would cost a rebalance each."""
+        with ThreadPoolExecutor(max_workers=len(self.client_ids)) as pool:
+            futures = {
+                client_id: pool.submit(self._factory, client_id) for client_id in self.client_ids
+            }
+        members: dict[str, GroupMember] = {}
+        for client_id, future in futures.items():
+            error = future.exception()
+            if error is None:
+                members[client_id] = future.result()
+            elif self.failure is None:
+                self.failure = error
+        return members
+
+    def _sweep(self, members: dict[str, GroupMember]) -> None:
+        for client_id, member in members.items():
+            consumed = member.poll(0)
+            assignment = member.assignment()
+            with self._lock:
+                self._consumed[client_id] += consumed
+                self._assignments[client_id] = assignment
+
+    def consumed(self) -> list[Consumed]:
+        """What every member of this poller consumed so far."""
+        with self._lock:
+            return [record for records in self._consumed.values() for record in records]
+
+    def assignments(self) -> dict[str, set[int]]:
+        """Each member's partitions as of its last poll, by client id."""
+        with self._lock:
+            return {client_id: set(owned) for client_id, owned in self._assignments.items()}
+
+    def request_stop(self) -> None:
+        """Asks the thread to close its members and end, without waiting (see ``stop``)."""
+        self._stop_requested.set()
+
+    def stop(self, timeout_s: float = 60) -> None:
+        self.request_stop()
+        self.join(timeout_s)
+        assert not self.is_alive(), f"{self.name} did not stop"
+        for error in self.close_failures:
+            print(f"{self.name}: close failed: {error!r}")
         assert self.failure is None, f"{self.name} failed: {self.failure!r}"
 
 
