@@ -151,7 +151,10 @@ class Broker:
             self.full_view.notify(topic_partition)
 
     def producer_state(self, topic_partition: TopicPartition) -> PartitionProducerState:
-        return self.producer_states.setdefault(topic_partition, PartitionProducerState())
+        state = self.producer_states.get(topic_partition)
+        if state is None:
+            state = self.producer_states[topic_partition] = PartitionProducerState()
+        return state
 
     def expire_idle_producers(self) -> int:
         """Applies producer.id.expiration.ms to every partition's idempotence state."""

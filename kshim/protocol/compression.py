@@ -9,10 +9,11 @@ Snappy comes in two framings: raw blocks (librdkafka) and the xerial stream
 
 from __future__ import annotations
 
+import functools
 import gzip
+import importlib
 import struct
-
-import cramjam
+from types import ModuleType
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
@@ -25,6 +26,13 @@ class UnsupportedCodec(ValueError):
     """Attributes name a codec outside 0-4."""
 
 
+@functools.cache
+def _cramjam() -> ModuleType:
+    # Loaded on first use: a broker whose records are never decoded (no timestamp lookups,
+    # no full-data view read) never needs it, and it costs 1.75 MB of RSS.
+    return importlib.import_module("cramjam")
+
+
 def decompress(codec: int, data: bytes | memoryview) -> bytes:
     """Returns the uncompressed record bytes; raises UnsupportedCodec or ValueError."""
     if codec == NONE:
@@ -34,9 +42,9 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
     if codec == SNAPPY:
         return _snappy_decompress(bytes(data))
     if codec == LZ4:
-        return bytes(cramjam.lz4.decompress(data))
+        return bytes(_cramjam().lz4.decompress(data))
     if codec == ZSTD:
-        return bytes(cramjam.zstd.decompress(data))
+        return bytes(_cramjam().zstd.decompress(data))
     raise UnsupportedCodec(f"unknown compression codec {codec}")
 
 
@@ -47,22 +55,22 @@ def compress(codec: int, data: bytes) -> bytes:
     if codec == GZIP:
         return gzip.compress(data)
     if codec == SNAPPY:
-        return bytes(cramjam.snappy.compress_raw(data))
+        return bytes(_cramjam().snappy.compress_raw(data))
     if codec == LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        return bytes(_cramjam().lz4.compress(data))
     if codec == ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(_cramjam().zstd.compress(data))
     raise UnsupportedCodec(f"unknown compression codec {codec}")
 
 
 def _snappy_decompress(data: bytes) -> bytes:
     if not data.startswith(XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return bytes(_cramjam().snappy.decompress_raw(data))
     out = bytearray()
     position = XERIAL_HEADER_SIZE
     while position < len(data):
         (size,) = _CHUNK_SIZE.unpack_from(data, position)
         position += _CHUNK_SIZE.size
-        out += cramjam.snappy.decompress_raw(data[position : position + size])
+        out += _cramjam().snappy.decompress_raw(data[position : position + size])
         position += size
     return bytes(out)

@@ -5,7 +5,7 @@ The LSM queue's second half (LSMQ; RocketMQ's ConsumeQueue dispatch): a batch is
 once a flush round put it in the shared write-ahead log, and sits in its partition's
 memtable until it is spilled:
 
-- spill: a partition whose batches not yet spilled pass its memtable budget
+- spill: a partition whose batches not yet spilled pass half its memtable budget
   (``kshim.memtable.bytes``) has them appended to its segment files, unsynced; so do all
   partitions once the store's unspilled bytes pass half its total memtable budget
   (``kshim.memtable.total.bytes``). Many partitions then share one pass, each file
@@ -95,7 +95,7 @@ class Checkpointer:
         every round's records up to ``logged_end``: spill or checkpoint when due."""
         self._logged_end = logged_end
         for log in logs:
-            if log.unspilled_bytes >= log.config.memtable_bytes and not log.deleted:
+            if log.unspilled_bytes >= log.spill_threshold and not log.deleted:
                 self._spill_due[log] = None
         if self._unspilled_bytes >= self._settings.memtable_total_bytes // 2:
             self._spill_all = True

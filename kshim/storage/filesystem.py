@@ -8,12 +8,12 @@ event loop.
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import logging
 import mmap
 import os
 import shutil
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Protocol
 
 from kshim.storage.interface import FileRegion
@@ -61,7 +61,6 @@ class OsFileSystem:
 
     def __init__(self) -> None:
         self.sync_count = 0
-        self._syncfs = _load_syncfs()
 
     def open_append(self, path: str) -> int:
         return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -98,16 +97,15 @@ class OsFileSystem:
         costs time but never correctness."""
         if not paths and not directories:
             return
-        if self._syncfs is not None and len(paths) + len(directories) >= SYNCFS_MIN_FILES:
+        syncfs = _syncfs() if len(paths) + len(directories) >= SYNCFS_MIN_FILES else None
+        if syncfs is not None:
             anchor = next(iter(directories)) if directories else os.path.dirname(next(iter(paths)))
             descriptor = os.open(anchor, os.O_RDONLY)
             try:
-                if self._syncfs(descriptor) == 0:
+                if syncfs(descriptor) == 0:
                     self.sync_count += 1
                     return
-                log.warning(
-                    "syncfs failed (%s); syncing file by file", os.strerror(ctypes.get_errno())
-                )
+                log.warning("syncfs failed; syncing file by file")
             finally:
                 os.close(descriptor)
         for path in paths:
@@ -167,8 +165,13 @@ class OsFileSystem:
         os.close(descriptor)
 
 
-def _load_syncfs() -> ctypes._NamedFuncPointer | None:
-    """libc's syncfs(int fd), where the C library has it (Linux since glibc 2.14)."""
+@functools.cache
+def _syncfs() -> Callable[[int], int] | None:
+    """libc's syncfs(int fd), where the C library has it (Linux since glibc 2.14). Loaded
+    on first use: ctypes costs half a megabyte of RSS, and a broker that never syncs many
+    files at once never needs it."""
+    import ctypes
+
     try:
         # The running program's own symbols include the C library's (dlopen(NULL)).
         function = ctypes.CDLL(None, use_errno=True).syncfs
@@ -176,4 +179,5 @@ def _load_syncfs() -> ctypes._NamedFuncPointer | None:
         return None
     function.argtypes = [ctypes.c_int]
     function.restype = ctypes.c_int
-    return function
+    syncfs: Callable[[int], int] = function
+    return syncfs

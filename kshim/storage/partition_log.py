@@ -90,7 +90,9 @@ class DiskPartitionLog:
         self.high_watermark = self.log_end_offset
         self.spilled_offset = self.log_end_offset  # below it, every batch is in a segment file
         self.wal_prefix = record_prefix(BATCH_RECORD, topic_partition)
-        self._memtable = Memtable(config.memtable_bytes)
+        # kshim.memtable.bytes bounds the memtable: half for batches waiting to be spilled
+        # (the store spills them past that), half for spilled ones kept for tailing readers.
+        self._memtable = Memtable(self.spill_threshold)
         self._memtable.next_offset = self.log_end_offset
         self._unlogged: list[PendingBatch] = []  # appended, not yet in the write-ahead log
         self._unspilled: list[PendingBatch] = []  # durable there, not yet in segment files
@@ -104,6 +106,11 @@ class DiskPartitionLog:
     @property
     def memtable_bytes(self) -> int:
         return self._memtable.size
+
+    @property
+    def spill_threshold(self) -> int:
+        """Unspilled bytes past which the partition's batches are spilled."""
+        return self.config.memtable_bytes // 2
 
     def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> int:
         """Assigns offsets to a validated batch, stores it and returns its base offset.
