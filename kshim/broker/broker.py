@@ -1,5 +1,6 @@
-"""The broker: its configuration, stores and services (topics and what names mean, groups,
-transactions and their review, the full-data view, idempotence state).
+"""The broker: its configuration, stores and services (topics and what names mean, their
+Metadata entries kept encoded, groups, transactions and their review, the full-data view,
+idempotence state).
 
 Handlers receive this object and return responses; they never touch sockets. Starting
 the background work and stopping it in order is ``lifecycle.py``'s.
@@ -22,6 +23,7 @@ from kshim.broker.full_view.worker import ProcessApplier, ThreadApplier
 from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.settings import GroupSettings
 from kshim.broker.producer_state import PartitionProducerState
+from kshim.broker.topic_descriptions import TopicDescriptions
 from kshim.broker.topic_resolver import TopicResolver
 from kshim.broker.topics import TopicManager
 from kshim.broker.transactions.coordinator import TransactionCoordinator
@@ -78,6 +80,7 @@ class Broker:
         )
         self.transactions.on_complete.append(self._apply_transaction_offsets)
         self.resolver = TopicResolver(self.topics, self.transactions, self.full_view)
+        self.topic_descriptions = TopicDescriptions(self.resolver)
         self.reviewer = TransactionReviewer(
             self.transactions,
             load_review_hook(config.values["kshim.review.hook"]),

@@ -1,10 +1,11 @@
 """The one table from API key to handler: which typed request each handler takes.
 
-A route binds an API's typed request class (``protocol/messages/``, or Produce's own
-decoder, which leaves record batches in the frame) to its handler, so mypy checks that
-the handler takes exactly that class. Handlers return their typed response, encoded
-body parts (Fetch, Produce and the cached ApiVersions answers), or None when no answer
-is due (Produce with acks=0).
+A route binds an API's typed request class (``protocol/messages/``, or the class of a
+hand-written decoder: Produce's, which leaves record batches in the frame, and Metadata's,
+which keeps topic names as strings) to its handler, so mypy checks that the handler takes
+exactly that class. Handlers return their typed response, encoded body parts (Fetch,
+Produce, Metadata and the cached ApiVersions answers), or None when no answer is due
+(Produce with acks=0).
 """
 
 from __future__ import annotations
@@ -72,12 +73,12 @@ from kshim.protocol.messages.leave_group import LeaveGroupRequest
 from kshim.protocol.messages.list_groups import ListGroupsRequest
 from kshim.protocol.messages.list_offsets import ListOffsetsRequest
 from kshim.protocol.messages.list_transactions import ListTransactionsRequest
-from kshim.protocol.messages.metadata import MetadataRequest
 from kshim.protocol.messages.offset_commit import OffsetCommitRequest
 from kshim.protocol.messages.offset_delete import OffsetDeleteRequest
 from kshim.protocol.messages.offset_fetch import OffsetFetchRequest
 from kshim.protocol.messages.sync_group import SyncGroupRequest
 from kshim.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
+from kshim.protocol.metadata_request import MetadataRequest, decode_metadata_request
 from kshim.protocol.produce_request import ProduceRequest, decode_produce_request
 
 RequestT = TypeVar("RequestT")
@@ -96,7 +97,7 @@ ROUTES: dict[int, Route[Any]] = {
     0: Route(ProduceRequest, produce.handle, decode_produce_request),
     1: Route(FetchRequest, fetch.handle),
     2: Route(ListOffsetsRequest, list_offsets.handle),
-    3: Route(MetadataRequest, metadata.handle),
+    3: Route(MetadataRequest, metadata.handle, decode_metadata_request),
     8: Route(OffsetCommitRequest, offset_commit.handle),
     9: Route(OffsetFetchRequest, offset_fetch.handle),
     10: Route(FindCoordinatorRequest, find_coordinator.handle),

@@ -48,10 +48,23 @@ API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
 
 
+METADATA_KEY = 3
+
+
 # Messages kshim encodes or decodes with its own code instead of kio's, so their bytes are
 # never copied: Produce's record batches in (produce_request.py) and Fetch's out
-# (fetch_response.py), Produce's answer (produce_response.py).
-HAND_ENCODED = frozenset({(PRODUCE_KEY, "request"), (PRODUCE_KEY, "response"), (1, "response")})
+# (fetch_response.py), Produce's answer (produce_response.py); and Metadata requests, whose
+# thousands of topic names are kept as strings (metadata_request.py). Metadata's answer is
+# written by hand too (metadata_response.py) but from the typed response classes, so it
+# is not listed here.
+HAND_ENCODED = frozenset(
+    {
+        (PRODUCE_KEY, "request"),
+        (PRODUCE_KEY, "response"),
+        (1, "response"),
+        (METADATA_KEY, "request"),
+    }
+)
 
 
 def served_range(api_key: int) -> tuple[int, int]:

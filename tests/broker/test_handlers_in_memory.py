@@ -1,7 +1,7 @@
 """Handlers as functions of (request, broker state): real handlers over the in-memory log
 store, without a socket or a process (storage/memory_log.py; LMDB metadata in tmp_path).
 
-Answers that handlers encode themselves (Produce, Fetch) are decoded with kio, as a
+Answers that handlers encode themselves (Produce, Fetch, Metadata) are decoded with kio, as a
 client would read them.
 """
 
@@ -42,7 +42,7 @@ from kshim.protocol.messages.list_offsets import (
     ListOffsetsRequest,
     ListOffsetsTopic,
 )
-from kshim.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from kshim.protocol.metadata_request import MetadataRequest
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK
 from kshim.protocol.records import BatchSpec, Record, build_batch, iter_records
@@ -144,15 +144,13 @@ async def test_list_offsets_earliest_latest_and_by_timestamp(broker: Broker) -> 
 
 
 async def test_metadata_lists_the_topic_and_its_view(broker: Broker) -> None:
-    response = await metadata.handle(MetadataRequest(topics=None), context(broker, 3, 12))
-    assert [(topic.name, topic.error_code) for topic in response.topics] == [
+    parts = await metadata.handle(MetadataRequest(topics=None), context(broker, 3, 12))
+    assert [(topic.name, topic.error_code) for topic in decoded(3, 12, parts).topics] == [
         (TOPIC, ErrorCode.none),
         (TOPIC + ".full", ErrorCode.none),
     ]
-    unknown = MetadataRequest(
-        topics=[MetadataRequestTopic(name="nope")], allow_auto_topic_creation=False
-    )
-    [answer] = (await metadata.handle(unknown, context(broker, 3, 12))).topics
+    unknown = MetadataRequest(topics=("nope",), allow_auto_topic_creation=False)
+    [answer] = decoded(3, 12, await metadata.handle(unknown, context(broker, 3, 12))).topics
     assert answer.error_code == ErrorCode.unknown_topic_or_partition
 
 

@@ -91,11 +91,11 @@ def _sample(hint: Any) -> Any:
 
 
 def test_a_field_a_version_lacks_keeps_kafkas_default() -> None:
-    """Metadata v0 has no allow_auto_topic_creation; Kafka's default is true."""
-    from kshim.protocol.messages.metadata import MetadataRequest
+    """JoinGroup v0 has no rebalance_timeout_ms; Kafka's default is -1 (not zero)."""
+    from kshim.protocol.messages.join_group import JoinGroupRequest
 
-    entity = codec.build(codec.request_class(3, 0), {"topics": []}, any_version=True)
-    assert convert.to_typed(MetadataRequest, entity).allow_auto_topic_creation is True
+    entity = codec.build(codec.request_class(11, 0), {"group_id": "g"}, any_version=True)
+    assert convert.to_typed(JoinGroupRequest, entity).rebalance_timeout_ms == -1
 
 
 def test_time_fields_are_milliseconds() -> None:

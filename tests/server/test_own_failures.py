@@ -15,8 +15,8 @@ import pytest
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.registry import ROUTES, Route
-from kshim.protocol.messages import serial
-from kshim.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from kshim.protocol.fetch_response import Part
+from kshim.protocol.metadata_request import MetadataRequest
 from kshim.server.listener import KafkaServer
 from kshim.wire_client import ConnectionClosedError, WireConnection, decode_response, encode_request
 
@@ -63,11 +63,11 @@ async def test_a_failing_handler_closes_its_connection_and_is_logged_once(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def broken(request: MetadataRequest, context: object) -> MetadataResponse:
+    async def broken(request: MetadataRequest, context: object) -> list[Part]:
         raise RuntimeError("handler bug")
 
     healthy = ROUTES[METADATA_KEY]
-    monkeypatch.setitem(ROUTES, METADATA_KEY, Route(MetadataRequest, broken))
+    monkeypatch.setitem(ROUTES, METADATA_KEY, Route(MetadataRequest, broken, healthy.decode))
     with caplog.at_level(logging.INFO):
         assert await metadata_round_trip(server) == b""
         await asyncio.sleep(0.1)  # the connection's tasks finish
@@ -90,10 +90,11 @@ async def test_a_failing_decoder_closes_its_connection_and_is_logged_once(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    def broken(*arguments: object) -> object:
+    def broken(*arguments: object) -> MetadataRequest:
         raise KeyError("a codec that could not be loaded")
 
-    monkeypatch.setattr(serial, "decode_request", broken)
+    healthy = ROUTES[METADATA_KEY]
+    monkeypatch.setitem(ROUTES, METADATA_KEY, Route(MetadataRequest, healthy.handle, broken))
     with caplog.at_level(logging.INFO):
         assert await metadata_round_trip(server) == b""
         await asyncio.sleep(0.1)

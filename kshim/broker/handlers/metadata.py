@@ -3,6 +3,12 @@
 Each topic with a full-data view is followed by its view ``T.full`` (not marked
 internal, so tools and Spark list it); a view's name is never auto-created (the
 topic resolver says which names are views).
+
+Clients ask for Metadata often and for many topics at once (all of them, or, from
+librdkafka, every topic it produces to), so the answer is assembled from each topic's
+entry as ``broker.topic_descriptions`` keeps it encoded, by the hand-written encoder in
+protocol/metadata_response.py; the bytes are those kio's encoder writes for the typed
+response.
 """
 
 from __future__ import annotations
@@ -12,57 +18,80 @@ from kshim.broker.context import RequestContext
 from kshim.broker.topic_resolver import NO_TOPIC_ID, ResolvedTopic
 from kshim.broker.topics import TopicError, validate_topic_name
 from kshim.protocol.errors import ErrorCode
-from kshim.protocol.messages.metadata import (
-    MetadataRequest,
-    MetadataResponse,
-    MetadataResponseBroker,
-    MetadataResponsePartition,
-    MetadataResponseTopic,
-)
+from kshim.protocol.fetch_response import Part
+from kshim.protocol.messages.metadata import MetadataResponseBroker, MetadataResponseTopic
+from kshim.protocol.metadata_request import MetadataRequest
+from kshim.protocol.metadata_response import encode_metadata_response, encode_topic
 
 
-async def handle(request: MetadataRequest, context: RequestContext) -> MetadataResponse:
+async def handle(request: MetadataRequest, context: RequestContext) -> list[Part]:
     broker = context.broker
+    version = context.version
     host, port = broker.config.advertised_address()
     node_id = broker.config.node_id
-    names = _requested_names(request, context.version)
-    allow_create = request.allow_auto_topic_creation and broker.config.get_bool(
-        "auto.create.topics.enable"
-    )
+    names = _requested_names(request, version)
     if names is None:
-        topics = [_describe(resolved, node_id) for resolved in broker.resolver.listed()]
+        descriptions = broker.topic_descriptions
+        topics = [
+            descriptions.encoded(resolved, node_id, version)
+            for resolved in broker.resolver.listed()
+        ]
     else:
-        topics = [await _lookup(broker, name, allow_create, node_id) for name in names]
-    return MetadataResponse(
-        throttle_time_ms=0,
+        allow_create = request.allow_auto_topic_creation and broker.config.get_bool(
+            "auto.create.topics.enable"
+        )
+        topics = await _named(broker, names, allow_create, version)
+    body = encode_metadata_response(
+        version,
         brokers=[MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=None)],
         cluster_id=broker.config.values["cluster.id"],
         controller_id=node_id,
         topics=topics,
     )
+    return [body]
 
 
-def _requested_names(request: MetadataRequest, version: int) -> list[str | None] | None:
+def _requested_names(request: MetadataRequest, version: int) -> tuple[str | None, ...] | None:
     """None means every topic: a null list (v1+) or, in v0, an empty one."""
     if request.topics is None or (version == 0 and not request.topics):
         return None
-    return [topic.name for topic in request.topics]
+    return request.topics
 
 
-async def _lookup(
-    broker: Broker, name: str | None, allow_create: bool, node_id: int
-) -> MetadataResponseTopic:
+async def _named(
+    broker: Broker, names: tuple[str | None, ...], allow_create: bool, version: int
+) -> list[bytes]:
+    """The entries of the topics asked for, in the order asked (repeats included)."""
+    node_id = broker.config.node_id
+    resolver, descriptions = broker.resolver, broker.topic_descriptions
+    entries = []
+    for name in names:
+        resolved = None if name is None else resolver.resolve(name)
+        if resolved is None:
+            found = await _unresolved(broker, name, allow_create)
+            if isinstance(found, MetadataResponseTopic):
+                entries.append(encode_topic(version, found))
+                continue
+            resolved = found
+        entries.append(descriptions.encoded(resolved, node_id, version))
+    return entries
+
+
+async def _unresolved(
+    broker: Broker, name: str | None, allow_create: bool
+) -> ResolvedTopic | MetadataResponseTopic:
+    """A name that resolves to nothing yet: the topic auto-created for it, or the error
+    entry to answer."""
     if name is None:
         return _error(None, ErrorCode.unknown_topic_id)
-    resolved = broker.resolver.resolve(name)
-    if resolved is None:
-        # Kafka answers an illegal name so whether or not it may auto-create topics
-        # (KafkaApis.getTopicMetadata).
-        try:
-            validate_topic_name(name)
-        except TopicError as error:
-            return _error(name, ErrorCode(error.code))
-    if resolved is None and allow_create and broker.resolver.may_create(name):
+    # Kafka answers an illegal name so whether or not it may auto-create topics
+    # (KafkaApis.getTopicMetadata).
+    try:
+        validate_topic_name(name)
+    except TopicError as error:
+        return _error(name, ErrorCode(error.code))
+    resolved = None
+    if allow_create and broker.resolver.may_create(name):
         try:
             await broker.topics.create(name, broker.config.get_int("num.partitions"), {})
         except TopicError as error:
@@ -71,30 +100,8 @@ async def _lookup(
         resolved = broker.resolver.resolve(name)
     if resolved is None:
         return _error(name, ErrorCode.unknown_topic_or_partition)
-    return _describe(resolved, node_id)
+    return resolved
 
 
 def _error(name: str | None, code: ErrorCode) -> MetadataResponseTopic:
     return MetadataResponseTopic(error_code=code, name=name, topic_id=NO_TOPIC_ID, partitions=[])
-
-
-def _describe(topic: ResolvedTopic, node_id: int) -> MetadataResponseTopic:
-    """A single broker leads every partition and is its only replica."""
-    return MetadataResponseTopic(
-        error_code=ErrorCode.none,
-        name=topic.name,
-        topic_id=topic.topic_id,
-        is_internal=False,
-        partitions=[
-            MetadataResponsePartition(
-                error_code=ErrorCode.none,
-                partition_index=index,
-                leader_id=node_id,
-                leader_epoch=0,
-                replica_nodes=[node_id],
-                isr_nodes=[node_id],
-                offline_replicas=[],
-            )
-            for index in range(topic.partition_count)
-        ],
-    )

@@ -15,20 +15,6 @@ API_KEY = 3
 
 
 @dataclass(slots=True, kw_only=True)
-class MetadataRequestTopic:
-    topic_id: uuid.UUID | None = None
-    name: str | None = None
-
-
-@dataclass(slots=True, kw_only=True)
-class MetadataRequest:
-    topics: list[MetadataRequestTopic] | None = None
-    allow_auto_topic_creation: bool = True
-    include_topic_authorized_operations: bool = False
-    include_cluster_authorized_operations: bool = False
-
-
-@dataclass(slots=True, kw_only=True)
 class MetadataResponsePartition:
     error_code: ErrorCode
     partition_index: int

@@ -1,0 +1,102 @@
+"""Each topic's Metadata entry, encoded once per response version and kept while the topic
+stays as it is.
+
+Metadata for all topics lists every topic and its full-data view, and clients ask for it
+again and again (librdkafka refreshes the topics it produces to every
+``topic.metadata.refresh.interval.ms``, and on every unknown partition): at 10,000 topics,
+describing and encoding 20,000 entries took most of a second each time. An entry says a
+topic's name, id and partitions, each led by this broker; it changes only when the topic
+is created, deleted or given partitions, and each of those gives the stored topic a new
+``TopicRecord`` (topics.py replaces the frozen record on every change, never alters it).
+So an entry is kept with the record object it was written from and the kind of topic (a
+topic, or its view), and stays good while the name resolves to that same record and kind:
+no invalidation calls, and a deleted topic recreated under its name is a new record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kshim.broker.topic_resolver import ResolvedTopic, TopicKind, TopicResolver
+from kshim.protocol.errors import ErrorCode
+from kshim.protocol.messages.metadata import MetadataResponsePartition, MetadataResponseTopic
+from kshim.protocol.metadata_response import encode_topic
+from kshim.storage.metadata import TopicRecord
+
+# Entries of names that went away are dropped once the cache has doubled since it was
+# last swept, and not below this many entries: the sweep resolves every kept name.
+SWEEP_FLOOR = 1_024
+
+
+def describe(topic: ResolvedTopic, node_id: int) -> MetadataResponseTopic:
+    """``topic``'s Metadata entry: a single broker (``node_id``) leads every partition and
+    is its only replica."""
+    return MetadataResponseTopic(
+        error_code=ErrorCode.none,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=False,
+        partitions=[
+            MetadataResponsePartition(
+                error_code=ErrorCode.none,
+                partition_index=index,
+                leader_id=node_id,
+                leader_epoch=0,
+                replica_nodes=[node_id],
+                isr_nodes=[node_id],
+                offline_replicas=[],
+            )
+            for index in range(topic.partition_count)
+        ],
+    )
+
+
+@dataclass(slots=True)
+class _Kept:
+    record: TopicRecord  # the stored topic's record the entries were written from
+    kind: TopicKind
+    node_id: int
+    by_version: dict[int, bytes] = field(default_factory=dict)
+
+    def describes(self, topic: ResolvedTopic, node_id: int) -> bool:
+        return (
+            self.record is topic.stored.record
+            and self.kind is topic.kind
+            and self.node_id == node_id
+        )
+
+
+class TopicDescriptions:
+    """Encoded Metadata entries by topic name; event-loop thread only."""
+
+    def __init__(self, resolver: TopicResolver) -> None:
+        self._resolver = resolver
+        self._kept: dict[str, _Kept] = {}
+        self._sweep_above = SWEEP_FLOOR
+
+    def encoded(self, topic: ResolvedTopic, node_id: int, version: int) -> bytes:
+        """``topic``'s entry in Metadata ``version``'s answer (``encode_topic``'s bytes),
+        with ``node_id`` leading its partitions; encoded on first use and kept."""
+        kept = self._kept.get(topic.name)
+        if kept is None or not kept.describes(topic, node_id):
+            kept = _Kept(topic.stored.record, topic.kind, node_id)
+            self._kept[topic.name] = kept
+            if len(self._kept) > self._sweep_above:
+                self._sweep()
+        entry = kept.by_version.get(version)
+        if entry is None:
+            entry = kept.by_version[version] = encode_topic(version, describe(topic, node_id))
+        return entry
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def _sweep(self) -> None:
+        """Drops the entries of names that no longer resolve to the topic they describe."""
+        current = {}
+        for name, kept in self._kept.items():
+            resolved = self._resolver.resolve(name)
+            if resolved is not None and kept.describes(resolved, kept.node_id):
+                current[name] = kept
+        self._kept = current
+        self._sweep_above = max(SWEEP_FLOOR, 2 * len(current))

@@ -1,0 +1,255 @@
+"""Metadata answers over the in-memory store: byte for byte what the typed path writes,
+in every served version, and each topic's kept entry following the topic's changes.
+
+The expected answers are typed responses built here from the resolver, encoded by kio
+(``messages/serial.py``): how the handler answered before it kept entries encoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.serial import entity_reader
+
+from kshim.broker import topic_descriptions
+from kshim.broker.broker import Broker
+from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.context import RequestContext
+from kshim.broker.handlers import metadata
+from kshim.broker.topic_descriptions import TopicDescriptions
+from kshim.broker.topic_resolver import NO_TOPIC_ID
+from kshim.protocol import codec
+from kshim.protocol.apis import served_versions
+from kshim.protocol.errors import ErrorCode
+from kshim.protocol.fetch_response import Part
+from kshim.protocol.headers import RequestHeader
+from kshim.protocol.messages import serial
+from kshim.protocol.messages.metadata import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from kshim.protocol.metadata_request import MetadataRequest
+from kshim.storage.memory_log import MemoryLogStore
+
+METADATA_KEY = 3
+VERSIONS = [version for key, version in served_versions() if key == METADATA_KEY]
+NODE_ID, HOST, PORT, CLUSTER = 1, "127.0.0.1", 9092, "test-cluster"
+FIRST_NULLABLE_NAME = 12
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    """Topics ``orders`` (3 partitions, with its view) and ``plain`` (no view)."""
+    settings = {
+        "log.dirs": str(tmp_path),
+        "kshim.full.view.process": "false",
+        "listeners": f"PLAINTEXT://{HOST}:{PORT}",
+        "cluster.id": CLUSTER,
+        "node.id": str(NODE_ID),
+    }
+    broker = Broker(BrokerConfig.load([settings]), logs=MemoryLogStore(lambda: 0))
+    await broker.start()
+    await broker.topics.create("orders", 3, {})
+    await broker.topics.create("plain", 1, {"kshim.full.view": "false"})
+    yield broker
+    await broker.close()
+
+
+async def answer(broker: Broker, version: int, request: MetadataRequest) -> bytes:
+    context = RequestContext(RequestHeader(METADATA_KEY, version, 7, "unit-test"), broker)
+    parts: list[Part] = await metadata.handle(request, context)
+    return b"".join(bytes(part) for part in parts)  # type: ignore[arg-type]
+
+
+def typed_answer(
+    broker: Broker, entries: Sequence[tuple[str | None, ErrorCode]]
+) -> MetadataResponse:
+    """The typed response listing ``entries`` (name, error): topics as the resolver has
+    them, error entries with the zero topic id and no partitions."""
+    topics = []
+    for name, error_code in entries:
+        resolved = None if name is None else broker.resolver.resolve(name)
+        if error_code != ErrorCode.none or resolved is None:
+            topics.append(
+                MetadataResponseTopic(
+                    error_code=error_code, name=name, topic_id=NO_TOPIC_ID, partitions=[]
+                )
+            )
+            continue
+        partitions = [
+            MetadataResponsePartition(
+                error_code=ErrorCode.none,
+                partition_index=index,
+                leader_id=NODE_ID,
+                leader_epoch=0,
+                replica_nodes=[NODE_ID],
+                isr_nodes=[NODE_ID],
+            )
+            for index in range(resolved.partition_count)
+        ]
+        topics.append(
+            MetadataResponseTopic(
+                error_code=ErrorCode.none,
+                name=name,
+                topic_id=resolved.topic_id,
+                partitions=partitions,
+            )
+        )
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[MetadataResponseBroker(node_id=NODE_ID, host=HOST, port=PORT)],
+        cluster_id=CLUSTER,
+        controller_id=NODE_ID,
+        topics=topics,
+    )
+
+
+def typed_bytes(
+    broker: Broker, version: int, entries: Sequence[tuple[str | None, ErrorCode]]
+) -> bytes:
+    return serial.encode_response(METADATA_KEY, version, typed_answer(broker, entries))
+
+
+def decoded(version: int, body: bytes) -> Any:
+    response, size = entity_reader(codec.response_class(METADATA_KEY, version))(memoryview(body), 0)
+    assert size == len(body)
+    return response
+
+
+EVERY_TOPIC = [
+    ("orders", ErrorCode.none),
+    ("orders.full", ErrorCode.none),
+    ("plain", ErrorCode.none),
+]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_every_topic_as_the_typed_path_answers(broker: Broker, version: int) -> None:
+    """A null topic list, or in v0 an empty one, asks for every topic and view."""
+    request = MetadataRequest(() if version == 0 else None)
+    assert await answer(broker, version, request) == typed_bytes(broker, version, EVERY_TOPIC)
+    # The second answer comes from the kept entries.
+    assert await answer(broker, version, request) == typed_bytes(broker, version, EVERY_TOPIC)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_named_topics_as_the_typed_path_answers(broker: Broker, version: int) -> None:
+    """Topics, views, unknown and illegal names and repeats, in the order asked."""
+    asked = [
+        ("plain", ErrorCode.none),
+        ("nope", ErrorCode.unknown_topic_or_partition),
+        ("orders.full", ErrorCode.none),
+        ("bad name!", ErrorCode.invalid_topic_exception),
+        ("plain.full", ErrorCode.unknown_topic_or_partition),  # plain has no view
+        ("orders", ErrorCode.none),
+        ("plain", ErrorCode.none),
+    ]
+    request = MetadataRequest(tuple(name for name, _ in asked), allow_auto_topic_creation=False)
+    assert await answer(broker, version, request) == typed_bytes(broker, version, asked)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_auto_created_topics_as_the_typed_path_answers(broker: Broker, version: int) -> None:
+    """Auto-creation (implied before v4) makes the topic, with num.partitions partitions;
+    a view's name is never created, nor an illegal one."""
+    fresh = f"fresh-{version}"
+    asked = [
+        (fresh, ErrorCode.none),
+        ("plain.full", ErrorCode.unknown_topic_or_partition),
+        ("bad name!", ErrorCode.invalid_topic_exception),
+    ]
+    request = MetadataRequest(tuple(name for name, _ in asked), allow_auto_topic_creation=True)
+    body = await answer(broker, version, request)
+    assert broker.resolver.resolve(fresh) is not None
+    assert body == typed_bytes(broker, version, asked)
+    assert len(decoded(version, body).topics[0].partitions) == 1
+
+
+async def test_a_topic_asked_for_by_id_alone_is_unknown_in_v12(broker: Broker) -> None:
+    request = MetadataRequest((None, "orders"))
+    asked = [(None, ErrorCode.unknown_topic_id), ("orders", ErrorCode.none)]
+    assert await answer(broker, 12, request) == typed_bytes(broker, 12, asked)
+
+
+@pytest.mark.parametrize("version", [10, 11])
+async def test_a_topic_without_a_name_cannot_be_answered_before_v12(
+    broker: Broker, version: int
+) -> None:
+    """v10 and v11 requests may leave a name null but their answers cannot carry one: the
+    handler fails (closing that connection, as it did with kio's encoder)."""
+    with pytest.raises(ValueError, match="without a name"):
+        await answer(broker, version, MetadataRequest((None,)))
+
+
+async def test_an_entry_is_encoded_once_per_version(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    described: list[str] = []
+    describe = topic_descriptions.describe
+
+    def counting(topic: Any, node_id: int) -> MetadataResponseTopic:
+        described.append(topic.name)
+        return describe(topic, node_id)
+
+    monkeypatch.setattr(topic_descriptions, "describe", counting)
+    for _ in range(3):
+        await answer(broker, 12, MetadataRequest(None))
+        await answer(broker, 12, MetadataRequest(("orders", "plain")))
+    assert sorted(described) == ["orders", "orders.full", "plain"]
+    await answer(broker, 1, MetadataRequest(("orders",)))
+    assert described[3:] == ["orders"]
+
+
+async def test_added_partitions_are_answered_at_once(broker: Broker) -> None:
+    await answer(broker, 12, MetadataRequest(None))
+    await broker.topics.add_partitions("orders", 5)
+    body = await answer(broker, 12, MetadataRequest(None))
+    assert body == typed_bytes(broker, 12, EVERY_TOPIC)
+    counts = {topic.name: len(topic.partitions) for topic in decoded(12, body).topics}
+    assert counts == {"orders": 5, "orders.full": 5, "plain": 1}
+
+
+async def test_a_recreated_topic_is_answered_with_its_new_id(broker: Broker) -> None:
+    before = decoded(12, await answer(broker, 12, MetadataRequest(("plain",)))).topics[0]
+    await broker.topics.delete("plain")
+    gone = decoded(12, await answer(broker, 12, MetadataRequest(("plain",), False))).topics[0]
+    assert gone.error_code == ErrorCode.unknown_topic_or_partition
+    await broker.topics.create("plain", 2, {})
+    after = decoded(12, await answer(broker, 12, MetadataRequest(("plain",)))).topics[0]
+    assert after.topic_id != before.topic_id
+    assert len(after.partitions) == 2
+
+
+async def test_a_view_turned_off_is_no_longer_listed(broker: Broker) -> None:
+    await answer(broker, 12, MetadataRequest(None))
+    await broker.topics.set_configs("orders", {"kshim.full.view": "false"})
+    body = await answer(broker, 12, MetadataRequest(None))
+    assert [topic.name for topic in decoded(12, body).topics] == ["orders", "plain"]
+    asked = MetadataRequest(("orders.full",), allow_auto_topic_creation=False)
+    [view] = decoded(12, await answer(broker, 12, asked)).topics
+    assert view.error_code == ErrorCode.unknown_topic_or_partition
+
+
+async def test_entries_of_deleted_topics_are_swept(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the kept entries have doubled since the last sweep (and passed the floor),
+    those of names that no longer resolve go."""
+    monkeypatch.setattr(topic_descriptions, "SWEEP_FLOOR", 4)
+    descriptions = TopicDescriptions(broker.resolver)
+    names = [f"short-lived-{index}" for index in range(4)]
+    for name in names:
+        await broker.topics.create(name, 1, {"kshim.full.view": "false"})
+        resolved = broker.resolver.resolve(name)
+        assert resolved is not None
+        descriptions.encoded(resolved, NODE_ID, 12)
+    for name in names:
+        await broker.topics.delete(name)
+    for resolved in broker.resolver.listed():
+        descriptions.encoded(resolved, NODE_ID, 12)
+    assert len(descriptions) == 3  # orders, orders.full, plain
