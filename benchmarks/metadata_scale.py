@@ -16,7 +16,10 @@ Each request is encoded once and sent back to back on one connection until at le
 ``MIN_SENDS`` answers and ``MIN_SECONDS`` have passed; the latency is from the send to the
 whole answer read (not decoded), the broker's CPU is its process tree's user and system
 time over those requests divided by their number (one clock tick is 10 ms, hence the
-many requests). One answer per case is decoded to check that it lists what it should.
+many requests): it also counts what the median latency hides, such as a full garbage
+collection every few requests. One answer per case is decoded to check that it lists what
+it should. Once per broker and N: the first all-topics answer after the topics were
+created (nothing kept encoded yet) and the broker's RSS at the end.
 With ``--baseline``, kshim from that checkout (an earlier commit, e.g. a ``git archive``
 of it) runs beside this tree's, alternately, for a before/after in one session.
 
@@ -148,15 +151,31 @@ def brokers_with_topics(names_of: Sequence[str], count: int) -> Iterator[list[Ru
         yield started
 
 
-def run(brokers: Sequence[str], counts: Sequence[int], repeats: int) -> Samples:
-    """Per broker and (N, case), each repeat's figures; the brokers alternate per repeat."""
+def first_answer_ms(connection: WireConnection, version: int) -> float:
+    """The first all-topics answer after the topics were created: what kshim describes
+    and encodes before it can answer from kept entries."""
+    body = encode_body(METADATA_KEY, version, {"topics": None})
+    sent = time.perf_counter()
+    connection.exchange(
+        METADATA_KEY, version, body, flexible=codec.is_flexible(METADATA_KEY, version)
+    )
+    return (time.perf_counter() - sent) * 1000
+
+
+def run(brokers: Sequence[str], counts: Sequence[int], repeats: int) -> tuple[Samples, Samples]:
+    """Per broker and (N, case), each repeat's figures, the brokers alternating per
+    repeat; and per broker and N, the first all-topics answer and the RSS at the end."""
     samples: Samples = {}
+    once: Samples = {}
     for count in counts:
         with brokers_with_topics(brokers, count) as running_brokers:
             connections = [
                 connect(broker.bootstrap, CREATE_TIMEOUT_S) for broker in running_brokers
             ]
             try:
+                for broker, connection in zip(running_brokers, connections, strict=True):
+                    first = {"first_all_topics_v12_ms": first_answer_ms(connection, 12)}
+                    add_samples(once, broker.name, f"{count} topics", first)
                 for _ in range(repeats):
                     for broker, connection in zip(running_brokers, connections, strict=True):
                         for case in cases(topic_names(count)):
@@ -164,10 +183,13 @@ def run(brokers: Sequence[str], counts: Sequence[int], repeats: int) -> Samples:
                             add_samples(
                                 samples, broker.name, setting, measure(broker, connection, case)
                             )
+                for broker in running_brokers:
+                    rss = {"rss_mb_at_end": broker.rss_bytes() / 1e6}
+                    add_samples(once, broker.name, f"{count} topics", rss)
             finally:
                 for connection in connections:
                     connection.close()
-    return samples
+    return samples, once
 
 
 def print_table(samples: Samples) -> None:
@@ -190,8 +212,12 @@ def main() -> None:
         os.environ["KSHIM_BASELINE_DIR"] = arguments.baseline
         brokers.append(BASELINE)
     raise_descriptor_limit()
-    samples = run(brokers, arguments.topics, arguments.repeats)
+    samples, once = run(brokers, arguments.topics, arguments.repeats)
     print_table(samples)
+    print("\n| broker | topics | first all-topics v12 answer ms | broker RSS MB at the end |")
+    print("|---|---|---|---|")
+    for broker, setting, (first, rss) in median_rows(once):
+        print(f"| {broker} | {setting} | {first:,.1f} | {rss:,.0f} |")
     medians: dict[str, dict[str, dict[str, float]]] = {}
     for broker, setting, values in median_rows(samples):
         metrics = samples[broker][setting]
@@ -201,6 +227,7 @@ def main() -> None:
         "repeats": arguments.repeats,
         "medians": medians,
         "samples": samples,
+        "once": once,
     }
     RESULTS.write_text(json.dumps(document, indent=1))
 
