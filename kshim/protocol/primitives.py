@@ -35,8 +35,14 @@ def read_signed_varint(data: bytes | bytearray | memoryview, position: int) -> t
     return (raw >> 1) ^ -(raw & 1), position
 
 
+# Nearly every varint written is a small length or count: one byte, made once.
+_ONE_BYTE_VARINTS = tuple(bytes((value,)) for value in range(0x80))
+
+
 def write_unsigned_varint(value: int) -> bytes:
     """Returns the unsigned LEB128 encoding of a non-negative value."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE_VARINTS[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
