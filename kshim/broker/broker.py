@@ -80,7 +80,7 @@ class Broker:
         )
         self.transactions.on_complete.append(self._apply_transaction_offsets)
         self.resolver = TopicResolver(self.topics, self.transactions, self.full_view)
-        self.topic_descriptions = TopicDescriptions(self.resolver)
+        self.topic_descriptions = TopicDescriptions(self.resolver, self.topics)
         self.reviewer = TransactionReviewer(
             self.transactions,
             load_review_hook(config.values["kshim.review.hook"]),

@@ -18,14 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kshim.broker.topic_resolver import ResolvedTopic, TopicKind, TopicResolver
+from kshim.broker.topics import TopicManager
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.metadata import MetadataResponsePartition, MetadataResponseTopic
 from kshim.protocol.metadata_response import encode_topic
 from kshim.storage.metadata import TopicRecord
 
-# Entries of names that went away are dropped once the cache has doubled since it was
-# last swept, and not below this many entries: the sweep resolves every kept name.
-SWEEP_FLOOR = 1_024
+# Every kept name is a stored topic or its view, so at most two per stored topic are
+# current; once more than this many others may be kept, the entries of names that went
+# away are dropped. The sweep resolves every kept name, so it waits for that many.
+STALE_ALLOWANCE = 1_024
+NAMES_PER_STORED_TOPIC = 2
 
 
 def describe(topic: ResolvedTopic, node_id: int) -> MetadataResponseTopic:
@@ -69,10 +72,10 @@ class _Kept:
 class TopicDescriptions:
     """Encoded Metadata entries by topic name; event-loop thread only."""
 
-    def __init__(self, resolver: TopicResolver) -> None:
+    def __init__(self, resolver: TopicResolver, topics: TopicManager) -> None:
         self._resolver = resolver
+        self._topics = topics  # only counted: how many kept names can be current
         self._kept: dict[str, _Kept] = {}
-        self._sweep_above = SWEEP_FLOOR
 
     def encoded(self, topic: ResolvedTopic, node_id: int, version: int) -> bytes:
         """``topic``'s entry in Metadata ``version``'s answer (``encode_topic``'s bytes),
@@ -81,7 +84,8 @@ class TopicDescriptions:
         if kept is None or not kept.describes(topic, node_id):
             kept = _Kept(topic.stored.record, topic.kind, node_id)
             self._kept[topic.name] = kept
-            if len(self._kept) > self._sweep_above:
+            current_at_most = NAMES_PER_STORED_TOPIC * len(self._topics.by_name)
+            if len(self._kept) > current_at_most + STALE_ALLOWANCE:
                 self._sweep()
         entry = kept.by_version.get(version)
         if entry is None:
@@ -99,4 +103,3 @@ class TopicDescriptions:
             if resolved is not None and kept.describes(resolved, kept.node_id):
                 current[name] = kept
         self._kept = current
-        self._sweep_above = max(SWEEP_FLOOR, 2 * len(current))

@@ -238,18 +238,26 @@ async def test_a_view_turned_off_is_no_longer_listed(broker: Broker) -> None:
 async def test_entries_of_deleted_topics_are_swept(
     broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Once the kept entries have doubled since the last sweep (and passed the floor),
-    those of names that no longer resolve go."""
-    monkeypatch.setattr(topic_descriptions, "SWEEP_FLOOR", 4)
-    descriptions = TopicDescriptions(broker.resolver)
-    names = [f"short-lived-{index}" for index in range(4)]
-    for name in names:
-        await broker.topics.create(name, 1, {"kshim.full.view": "false"})
-        resolved = broker.resolver.resolve(name)
-        assert resolved is not None
-        descriptions.encoded(resolved, NODE_ID, 12)
-    for name in names:
-        await broker.topics.delete(name)
+    """Once more entries are kept than names can be current (two per stored topic) plus
+    the allowance, those of names that no longer resolve go."""
+    monkeypatch.setattr(topic_descriptions, "STALE_ALLOWANCE", 2)
+    descriptions = TopicDescriptions(broker.resolver, broker.topics)
+    short_lived = [f"short-lived-{index}" for index in range(4)]
+    for name in short_lived:
+        await broker.topics.create(name, 1, {})
     for resolved in broker.resolver.listed():
         descriptions.encoded(resolved, NODE_ID, 12)
-    assert len(descriptions) == 3  # orders, orders.full, plain
+    assert len(descriptions) == 3 + 2 * len(short_lived)  # each with its view
+    for name in short_lived:
+        await broker.topics.delete(name)
+    described = []
+    for name in ("orders", "orders.full", "plain"):
+        resolved = broker.resolver.resolve(name)
+        assert resolved is not None
+        described.append(descriptions.encoded(resolved, NODE_ID, 1))
+    assert len(descriptions) == 11  # nothing new: versions are kept per entry
+    await broker.topics.create("late", 1, {"kshim.full.view": "false"})
+    resolved = broker.resolver.resolve("late")
+    assert resolved is not None
+    descriptions.encoded(resolved, NODE_ID, 12)  # 12 kept > 2 x 3 stored topics + 2
+    assert len(descriptions) == 4  # orders, orders.full, plain, late
