@@ -2,15 +2,16 @@
 stays as it is.
 
 Metadata for all topics lists every topic and its full-data view, and clients ask for it
-again and again (librdkafka refreshes the topics it produces to every
-``topic.metadata.refresh.interval.ms``, and on every unknown partition): at 10,000 topics,
-describing and encoding 20,000 entries took most of a second each time. An entry says a
-topic's name, id and partitions, each led by this broker; it changes only when the topic
-is created, deleted or given partitions, and each of those gives the stored topic a new
-``TopicRecord`` (topics.py replaces the frozen record on every change, never alters it).
-So an entry is kept with the record object it was written from and the kind of topic (a
-topic, or its view), and stays good while the name resolves to that same record and kind:
-no invalidation calls, and a deleted topic recreated under its name is a new record.
+again and again (librdkafka refreshes what it knows every
+``topic.metadata.refresh.interval.ms``, and sooner after errors and new topics): at
+10,000 topics, describing and encoding 20,000 entries took most of a second each time.
+An entry says a topic's name, id and partitions, each led by this broker; it changes only
+when the topic is created, deleted or given partitions, and each of those gives the
+stored topic a new ``TopicRecord`` (topics.py replaces the frozen record on every change,
+never alters it). So an entry is kept with the record object it was written from and the
+kind of topic (a topic, or its view), and stays good while the name resolves to that same
+record and kind: no invalidation calls, and a deleted topic recreated under its name is a
+new record.
 """
 
 from __future__ import annotations
