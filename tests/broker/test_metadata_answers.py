@@ -34,6 +34,7 @@ from kshim.protocol.messages.metadata import (
     MetadataResponseTopic,
 )
 from kshim.protocol.metadata_request import MetadataRequest
+from kshim.protocol.metadata_response import encode_topic
 from kshim.storage.memory_log import MemoryLogStore
 
 METADATA_KEY = 3
@@ -238,26 +239,27 @@ async def test_a_view_turned_off_is_no_longer_listed(broker: Broker) -> None:
 async def test_entries_of_deleted_topics_are_swept(
     broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Once more entries are kept than names can be current (two per stored topic) plus
-    the allowance, those of names that no longer resolve go."""
+    """Once a version's table holds more entries than names can be current (two per
+    stored topic) plus the allowance, those of names that no longer resolve go, even in
+    the middle of filling the table."""
     monkeypatch.setattr(topic_descriptions, "STALE_ALLOWANCE", 2)
     descriptions = TopicDescriptions(broker.resolver, broker.topics)
     short_lived = [f"short-lived-{index}" for index in range(4)]
     for name in short_lived:
         await broker.topics.create(name, 1, {})
-    for resolved in broker.resolver.listed():
-        descriptions.encoded(resolved, NODE_ID, 12)
+    descriptions.entries(broker.resolver.listed(), NODE_ID, 12)
     assert len(descriptions) == 3 + 2 * len(short_lived)  # each with its view
     for name in short_lived:
         await broker.topics.delete(name)
-    described = []
-    for name in ("orders", "orders.full", "plain"):
-        resolved = broker.resolver.resolve(name)
-        assert resolved is not None
-        described.append(descriptions.encoded(resolved, NODE_ID, 1))
-    assert len(descriptions) == 11  # nothing new: versions are kept per entry
-    await broker.topics.create("late", 1, {"kshim.full.view": "false"})
-    resolved = broker.resolver.resolve("late")
-    assert resolved is not None
-    descriptions.encoded(resolved, NODE_ID, 12)  # 12 kept > 2 x 3 stored topics + 2
-    assert len(descriptions) == 4  # orders, orders.full, plain, late
+    descriptions.entries(broker.resolver.listed(), NODE_ID, 12)
+    assert len(descriptions) == 11  # nothing new was kept, so nothing was swept
+    for name in ("late-1", "late-2"):
+        await broker.topics.create(name, 1, {"kshim.full.view": "false"})
+    # late-1 makes 12 entries, over 2 x 4 stored topics + 2: the sweep leaves 4, and
+    # late-2 joins them.
+    listed = list(broker.resolver.listed())
+    entries = descriptions.entries(listed, NODE_ID, 12)
+    assert len(descriptions) == 5
+    assert entries == [
+        encode_topic(12, topic_descriptions.describe(topic, NODE_ID)) for topic in listed
+    ]

@@ -31,11 +31,7 @@ async def handle(request: MetadataRequest, context: RequestContext) -> list[Part
     node_id = broker.config.node_id
     names = _requested_names(request, version)
     if names is None:
-        descriptions = broker.topic_descriptions
-        topics = [
-            descriptions.encoded(resolved, node_id, version)
-            for resolved in broker.resolver.listed()
-        ]
+        topics = broker.topic_descriptions.entries(broker.resolver.listed(), node_id, version)
     else:
         allow_create = request.allow_auto_topic_creation and broker.config.get_bool(
             "auto.create.topics.enable"
