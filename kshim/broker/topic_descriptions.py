@@ -26,9 +26,10 @@ from kshim.protocol.messages.metadata import MetadataResponsePartition, Metadata
 from kshim.protocol.metadata_response import encode_topic
 from kshim.storage.metadata import TopicRecord
 
-# Every kept name is a stored topic or its view, so at most two per stored topic are
-# current; once more than this many others may be kept, the entries of names that went
-# away are dropped. The sweep resolves every kept name, so it waits for that many.
+# Every current name is a stored topic or its view: at most two per stored topic. A table
+# holding more than that plus this many is swept (every kept name resolved again, the
+# entries of names that went away dropped), so sweeps come at most once per this many new
+# names.
 STALE_ALLOWANCE = 1_024
 NAMES_PER_STORED_TOPIC = 2
 
