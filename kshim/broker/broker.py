@@ -25,7 +25,7 @@ from kshim.broker.groups.settings import GroupSettings
 from kshim.broker.producer_state import PartitionProducerState
 from kshim.broker.topic_descriptions import TopicDescriptions
 from kshim.broker.topic_resolver import TopicResolver
-from kshim.broker.topics import TopicManager
+from kshim.broker.topics import Topic, TopicManager
 from kshim.broker.transactions.coordinator import TransactionCoordinator
 from kshim.broker.transactions.review_hooks import load_review_hook
 from kshim.broker.transactions.reviewer import TransactionReviewer
@@ -75,6 +75,7 @@ class Broker:
         self.groups = GroupCoordinator(
             GroupSettings.from_config(config), clock, self.metadata.committed_offsets
         )
+        self.topics.config_listeners.append(self._configs_changed)
         self.transactions = TransactionCoordinator(
             self.metadata, self.topics.log, clock, transaction_settings(config)
         )
@@ -146,6 +147,12 @@ class Broker:
         topic_partition = log.topic_partition
         log.listeners.append(lambda: self.append_waiters.notify(topic_partition))
         log.listeners.append(lambda: self._notify_view(topic_partition))
+
+    def _configs_changed(self, topic: Topic) -> None:
+        # A view just turned on has no append to wake its applier.
+        if self.full_view.keeps(topic):
+            for log in topic.logs:
+                self.full_view.notify(log.topic_partition)
 
     def _notify_view(self, topic_partition: TopicPartition) -> None:
         # Only topics with a view wake the applier: the others would wake it for nothing on

@@ -87,6 +87,7 @@ class TopicManager:
         self._logs = logs
         self._on_open = on_open  # gives the recovery callback for a partition
         self._on_opened = on_opened  # sees every log once it is open
+        self.config_listeners: list[Callable[[Topic], None]] = []  # called after a change
         self._by_name: dict[str, Topic] = {}
         self._lock = asyncio.Lock()
         # Shared by every topic without overrides: thousands of topics, one copy.
@@ -233,3 +234,5 @@ class TopicManager:
             log_config = self._log_config(topic.configs)
             for log in topic.logs:
                 log.config = log_config
+        for listener in self.config_listeners:
+            listener(topic)
