@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -84,15 +85,28 @@ def _merged_keys(layers: list[dict[str, str]]) -> set[str]:
     return {key for layer in layers for key in layer}
 
 
+# Python's cyclic garbage collector, tuned for a broker. A request for thousands of partitions
+# makes tens of objects per partition, nearly all freed by reference counting at once; at the
+# default threshold (700 allocations) the collector ran during every such request and moved
+# its objects into older generations, whose full collections then walked every topic's
+# objects (140 ms at 10,000 topics). Collecting the youngest generation every 20,000
+# allocations cut the in-process cost of a produce request for 2,000 one-record partitions
+# by about a fifth; what is loaded at start-up lives as long as the broker and is moved out
+# of the collector's way (gc.freeze).
+GC_THRESHOLDS = (20_000, 10, 10)
+
+
 async def serve(config: BrokerConfig) -> None:
     """Runs the broker until SIGINT or SIGTERM, then shuts down cleanly."""
     started = time.monotonic()
+    gc.set_threshold(*GC_THRESHOLDS)
     server = KafkaServer(Broker(config))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signal_number, stop.set)
     host, port = await server.start()
+    gc.freeze()
     print(f"kshim listening on {host}:{port}, data in {config.data_dir}", flush=True)
     await stop.wait()
     await server.stop()

@@ -113,6 +113,13 @@ class Checkpointer:
         self.memtable_bytes -= log.memtable_bytes
         self._dirty.discard(log)
 
+    async def wait_for_room(self) -> None:
+        """Returns at once unless the memtables hold more than their total budget (spills
+        fell behind a slow disk); then once the spills under way are done, which holds
+        flush rounds, and so producers, back."""
+        if self.memtable_bytes > self._settings.memtable_total_bytes:
+            await self.idle()
+
     async def idle(self) -> None:
         """Returns once the job under way, if any, has ended."""
         while self._task is not None:

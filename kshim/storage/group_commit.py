@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from kshim.storage.partition_log import DiskPartitionLog
 from kshim.storage.write_ahead_log import WriteAheadLog, batch_record
@@ -33,8 +33,11 @@ class GroupCommit:
         inline_write_max_us: int,
         after_round: Callable[[list[DiskPartitionLog], int], None],  # logs, logged end
         on_failure: Callable[[BaseException], None],
+        before_round: Callable[[], Awaitable[None]],
     ) -> None:
+        """``before_round`` may hold a round back (while spills catch up with memory)."""
         self._wal = wal
+        self._before_round = before_round
         self._inline_write_max_us = inline_write_max_us
         self._after_round = after_round
         self._on_failure = on_failure
@@ -76,6 +79,7 @@ class GroupCommit:
         try:
             await self._gather_appends()
             while self._waiting or self._extra_records:
+                await self._before_round()
                 await self._round()
         except Exception as error:  # a disk error: the store refuses further appends
             self._on_failure(error)

@@ -68,11 +68,15 @@ class DiskLogStore:
         self._tail: WalTail | None = None  # what recovery must replay; None: not read yet
         self._tail_lock = asyncio.Lock()
         self._failure: BaseException | None = None
-        self._commit = GroupCommit(
-            self._wal, settings.inline_write_max_us, self._after_round, self._fail
-        )
         self._checkpointer = Checkpointer(
             self._wal, self._fs, self.logs_dir, settings, self._fail, self._checkpoint_limit
+        )
+        self._commit = GroupCommit(
+            self._wal,
+            settings.inline_write_max_us,
+            self._after_round,
+            self._fail,
+            self._checkpointer.wait_for_room,
         )
 
     # -- what partition logs ask of their store (partition_log.LogHost) --------------

@@ -7,7 +7,9 @@ kill -9 is tests/test_kill9.py's.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from kshim.storage.interface import (
     TopicPartition,
 )
 from kshim.storage.log_store import DiskLogStore
+from kshim.storage.segment import SEGMENT_SUFFIX
 from kshim.storage.simulated_filesystem import SimulatedFileSystem
 from kshim.storage.write_ahead_log import (
     BATCH_RECORD,
@@ -274,3 +277,41 @@ def test_zero_copy_reads_are_bounded_then_read_into_memory(tmp_path: Path) -> No
     assert isinstance(again, FileRegion) and again.read_bytes() == b"789"
     second.close()
     cache.close()
+
+
+class SegmentGate(CountingFileSystem):
+    """Holds the first write to a segment file (a spill) until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.released = threading.Event()
+
+    def write(self, descriptor: int, data: list[bytes | memoryview]) -> None:
+        if self._paths[descriptor].endswith(SEGMENT_SUFFIX) and not self.entered.is_set():
+            self.entered.set()
+            self.released.wait(timeout=30)
+        super().write(descriptor, data)
+
+
+async def test_appends_wait_while_spills_fall_behind(tmp_path: Path) -> None:
+    """A disk too slow for spills holds flush rounds back once more is waiting to be spilled
+    than all memtables may hold, so memory stays bounded; nothing is lost meanwhile."""
+    filesystem = SegmentGate()
+    settings = StoreSettings(memtable_total_bytes=4096)
+    store = DiskLogStore(str(tmp_path), FakeClock(), filesystem, settings)
+    log = await store.open(FIRST, LARGE_MEMTABLE, 0)
+    while not filesystem.entered.is_set():  # until a spill starts, and blocks
+        await append_durable(log, 10, "before")
+        await asyncio.sleep(0)
+    for _ in range(40):  # past the budget, while the spill is held
+        log.append(*producer_batch(10, label="held"))
+    waiting = asyncio.create_task(log.wait_durable(log.log_end_offset - 1))
+    await asyncio.sleep(0.2)
+    assert not waiting.done(), "a round ran while spills were behind"
+    filesystem.released.set()
+    await asyncio.wait_for(waiting, 30)
+    assert log.high_watermark == log.log_end_offset
+    values = values_of(await read_everything(log))
+    assert len(values) == log.log_end_offset
+    await store.close()
