@@ -72,6 +72,7 @@ class Checkpointer:
         # taken its batches, which a checkpoint may not have spilled, so it waits for it.
         self._logged_end = wal.end
         self._timer: asyncio.TimerHandle | None = None
+        self._checkpoint_requested = False
         self._task: asyncio.Task[None] | None = None
 
     def appended(self, log: DiskPartitionLog, size: int) -> None:
@@ -131,10 +132,15 @@ class Checkpointer:
         self._dirty.add(log)
 
     async def checkpoint(self) -> None:
-        """Spills everything and makes it durable now (a clean shutdown, the end of
-        recovery)."""
+        """Spills everything and makes it durable now (a clean shutdown)."""
         await self.idle()
         await self._checkpoint()
+
+    def request_checkpoint(self) -> None:
+        """Starts a checkpoint in the background as soon as it can (after recovery: what it
+        replayed becomes durable in the segment files, and the old log can go)."""
+        self._checkpoint_requested = True
+        self._start()
 
     def _start(self) -> None:
         if self._timer is not None:
@@ -144,6 +150,8 @@ class Checkpointer:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     def _checkpoint_due(self) -> bool:
+        if self._checkpoint_requested:
+            return True
         if self._logged_end == self._last_checkpoint_end:
             return False
         grown = self._logged_end - self._last_checkpoint_end >= self._settings.checkpoint_bytes
@@ -172,6 +180,7 @@ class Checkpointer:
         self._spilled(spill, synced=False)
 
     async def _checkpoint(self) -> None:
+        self._checkpoint_requested = False
         async with self.lock:  # a partition opened meanwhile is in ``dirty`` or the limit
             self._last_checkpoint_end = self._logged_end
             # Every record before the position belongs to a batch spilled below, except

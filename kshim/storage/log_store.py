@@ -9,7 +9,8 @@ in-memory index per partition.
 
 Recovery (``recover``) reads the write-ahead log after its checkpoint once, then opens
 every partition: its segments as they are on disk, then the batches only the write-ahead
-log still held, and ends with a checkpoint, so the next recovery starts clean.
+log still held, and starts a checkpoint in the background, after which the next
+recovery starts clean.
 """
 
 from __future__ import annotations
@@ -121,7 +122,9 @@ class DiskLogStore:
             for spec, result in zip(partitions, recovered, strict=True)
         ]
         tail.batches.clear()  # anything left belonged to partitions that are gone
-        await self._checkpointer.checkpoint()
+        # In the background: the broker serves meanwhile, and until it is done the write-
+        # ahead log keeps what recovery replayed.
+        self._checkpointer.request_checkpoint()
         return logs
 
     async def open(

@@ -97,7 +97,10 @@ def _append(
         if code != ErrorCode.none:
             result.error_code = code
             return result
-    verdict = broker.producer_state(topic_partition).check(header)
+    # Plain producers (no producer id) have no sequence to check and nothing to remember.
+    verdict = (
+        broker.producer_state(topic_partition).check(header) if header.has_producer_id else None
+    )
     if isinstance(verdict, Duplicate):
         result.base_offset = verdict.base_offset
         result.durable_offset = verdict.base_offset + header.last_offset_delta
@@ -116,8 +119,10 @@ def _append(
     except LogFailed as error:
         result.error_code, result.error_message = ErrorCode.kafka_storage_error, str(error)
         return result
-    broker.producer_state(topic_partition).record(header, result.base_offset)
-    broker.transactions.partition(topic_partition).on_append(header, result.base_offset)
+    if header.has_producer_id:
+        broker.producer_state(topic_partition).record(header, result.base_offset)
+    if header.is_transactional:
+        broker.transactions.partition(topic_partition).on_append(header, result.base_offset)
     result.durable_offset = result.base_offset + header.last_offset_delta
     result.log = log
     return result
