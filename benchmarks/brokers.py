@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from benchmarks.startup import answers_api_versions
 from compat_tests.brokers import start_kafka, tansu_binary
@@ -66,6 +69,26 @@ class RunningBroker:
                 user, system = user + int(fields[11]), system + int(fields[12])
         return user / CLOCK_TICKS, system / CLOCK_TICKS
 
+    def open_fds(self) -> int:
+        """File descriptors open in the broker and its descendants (sockets, pipes and
+        mappings' files included: everything under /proc/<pid>/fd)."""
+        total = 0
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                total += len(os.listdir(f"/proc/{pid}/fd"))
+        return total
+
+    def kill_tree(self) -> None:
+        """SIGKILL to the broker and every descendant at once, as a power cut would stop them
+        (children first found, then signalled, so none is missed by being reparented); waits
+        for the broker process. Only for brokers this process started."""
+        if self.process is None:
+            raise RuntimeError(f"{self.name} is not a child process of this one")
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.wait(START_TIMEOUT_S)
+
     def rss_bytes(self) -> int:
         total = 0
         for pid in self.pids():
@@ -81,22 +104,34 @@ class RunningBroker:
 
 @dataclass
 class Usage:
-    """The broker's CPU time and peak RSS over a measured block."""
+    """The broker's CPU time, peak RSS and (when counted) peak open descriptors over a
+    measured block."""
 
     cpu_seconds: float = 0.0
     peak_rss_bytes: int = 0
+    peak_open_fds: int = 0
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def take_sample(self, broker: RunningBroker, count_fds: bool) -> None:
+        self.peak_rss_bytes = max(self.peak_rss_bytes, broker.rss_bytes())
+        if count_fds:
+            self.peak_open_fds = max(self.peak_open_fds, broker.open_fds())
 
 
 @contextlib.contextmanager
-def sampled(broker: RunningBroker, interval_s: float = 0.1) -> Iterator[Usage]:
-    """Samples the broker's RSS every ``interval_s`` in a thread while the block runs."""
-    usage = Usage(peak_rss_bytes=broker.rss_bytes())
+def sampled(
+    broker: RunningBroker, interval_s: float = 0.1, count_fds: bool = False
+) -> Iterator[Usage]:
+    """Samples the broker's RSS (and, with ``count_fds``, its open descriptors: listing
+    20,000 of them takes ~10 ms of this process's CPU, so choose the interval to match)
+    every ``interval_s`` in a thread while the block runs, and once at each end."""
+    usage = Usage()
+    usage.take_sample(broker, count_fds)
     cpu_before = broker.cpu_seconds()
 
     def sample() -> None:
         while not usage._stop.wait(interval_s):
-            usage.peak_rss_bytes = max(usage.peak_rss_bytes, broker.rss_bytes())
+            usage.take_sample(broker, count_fds)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -105,11 +140,19 @@ def sampled(broker: RunningBroker, interval_s: float = 0.1) -> Iterator[Usage]:
     finally:
         usage._stop.set()
         sampler.join()
-        usage.peak_rss_bytes = max(usage.peak_rss_bytes, broker.rss_bytes())
+        usage.take_sample(broker, count_fds)
         usage.cpu_seconds = broker.cpu_seconds() - cpu_before
 
 
 BASELINE = "kshim-baseline"
+
+
+def raise_open_file_limit() -> int:
+    """Raises this process's soft RLIMIT_NOFILE to its hard limit, so that the brokers it
+    starts inherit it (kshim keeps ~2 descriptors per partition); returns the new limit."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
 
 
 def _working_directory(name: str) -> str | None:
@@ -150,9 +193,15 @@ def _wait_until_answering(port: int, process: subprocess.Popen[bytes], started: 
 
 @contextlib.contextmanager
 def running(
-    name: str, settings: Sequence[str] = (), data_dir: str | None = None
+    name: str,
+    settings: Sequence[str] = (),
+    data_dir: str | None = None,
+    stderr_path: str | Path | None = None,
 ) -> Iterator[RunningBroker]:
-    """Runs broker ``name`` ('kshim', 'tansu' or 'kafka') until the block ends."""
+    """Runs broker ``name`` ('kshim', 'tansu' or 'kafka') until the block ends, then stops
+    it with SIGTERM (a graceful stop). With ``stderr_path``, the broker's standard error
+    goes to that file (for what it prints as it stops); else it is discarded. Kafka's
+    container ignores ``data_dir`` and ``stderr_path``."""
     if name == "kafka":
         with _running_kafka() as broker:
             yield broker
@@ -161,12 +210,15 @@ def running(
         if data_dir is None:
             data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"bench-{name}-"))
         port = free_port()
+        stderr: int | IO[bytes] = subprocess.DEVNULL
+        if stderr_path is not None:
+            stderr = stack.enter_context(open(stderr_path, "wb"))
         started = time.perf_counter()
         process = subprocess.Popen(
             _command(name, port, data_dir, settings),
             cwd=_working_directory(name),
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=stderr,
         )
         try:
             ready_s = _wait_until_answering(port, process, started)
