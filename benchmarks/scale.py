@@ -1,10 +1,13 @@
 """Many single-partition topics on one node: kshim side by side with Tansu (and Kafka when
 Docker runs), at 1, 100, 1,000 and 10,000 topics.
 
-    python -m benchmarks.scale                    # full run: 3 repeats, 200,000 records
-    python -m benchmarks.scale --quick            # 1 repeat, 20,000 records, a few minutes
+    python -m benchmarks.scale                    # full run: 3 repeats, 200,000 records,
+                                                  # about an hour on 2 cores
+    python -m benchmarks.scale --quick            # 1 to 1,000 topics, 1 repeat, 20,000
+                                                  # records: 2 minutes
+    python -m benchmarks.scale --quick --topics 1,100,1000,10000 --output /tmp/scale
     python -m benchmarks.scale --topics 100,10000 --records 100000 --repeats 5
-    python -m benchmarks.scale --brokers kshim --baseline ../wt-main   # A/B two kshims
+    python -m benchmarks.scale --brokers kshim --baseline DIR   # A/B: kshim from checkout DIR
 
 For each repeat, topic count and broker in turn (the brokers alternate, so the shared
 machine's noise hits them alike), one cell on a fresh data dir:
@@ -22,8 +25,9 @@ machine's noise hits them alike), one cell on a fresh data dir:
 
 kshim counts its fsyncs and prints them as it stops (SIGTERM), so a kshim cell stops and
 restarts its broker around phases 2 and 3: each count covers one phase (and that run's
-start and stop). Tansu keeps its log in memory and runs each cell in one process. Writes
-benchmarks/results/scale.json and scale.md.
+start and stop); a kshim that prints no such line has its fsyncs reported as not
+measured. Tansu keeps its log in memory and runs each cell in one process. Writes
+benchmarks/results/scale.json (after every cell) and scale.md, or into ``--output``.
 """
 
 from __future__ import annotations
@@ -67,6 +71,9 @@ def parse_arguments() -> argparse.Namespace:
         help="a config for kshim's topics, e.g. kshim.full.view=false (default: kshim's own)",
     )  # fmt: skip
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--render-only", action="store_true", help="scale.md again from --output's scale.json"
+    )
     return parser.parse_args()
 
 
@@ -122,6 +129,10 @@ def machine() -> str:
 
 def main() -> None:
     arguments = parse_arguments()
+    if arguments.render_only:
+        earlier = json.loads((arguments.output / "scale.json").read_text())
+        write(earlier, arguments.output, earlier["elapsed_s"], final=True)
+        return
     plan = plan_of(arguments)
     brokers, skipped = select_brokers(arguments)
     topic_configs = dict(entry.split("=", 1) for entry in arguments.topic_config)
@@ -129,7 +140,7 @@ def main() -> None:
     started = time.monotonic()
     results: dict[str, Any] = {
         "generated_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": "python -m benchmarks.scale " + " ".join(sys.argv[1:]),
+        "command": " ".join(["python -m benchmarks.scale", *sys.argv[1:]]),
         "machine": machine(),
         "plan": asdict(plan),
         "producer_config": PRODUCER_CONFIG,
@@ -142,7 +153,7 @@ def main() -> None:
         for count in plan.topic_counts:
             for name in brokers:
                 print(f"[{time.monotonic() - started:6.0f} s] repeat {repeat + 1}: "
-                      f"{count:,} topics on {name}", flush=True)  # fmt: skip
+                      f"{scale_report.topics_label(count)} on {name}", flush=True)  # fmt: skip
                 configs = topic_configs if name in ("kshim", BASELINE) else {}
                 cell = measure_cell(name, count, plan, configs)
                 results["samples"][name][str(count)].append(asdict(cell))
