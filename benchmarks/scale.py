@@ -47,7 +47,6 @@ from benchmarks import scale_report
 from benchmarks.brokers import BASELINE, raise_open_file_limit
 from benchmarks.ceilings import fsync_rate
 from benchmarks.scale_cell import Plan, measure_cell
-from benchmarks.scale_records import PRODUCER_CONFIG
 from compat_tests.brokers import BROKER_NAMES, unavailable_reason
 
 RESULTS = Path(__file__).parent / "results"
@@ -70,6 +69,10 @@ def parse_arguments() -> argparse.Namespace:
         "--topic-config", action="append", default=[], metavar="KEY=VALUE",
         help="a config for kshim's topics, e.g. kshim.full.view=false (default: kshim's own)",
     )  # fmt: skip
+    parser.add_argument(
+        "--producer", action="append", default=[], metavar="KEY=VALUE",
+        help="a librdkafka setting for the produce phase, over the default ones",
+    )  # fmt: skip
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument(
         "--render-only", action="store_true", help="scale.md again from --output's scale.json"
@@ -87,7 +90,15 @@ def plan_of(arguments: argparse.Namespace) -> Plan:
         plan = replace(plan, repeats=arguments.repeats)
     if arguments.latency_seconds:
         plan = replace(plan, latency_s=arguments.latency_seconds)
-    return plan
+    return replace(plan, producer_overrides=tuple(settings(arguments.producer).items()))
+
+
+def settings(entries: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` options as a dict; exits with a message for one without ``=``."""
+    malformed = [entry for entry in entries if "=" not in entry]
+    if malformed:
+        raise SystemExit(f"not KEY=VALUE: {malformed}")
+    return dict(entry.split("=", 1) for entry in entries)
 
 
 def select_brokers(arguments: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
@@ -135,7 +146,7 @@ def main() -> None:
         return
     plan = plan_of(arguments)
     brokers, skipped = select_brokers(arguments)
-    topic_configs = dict(entry.split("=", 1) for entry in arguments.topic_config)
+    topic_configs = settings(arguments.topic_config)
     fd_limit = raise_open_file_limit()
     started = time.monotonic()
     results: dict[str, Any] = {
@@ -143,7 +154,7 @@ def main() -> None:
         "command": " ".join(["python -m benchmarks.scale", *sys.argv[1:]]),
         "machine": machine(),
         "plan": asdict(plan),
-        "producer_config": PRODUCER_CONFIG,
+        "producer_config": plan.producer_config(),
         "brokers": brokers,
         "skipped": skipped,
         "notes": notes(brokers, topic_configs, fd_limit),

@@ -8,16 +8,24 @@ apply to a broker raises NotMeasured. Figures a failed phase had already taken a
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import tempfile
 import time
 import traceback
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.brokers import BASELINE, RunningBroker, Usage, running, sampled
-from benchmarks.scale_records import Produced, latency_over, produce_round_robin, read_back
+from benchmarks.scale_records import (
+    PRODUCER_CONFIG,
+    Produced,
+    latency_over,
+    produce_round_robin,
+    read_back,
+)
 from benchmarks.scale_requests import (
     create_topics,
     fsyncs_at_stop,
@@ -27,11 +35,17 @@ from benchmarks.scale_requests import (
     topic_names,
     wide_produce,
 )
+from kshim.testing import failure_lines
 
 SAMPLE_INTERVAL_S = 0.25  # also counts the tree's fds: ~10 ms of this process per 20,000
 WIDE_PARTITIONS = 1_000  # "one produce request that touches 1,000 partitions"
 FIRST_PRODUCE_DEADLINE_S = 30.0
 SHOWN_FAILURES = 3
+SHOWN_LOG_LINES = 5
+LOG_LINE_CHARACTERS = 300
+# Beyond kshim.testing's markers: brokers run at --log-level WARNING, so a warning is news.
+ALSO_FAILURES = ("Too many open files", " WARNING ")
+LOG_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ")  # logging's asctime
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,10 @@ class Plan:
     latency_rate: int
     metadata_requests: int
     wide_requests: int
+    producer_overrides: tuple[tuple[str, str], ...] = ()  # librdkafka settings, over ours
+
+    def producer_config(self) -> dict[str, object]:
+        return {**PRODUCER_CONFIG, **dict(self.producer_overrides)}
 
 
 class NotMeasured(Exception):
@@ -54,6 +72,7 @@ class Cell:
     metrics: dict[str, float] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # phase -> reason
     not_measured: dict[str, str] = field(default_factory=dict)
+    broker_log: list[str] = field(default_factory=list)  # distinct failure lines, counted
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -151,7 +170,19 @@ def measure_cell(name: str, count: int, plan: Plan, topic_configs: Mapping[str, 
         finally:
             with cell.phase("stop"):
                 session.stop()
+            cell.broker_log = failures_logged(Path(directory))
     return cell
+
+
+def failures_logged(directory: Path) -> list[str]:
+    """The distinct failure lines (kshim.testing's markers, warnings, descriptor exhaustion) in
+    the standard error of every run of the cell, each with how often it came, timestamps
+    taken off; the first SHOWN_LOG_LINES kinds."""
+    counted: Counter[str] = Counter()
+    for path in sorted(directory.glob("*.stderr")):
+        lines = failure_lines(path.read_text(errors="replace"), also=ALSO_FAILURES)
+        counted.update(LOG_TIMESTAMP.sub("", line)[:LOG_LINE_CHARACTERS] for line in lines)
+    return [f"{count}x {line}" for line, count in list(counted.items())[:SHOWN_LOG_LINES]]
 
 
 def run_phases(
@@ -168,7 +199,7 @@ def run_phases(
         cell.metrics.update(metadata_latency(session.broker.bootstrap, topics, requests))
     produced = Produced()
     with cell.phase("produce"):
-        produced = produce(session, cell, topics, plan.records)
+        produced = produce(session, cell, topics, plan)
     with cell.phase("fsyncs"):
         count_fsyncs(session, cell, produced)
     with cell.phase("wide_produce"):
@@ -200,7 +231,7 @@ def create(
         raise RuntimeError(f"{len(failures):,} of {len(topics):,} topics not created, e.g. {shown}")
 
 
-def produce(session: BrokerSession, cell: Cell, topics: list[str], records: int) -> Produced:
+def produce(session: BrokerSession, cell: Cell, topics: list[str], plan: Plan) -> Produced:
     """The produce phase, on a run of its own when the broker keeps its data (so that
     the fsyncs kshim prints at that run's stop are this phase's)."""
     if session.keeps_data:
@@ -209,7 +240,9 @@ def produce(session: BrokerSession, cell: Cell, topics: list[str], records: int)
     else:
         cell.not_measured["restart_graceful"] = "no data kept across a restart"
     with sampled(session.broker, SAMPLE_INTERVAL_S, count_fds=True) as usage:
-        produced = produce_round_robin(session.broker.bootstrap, topics, records)
+        produced = produce_round_robin(
+            session.broker.bootstrap, topics, plan.records, plan.producer_config()
+        )
     cell.track(usage, "produce")
     acknowledged = produced.acknowledged_count
     cell.metrics.update({

@@ -10,7 +10,7 @@ to in batches, and fetches all assigned partitions of a broker in one Fetch requ
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ PURGE_WAIT_S = 10.0
 READ_BATCH = 10_000
 POLL_S = 0.5
 WARM_UP_S = 30.0
+WARM_UP_S_PER_TOPIC = 0.01  # a consumer of 10,000 partitions took over 30 s to start on Tansu
 Acknowledged = dict[str, dict[int, bytes]]  # topic -> offset -> value
 
 
@@ -77,13 +78,16 @@ class Produced:
         self.first_failure = self.first_failure or f"{topic}: {error}"
 
 
-def produce_round_robin(bootstrap: str, topics: Sequence[str], count: int) -> Produced:
+def produce_round_robin(
+    bootstrap: str, topics: Sequence[str], count: int, config: Mapping[str, object]
+) -> Produced:
     """Produces ``count`` RECORD_BYTES records, one to each topic in turn, as fast as the
-    client goes (PRODUCER_CONFIG); records nobody reported on by the flush deadline are
-    purged and count as failed."""
+    client goes with librdkafka settings ``config`` (PRODUCER_CONFIG unless overridden);
+    records nobody reported on by the flush deadline are purged and count as failed."""
     produced = Produced()
-    config: dict[str, Any] = {"bootstrap.servers": bootstrap, **PRODUCER_CONFIG}
-    producer = Producer({**config, "on_delivery": produced.on_delivery})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, **config, "on_delivery": produced.on_delivery}
+    )
     client_before = time.process_time()
     started = time.perf_counter()
     for index in range(count):
@@ -164,10 +168,11 @@ def latency_over(
     consumer = Consumer(_consumer_config(bootstrap, "scale-latency"))
     consumer.assign([TopicPartition(topic, 0, ends.get(topic, OFFSET_END)) for topic in topics])
     producer = Producer({"bootstrap.servers": bootstrap})
-    producer.list_topics(timeout=WARM_UP_S)  # every topic's leader, before the first send
+    warm_up_s = max(WARM_UP_S, WARM_UP_S_PER_TOPIC * len(topics))
+    producer.list_topics(timeout=warm_up_s)  # every topic's leader, before the first send
     producer.produce(topics[0], value=b"warm-up")
-    producer.flush(WARM_UP_S)
-    _wait_for_a_record(consumer, WARM_UP_S)
+    producer.flush(warm_up_s)
+    _wait_for_a_record(consumer, warm_up_s)
     result = paced_latency(producer, consumer, topics, rate, seconds)
     result["sent"] = int(rate * seconds)
     return result

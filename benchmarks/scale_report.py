@@ -178,9 +178,8 @@ def _cell(stats: dict[str, float] | None, reasons: set[str]) -> str:
     if stats is None:
         return "failed" if "failed" in reasons else "n/a" if reasons else "-"
     shown = _number(stats["median"])
-    if stats["n"] > 1 and stats["min"] != stats["max"]:
-        shown += f" ({_number(stats['min'])}-{_number(stats['max'])})"
-    return shown
+    low, high = _number(stats["min"]), _number(stats["max"])
+    return shown if low == high else f"{shown} ({low}-{high})"
 
 
 def _phase_states(cells: list[dict[str, Any]], phase: str) -> set[str]:
@@ -245,6 +244,18 @@ def problems(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def logged(results: dict[str, Any]) -> list[str]:
+    """The failure lines each broker's stderr held, per topic count and repeat."""
+    lines = []
+    for broker, by_count in results["samples"].items():
+        for count, cells in by_count.items():
+            for repeat, cell in enumerate(cells, 1):
+                for line in cell.get("broker_log", []):
+                    lines.append(f"- {broker}, {topics_label(int(count))}, repeat {repeat}: "
+                                 f"`{line}`")  # fmt: skip
+    return lines
+
+
 def render(results: dict[str, Any]) -> str:
     plan = results["plan"]
     lines = [
@@ -266,4 +277,7 @@ def render(results: dict[str, Any]) -> str:
     found = problems(results)
     if found:
         lines += ["", "## Failed or not measured", "", *found]
+    in_logs = logged(results)
+    if in_logs:
+        lines += ["", "## Failure lines in the brokers' standard error", "", *in_logs]
     return "\n".join(lines) + "\n"
