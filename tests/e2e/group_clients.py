@@ -150,7 +150,14 @@ class KafkaPythonMember(GroupMember):
 
     def close(self) -> None:
         # With auto-commit, kafka-python commits what was consumed before it leaves.
-        self._consumer.close(autocommit=self._subscription.auto_commit)
+        try:
+            self._consumer.close(autocommit=self._subscription.auto_commit)
+        finally:
+            # When the coordinator's close raises (a commit meeting a rebalance),
+            # kafka-python 3.0 returns before closing its network client, whose IO thread
+            # would go on reconnecting, after the broker has stopped, for the rest of the
+            # test session. Closing the client again is harmless.
+            self._consumer._client.close()
 
 
 class _LoopThread:

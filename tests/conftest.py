@@ -1,0 +1,32 @@
+"""Checks shared by every test under ``tests/``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+# kafka-python 3 names the thread that runs each client's network loop so.
+KAFKA_PYTHON_IO_THREAD = "kafka-io-"
+THREAD_EXIT_WAIT_S = 5.0
+
+
+def _kafka_python_io_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith(KAFKA_PYTHON_IO_THREAD)}
+
+
+@pytest.fixture(autouse=True)
+def no_kafka_python_client_outlives_its_test() -> Iterator[None]:
+    """A kafka-python client left open keeps reconnecting, with random backoff, to a broker
+    that has stopped: its log lines land in later tests, and its use of ``random`` makes
+    Hypothesis fail later property tests as flaky. Fail the test that left it instead."""
+    before = _kafka_python_io_threads()
+    yield
+    deadline = time.monotonic() + THREAD_EXIT_WAIT_S
+    left = _kafka_python_io_threads() - before
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = {thread for thread in left if thread.is_alive()}
+    assert not left, f"kafka-python clients left open: {sorted(t.name for t in left)}"
