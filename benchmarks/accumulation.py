@@ -1,11 +1,11 @@
 """Workloads 5 and 6: memory under a backlog, and the cost of idle connections.
 
 Accumulation (the LSMQ test): a fresh broker's time to answer after launch and its
-idle RSS, then N 60-byte records produced with no consumer; RSS and disk after
-them, and the RSS growth per backlogged record measured after a warm-up tenth (so
-one-off allocations of the first produce, buffers and caches, are not counted per
-record). Optionally a longer backlog follows, to separate bounded caches from per-record
-growth.
+idle RSS, then N 60-byte records produced with no consumer; RSS once the first tenth is in
+and the broker is idle again, RSS and disk after them all, and the RSS growth per
+backlogged record measured after that warm-up tenth (so one-off allocations of the first
+produce, buffers and caches, are not counted per record). Optionally a longer backlog
+follows, to separate bounded caches from per-record growth.
 
 Idle connections: produce throughput without and with K open connections that
 each made one ApiVersions request and then stay silent, alternating; the extra
@@ -45,6 +45,8 @@ def accumulation(broker: RunningBroker, records: int, extension: int = 0) -> dic
     metrics = {
         "ready_s": broker.ready_s,
         "idle_rss_mb": idle_rss / 1e6,
+        # Once written to: what a first write starts (caches, threads, child processes).
+        "idle_rss_after_produce_mb": warm_rss / 1e6,
         "backlog_rss_mb": backlog_rss / 1e6,
         "backlog_disk_mb": broker.disk_bytes() / 1e6,
         "rss_bytes_per_backlogged_record": (backlog_rss - warm_rss) / (records - warm_up),

@@ -53,6 +53,8 @@ TARGETS = [
     Target("RSS growth per backlogged record, B",
            "accumulation.rss_bytes_per_backlogged_record", UNDER, 10.0, "B"),
     Target("idle RSS, MB", "accumulation.idle_rss_mb", UNDER, 40.0, "MB"),
+    Target("idle RSS after a produce, MB", "accumulation.idle_rss_after_produce_mb", UNDER,
+           40.0, "MB"),
     Target("ready to serve after start, s", "accumulation.ready_s", UNDER, 1.0, "s"),
     Target("500 idle connections: extra RSS, MB", "idle_connections.extra_rss_mb", UNDER, 50.0,
            "MB"),
