@@ -4,6 +4,7 @@
     python -m benchmarks.run --quick --output /tmp/quick   # smaller counts, 2 repeats, ~4 min
     python -m benchmarks.run --repeats 5 --brokers kshim,tansu,kafka
     python -m benchmarks.run --render-only        # report.md and plots again from report.json
+    python -m benchmarks.run --baseline DIR       # also kshim from checkout DIR (an A/B)
 
 Every workload starts each broker in turn on a fresh data dir, with the same
 clients and settings; within a repeat the brokers alternate workload by workload,
@@ -30,7 +31,7 @@ from typing import Any
 
 from benchmarks import ceilings, plots, report
 from benchmarks.accumulation import accumulation, idle_connections
-from benchmarks.brokers import RunningBroker, running, sampled
+from benchmarks.brokers import BASELINE, RunningBroker, running, sampled
 from benchmarks.venus_transmission import CLIENTS, transmission
 from benchmarks.workloads import (
     consume,
@@ -198,6 +199,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, help="repeats per workload (default 5; quick 2)")
     parser.add_argument("--brokers", default="kshim,tansu,kafka")
     parser.add_argument("--workloads", default=",".join([*WORKLOADS, "full_view"]))
+    parser.add_argument("--baseline", metavar="DIR", help="also kshim from this checkout")
     parser.add_argument(
         "--render-only", action="store_true", help="rewrite report.md and plots from report.json"
     )
@@ -215,6 +217,9 @@ def main() -> None:
         parser.error(f"unknown brokers {unknown}; choose from {BROKER_NAMES}")
     skipped = {name: reason for name in wanted if (reason := unavailable_reason(name))}
     brokers = [name for name in wanted if name not in skipped]
+    if arguments.baseline:  # next to kshim, so the two alternate within each workload
+        os.environ["KSHIM_BASELINE_DIR"] = arguments.baseline
+        brokers.insert(1 if "kshim" in brokers else 0, BASELINE)
     workloads = [name.strip() for name in arguments.workloads.split(",") if name.strip()]
     started = time.monotonic()
     results: dict[str, Any] = {
