@@ -64,11 +64,6 @@ class SegmentWriter:
         """Segment files written since the last ``synced``."""
         return frozenset(self._unsynced_paths)
 
-    @property
-    def sealing_due(self) -> bool:
-        """Whether a rolled segment still waits for its sealed index."""
-        return bool(self._to_seal)
-
     def roll(self, rolled: Segment) -> None:
         """Event loop: ``rolled`` takes no more appends; it is sealed once everything in it
         is written, durable and indexed."""
