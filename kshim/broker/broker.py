@@ -32,6 +32,7 @@ from kshim.broker.transactions.reviewer import TransactionReviewer
 from kshim.broker.transactions.settings import review_settings, transaction_settings
 from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.committed_offsets import CommittedOffset
+from kshim.storage.data_directory_lock import DataDirectoryLock
 from kshim.storage.filesystem import FileSystem
 from kshim.storage.full_view_store import FullViewStore
 from kshim.storage.interface import LogStore, PartitionLog, TopicPartition
@@ -60,6 +61,22 @@ class Broker:
         self.clock = clock
         data_dir = config.data_dir
         os.makedirs(data_dir, exist_ok=True)
+        # Before anything in the directory is opened: a second broker must change nothing.
+        self.data_dir_lock = DataDirectoryLock.acquire(data_dir)
+        try:
+            self._open_stores(data_dir, clock, filesystem, logs)
+        except BaseException:
+            self.data_dir_lock.release()
+            raise
+
+    def _open_stores(
+        self,
+        data_dir: str,
+        clock: Callable[[], int],
+        filesystem: FileSystem | None,
+        logs: LogStore | None,
+    ) -> None:
+        config = self.config
         self.metadata = MetadataStore(os.path.join(data_dir, "meta"))
         self.logs = (
             logs
@@ -92,7 +109,9 @@ class Broker:
     def _open_full_view(self, directory: str) -> FullView:
         store = FullViewStore(directory)
         in_process = self.config.values["kshim.full.view.process"] == "false"
-        applier = ThreadApplier(store) if in_process else ProcessApplier(directory)
+        applier = (
+            ThreadApplier(store) if in_process else ProcessApplier(directory, self.config.data_dir)
+        )
         # Views cost nothing until read, unless the operator asked for them all up front.
         eager = "kshim.full.view" in self.config.explicit and self.config.get_bool(
             "kshim.full.view"
@@ -175,7 +194,10 @@ class Broker:
         )
 
     async def close(self) -> None:
-        await self.logs.close()
-        self.metadata.close()
-        await asyncio.to_thread(self.full_view.applier.close)
-        self.full_view.store.close()
+        try:
+            await self.logs.close()
+            self.metadata.close()
+            await asyncio.to_thread(self.full_view.applier.close)
+            self.full_view.store.close()
+        finally:
+            self.data_dir_lock.release()

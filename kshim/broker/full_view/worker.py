@@ -9,7 +9,8 @@ child writes the view, the broker reads it for Fetch.
 
 The child is spawned, not forked (an LMDB environment must not cross a fork), on the
 first chunk to apply, and exits by itself when the broker dies (kill -9 included): a
-watchdog thread compares its parent's pid.
+watchdog thread compares its parent's pid. It writes only for a parent that holds the
+data directory's lock (storage/data_directory_lock.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Protocol
 
 from kshim.broker.full_view.changes import view_changes
+from kshim.storage.data_directory_lock import held_by
 from kshim.storage.full_view_store import FullViewStore
 from kshim.storage.interface import TopicPartition
 from kshim.storage.transaction_store import AbortedTransaction
@@ -68,8 +70,9 @@ class ThreadApplier:
 class ProcessApplier:
     """In one spawned child process that owns its own handle on the view's LMDB files."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, data_dir: str) -> None:
         self._directory = directory
+        self._data_dir = data_dir
         self._executor: ProcessPoolExecutor | None = None
 
     @property
@@ -90,7 +93,7 @@ class ProcessApplier:
                 1,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_start_in_child,
-                initargs=(self._directory, os.getpid()),
+                initargs=(self._directory, self._data_dir, os.getpid()),
             )
         await asyncio.get_running_loop().run_in_executor(
             self._executor, _apply_in_child, topic_partition, data, list(aborted),
@@ -107,8 +110,15 @@ class ProcessApplier:
 _child_store: FullViewStore | None = None  # the child's own handle, opened once
 
 
-def _start_in_child(directory: str, parent_pid: int) -> None:
+class NotTheLockHolder(RuntimeError):
+    """The child's parent does not hold the data directory's lock (it died, or a second
+    broker started the child): the child must not write a view another broker owns."""
+
+
+def _start_in_child(directory: str, data_dir: str, parent_pid: int) -> None:
     global _child_store
+    if not held_by(data_dir, parent_pid):
+        raise NotTheLockHolder(f"pid {parent_pid} does not hold the lock of {data_dir}")
     _child_store = FullViewStore(directory)
     threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
 
