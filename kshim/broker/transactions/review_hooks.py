@@ -21,7 +21,6 @@ import importlib
 import inspect
 import json
 import logging
-import urllib.request
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -71,6 +70,10 @@ def _callable_hook(function: Callable[[dict[str, Any]], Any]) -> ReviewHook:
 
 
 def _http_hook(url: str) -> ReviewHook:
+    # Imported only for an HTTP hook: urllib.request brings http.client and email, about
+    # 3 MB of RSS a broker without one would carry for nothing.
+    import urllib.request
+
     def post(request: dict[str, Any]) -> Any:
         body = json.dumps(request).encode()
         http_request = urllib.request.Request(
