@@ -34,6 +34,7 @@ from kshim.testing import BrokerProcess
 from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
 from spark_examples.capture.broker import ensure_topic
 from spark_examples.capture.review import REVIEW_HOOK, REVIEW_HOOK_SETTING
+from spark_examples.connector_check import require_spark_connector
 from spark_examples.databases import open_database
 from spark_examples.testing import (
     TABLE_NAMES,
@@ -240,6 +241,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=300, help="changes per second")
     parser.add_argument("--work-dir", help="keep everything here (default: a temporary dir)")
     arguments = parser.parse_args(argv)
+    # Before the broker and the capture: without the connector, Spark would fail only after
+    # they started, with an Ivy resolution error far from the cause.
+    require_spark_connector("demo")
     equal = run_demo(arguments.operations, arguments.rate, arguments.work_dir, say)
     return 0 if equal else 1
 

@@ -74,11 +74,28 @@ def connector_jars() -> list[str] | None:
     ]
 
 
-def _java_available() -> bool:
+def java_available() -> bool:
+    """Returns whether pyspark's launcher will find a JVM: ``$JAVA_HOME/bin/java`` or PATH."""
     java_home = os.environ.get("JAVA_HOME")
     if java_home and os.path.isfile(os.path.join(java_home, "bin", "java")):
         return True
     return shutil.which("java") is not None
+
+
+def jars_directory_problem() -> str | None:
+    """Returns what keeps ``$KSHIM_SPARK_JARS`` from serving the connector, or None if nothing.
+
+    The answer is a short clause: the variable is unset, names no directory, or lacks jars.
+    """
+    directory = _jars_directory()
+    if directory is None:
+        setting = os.environ.get(JARS_DIRECTORY_VARIABLE)
+        problem = f"={setting} is not a directory" if setting else " is unset"
+        return f"${JARS_DIRECTORY_VARIABLE}{problem}"
+    missing = _missing_patterns(directory)
+    if missing:
+        return f"${JARS_DIRECTORY_VARIABLE}={directory} lacks {', '.join(missing)}"
+    return None
 
 
 def connector_unavailable_reason() -> str | None:
@@ -87,23 +104,19 @@ def connector_unavailable_reason() -> str | None:
     Tests skip rather than fall back to Maven: on machines without Maven the fallback would
     fail minutes later with an opaque Ivy resolution error instead of this message.
     """
-    if not _java_available():
+    if not java_available():
         return "no Java runtime (set JAVA_HOME or put java on PATH); Spark needs a JVM"
-    directory = _jars_directory()
-    if directory is None:
-        setting = os.environ.get(JARS_DIRECTORY_VARIABLE)
-        problem = f"={setting} is not a directory" if setting else " is unset"
+    problem = jars_directory_problem()
+    if problem is not None and _jars_directory() is None:
         return (
-            f"${JARS_DIRECTORY_VARIABLE}{problem}: point it at a directory holding the four Spark "
-            "Kafka connector jars (see spark_examples/spark_session.py)"
+            f"{problem}: point it at a directory holding the four Spark Kafka connector jars "
+            "(see spark_examples/spark_session.py)"
         )
-    missing = _missing_patterns(directory)
-    if missing:
-        return f"${JARS_DIRECTORY_VARIABLE}={directory} lacks {', '.join(missing)}"
-    return None
+    return problem
 
 
-def _maven_coordinate() -> str:
+def maven_coordinate() -> str:
+    """Returns the connector's Maven coordinate, ``group:artifact:version``, for this pyspark."""
     # pyspark is heavy: import it only when a session is built, not to ask for a skip reason.
     import pyspark
 
@@ -119,7 +132,7 @@ def kafka_spark_session(app_name: str, master: str = "local[2]") -> SparkSession
     a session already exists in this process, ``getOrCreate`` returns it unchanged, so stop
     it first. Call from one thread; the SparkSession is then usable from any thread.
     """
-    from pyspark.sql import SparkSession  # imported here for the reason in _maven_coordinate
+    from pyspark.sql import SparkSession  # imported here for the reason in maven_coordinate
 
     builder = (
         SparkSession.builder.appName(app_name)
@@ -136,7 +149,7 @@ def kafka_spark_session(app_name: str, master: str = "local[2]") -> SparkSession
     if jars is not None:
         builder = builder.config("spark.jars", ",".join(jars))
     else:
-        builder = builder.config("spark.jars.packages", _maven_coordinate())
+        builder = builder.config("spark.jars.packages", maven_coordinate())
     session = builder.getOrCreate()
     # Startup INFO lines are already printed by now; this quiets everything after them.
     session.sparkContext.setLogLevel("ERROR")

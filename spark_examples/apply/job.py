@@ -200,8 +200,10 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     """Entry point; builds a local session unless given one (spark-submit passes its own)."""
     options = parse_arguments(argv)
     if spark is None:
+        from spark_examples.connector_check import require_spark_connector
         from spark_examples.spark_session import kafka_spark_session  # pyspark is slow to load
 
+        require_spark_connector("apply")
         spark = kafka_spark_session(f"kshim-apply-{options.topic}")
     try:
         return run(spark, options)
