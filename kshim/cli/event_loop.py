@@ -35,5 +35,9 @@ def loop_factory(name: str) -> LoopFactory | None:
 def run_on(name: str, main: Coroutine[Any, Any, Result]) -> Result:
     """Runs ``main`` to completion on a new loop of the named kind; returns its result."""
     with asyncio.Runner(loop_factory=loop_factory(name)) as runner:
-        log.info("event loop: %s", type(runner.get_loop()).__module__)
         return runner.run(main)
+
+
+def running_loop_name() -> str:
+    """The module of the running loop's class: ``uvloop``, or ``asyncio.unix_events``."""
+    return type(asyncio.get_running_loop()).__module__

@@ -25,10 +25,15 @@ from kshim.wire_client import (
 CLIENT_ID = "kshim-groups"
 LIST_OFFSETS_KEY, OFFSET_FETCH_KEY, DESCRIBE_GROUPS_KEY, LIST_GROUPS_KEY = 2, 9, 15, 16
 LATEST = -1
+DEAD = "Dead"
 
 
 class QueryError(Exception):
     """The broker refused a request, answered with an error code, or broke the protocol."""
+
+
+class GroupNotFound(QueryError):
+    """The group named does not exist: no members and no committed offsets."""
 
 
 def query_status(
@@ -37,13 +42,20 @@ def query_status(
     """Consumption status of one group, or of every group, from the broker at ``bootstrap``.
 
     Raises ValueError for a bootstrap that is not host:port, OSError when the broker
-    cannot be reached or does not answer in time, QueryError on an error answer or when
-    the broker closes the connection or answers something malformed.
+    cannot be reached or does not answer in time, GroupNotFound when ``group_id`` names
+    no group, QueryError on an error answer or when the broker closes the connection or
+    answers something malformed.
     """
     try:
         with connect(bootstrap, timeout_s, client_id=CLIENT_ID) as connection:
             group_ids = [group_id] if group_id else _list_groups(connection)
             members = _describe_groups(connection, group_ids)
+            group_ids = [name for name in group_ids if name in members]
+            if group_id and not group_ids:
+                # DescribeGroups before v6 answers an unknown group with no error and state
+                # Dead; Kafka's kafka-consumer-groups.sh then reports "Consumer group '...'
+                # does not exist." rather than an empty table.
+                raise GroupNotFound(f"consumer group {group_id} does not exist")
             committed = {name: _committed(connection, name) for name in group_ids}
             wanted = {tp for name in group_ids for tp in [*committed[name], *members[name][1]]}
             log_ends = _log_ends(connection, wanted)
@@ -65,13 +77,16 @@ def _list_groups(connection: WireConnection) -> list[str]:
 def _describe_groups(
     connection: WireConnection, group_ids: list[str]
 ) -> dict[str, tuple[int, list[TopicPartition]]]:
-    """Per group: the member count and the partitions assigned to its members."""
+    """Per group: the member count and the partitions assigned to its members; groups
+    described as Dead (unknown, or just deleted) are left out."""
     if not group_ids:
         return {}
     response = connection.call(DESCRIBE_GROUPS_KEY, 5, {"groups": group_ids})
     described: dict[str, tuple[int, list[TopicPartition]]] = {}
     for group in response.groups:
         _check(group.error_code, f"DescribeGroups {group.group_id}")
+        if group.group_state == DEAD:
+            continue  # gone, or never there
         assigned = [
             TopicPartition(topic, partition)
             for member in group.members

@@ -1,10 +1,15 @@
-"""The ``kshim`` command line: parses arguments and calls library functions."""
+"""The ``kshim`` command line: parses arguments and calls library functions.
+
+Expected failures end in one ``kshim: error:`` line and exit status 2 (usage) or 1 (run
+time), as kshim/cli/errors.py says; only kshim's own bugs show a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import gc
+import importlib.metadata
 import logging
 import os
 import signal
@@ -13,23 +18,50 @@ import time
 
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.config.keys import ConfigError, from_environment, parse_properties
+from kshim.broker.config.keys import ConfigError
 from kshim.broker.groups.consumption_status import format_table
 from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
-from kshim.cli.event_loop import run_on
+from kshim.cli.allocator import fix_mmap_threshold
+from kshim.cli.config_sources import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_LISTEN,
+    listener_argument,
+    load_config,
+)
+from kshim.cli.errors import (
+    FAILURE_STATUS,
+    GROUPS_PROGRAM,
+    PROGRAM,
+    USAGE_STATUS,
+    CommandFailed,
+    OneLineArgumentParser,
+    UsageError,
+    data_directory_problem,
+    print_error,
+    reason,
+)
+from kshim.cli.event_loop import run_on, running_loop_name
 from kshim.cli.group_query import QueryError, query_status
-from kshim.server.listener import KafkaServer
+from kshim.server.listener import KafkaServer, ListenError
 from kshim.storage.log_store import DiskLogStore
+from kshim.wire_client import parse_bootstrap
 
-DEFAULT_LISTEN = "127.0.0.1:9092"
-DEFAULT_DATA_DIR = "./kshim-data"
+__all__ = ["build_parser", "load_config", "main", "serve", "stopped_line"]
+
+log = logging.getLogger(__name__)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kshim", description="A Kafka-compatible broker.")
+    parser = OneLineArgumentParser(prog=PROGRAM, description="A Kafka-compatible broker.")
+    parser.add_argument("--version", action="version", version=f"kshim {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run a single-node broker")
-    serve.add_argument("--listen", help=f"host:port to listen on (default {DEFAULT_LISTEN})")
+    serve.add_argument(
+        "--listen",
+        type=listener_argument,
+        help=f"host:port to listen on, port 0 for any free one (default {DEFAULT_LISTEN})",
+    )
     serve.add_argument(
         "--data-dir", help=f"where logs and metadata live (default {DEFAULT_DATA_DIR})"
     )
@@ -37,52 +69,58 @@ def build_parser() -> argparse.ArgumentParser:
         "--review-hook",
         help="decides overdue transactions: module:function or an http(s) URL (kshim.review.hook)",
     )
-    serve.add_argument("--advertised", help="host:port clients are told to use (default: --listen)")
+    serve.add_argument(
+        "--advertised",
+        type=listener_argument,
+        help="host:port clients are told to use (default: --listen)",
+    )
     serve.add_argument("--config", help="a Kafka-style properties file")
     serve.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a config entry"
     )
-    serve.add_argument("--log-level", default="INFO")
+    serve.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="default INFO"
+    )
     groups = commands.add_parser("groups", help="consumer groups: committed offsets and lag")
-    groups.add_argument("--bootstrap", default=DEFAULT_LISTEN, help="a running broker, host:port")
+    groups.add_argument(
+        "--bootstrap",
+        default=DEFAULT_LISTEN,
+        type=bootstrap_argument,
+        help="a running broker, host:port",
+    )
     groups.add_argument("--group", help="only this group (default: every group)")
+    groups.error_program = GROUPS_PROGRAM
     return parser
 
 
-def show_groups(arguments: argparse.Namespace) -> int:
-    """Prints the consumption status table of a running broker's groups."""
+def package_version() -> str:
+    """kshim's installed version, from the package metadata; says it is unknown when kshim
+    runs from a source tree that was never installed."""
+    try:
+        return importlib.metadata.version("kshim")
+    except importlib.metadata.PackageNotFoundError:
+        return "(version unknown: not installed)"
+
+
+def bootstrap_argument(text: str) -> str:
+    """argparse type of --bootstrap: ``text`` if it is host:port."""
+    try:
+        parse_bootstrap(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def show_groups(arguments: argparse.Namespace) -> None:
+    """Prints the consumption status table of a running broker's groups; raises
+    CommandFailed when the broker cannot be asked or the group does not exist."""
     try:
         rows = query_status(arguments.bootstrap, arguments.group)
-    except (OSError, ValueError, QueryError) as error:
-        print(f"kshim groups: {error}", file=sys.stderr)
-        return 1
+    except OSError as error:
+        raise CommandFailed(f"cannot query {arguments.bootstrap}: {reason(error)}") from error
+    except QueryError as error:
+        raise CommandFailed(str(error)) from error
     print(format_table(rows))
-    return 0
-
-
-def load_config(arguments: argparse.Namespace, environment: dict[str, str]) -> BrokerConfig:
-    """Merges defaults, the config file, environment, --set and the flags (later wins)."""
-    layers: list[dict[str, str]] = []
-    if arguments.config:
-        with open(arguments.config, encoding="utf-8") as handle:
-            layers.append(parse_properties(handle.read()))
-    layers.append(from_environment(environment))
-    layers.append(parse_properties("\n".join(arguments.set)))
-    flags: dict[str, str] = {}
-    if arguments.listen or "listeners" not in _merged_keys(layers):
-        flags["listeners"] = f"PLAINTEXT://{arguments.listen or DEFAULT_LISTEN}"
-    if arguments.data_dir or "log.dirs" not in _merged_keys(layers):
-        flags["log.dirs"] = arguments.data_dir or DEFAULT_DATA_DIR
-    if arguments.advertised:
-        flags["advertised.listeners"] = f"PLAINTEXT://{arguments.advertised}"
-    if arguments.review_hook:
-        flags["kshim.review.hook"] = arguments.review_hook
-    layers.append(flags)
-    return BrokerConfig.load(layers)
-
-
-def _merged_keys(layers: list[dict[str, str]]) -> set[str]:
-    return {key for layer in layers for key in layer}
 
 
 # Python's cyclic garbage collector, tuned for a broker. A request for thousands of partitions
@@ -97,20 +135,44 @@ GC_THRESHOLDS = (20_000, 10, 10)
 
 
 async def serve(config: BrokerConfig) -> None:
-    """Runs the broker until SIGINT or SIGTERM, then shuts down cleanly."""
+    """Runs the broker until SIGINT or SIGTERM, then shuts down cleanly; raises
+    CommandFailed when the data directory or the listening address cannot be used."""
     started = time.monotonic()
     gc.set_threshold(*GC_THRESHOLDS)
-    server = KafkaServer(Broker(config))
+    fix_mmap_threshold()
+    stop = _stop_on_signals()
+    server, (host, port) = await _start(config)
+    gc.freeze()
+    print(f"kshim listening on {host}:{port}, data in {config.data_dir}", flush=True)
+    # Said once started, so that a start that fails prints nothing but its error line.
+    log.info("event loop: %s", running_loop_name())
+    await stop.wait()
+    await server.stop()
+    print(stopped_line(server.broker, time.monotonic() - started), file=sys.stderr, flush=True)
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """An event the first SIGINT or SIGTERM sets. Installed before the broker starts, so
+    that a signal during start-up stops it cleanly once started, rather than killing it
+    with its stores half open."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signal_number, stop.set)
-    host, port = await server.start()
-    gc.freeze()
-    print(f"kshim listening on {host}:{port}, data in {config.data_dir}", flush=True)
-    await stop.wait()
-    await server.stop()
-    print(stopped_line(server.broker, time.monotonic() - started), file=sys.stderr, flush=True)
+    return stop
+
+
+async def _start(config: BrokerConfig) -> tuple[KafkaServer, tuple[str, int]]:
+    """The started server and its bound address; raises CommandFailed for an address that
+    cannot be bound or a data directory that cannot be used (any other OSError of the
+    broker's start-up: it reads and writes nothing else)."""
+    try:
+        server = KafkaServer(Broker(config))
+        return server, await server.start()
+    except ListenError as error:
+        raise CommandFailed(str(error)) from error
+    except OSError as error:
+        raise CommandFailed(data_directory_problem(config.data_dir, error)) from error
 
 
 def stopped_line(broker: Broker, uptime_s: float) -> str:
@@ -124,20 +186,36 @@ def stopped_line(broker: Broker, uptime_s: float) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    arguments = build_parser().parse_args(argv)
-    if arguments.command == "groups":
-        return show_groups(arguments)
+def run_broker(arguments: argparse.Namespace) -> None:
+    """``kshim serve``: raises UsageError for a bad configuration, CommandFailed when the
+    broker cannot start."""
     logging.basicConfig(
-        level=arguments.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=arguments.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        config = load_config(arguments, dict(os.environ))
+        config = load_config(arguments, os.environ)
         load_review_hook(config.values["kshim.review.hook"])  # fail at start, not at first review
-    except (ConfigError, OSError, ReviewHookError) as error:
-        print(f"kshim: configuration error: {error}", file=sys.stderr)
-        return 2
+    except (ConfigError, ReviewHookError) as error:
+        raise UsageError(str(error)) from error
     run_on(config.values["kshim.event.loop"], serve(config))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the command ``argv`` (default: this process's arguments); returns the exit
+    status."""
+    arguments = build_parser().parse_args(argv)
+    program = GROUPS_PROGRAM if arguments.command == "groups" else PROGRAM
+    try:
+        if arguments.command == "groups":
+            show_groups(arguments)
+        else:
+            run_broker(arguments)
+    except UsageError as error:
+        print_error(str(error), program)
+        return USAGE_STATUS
+    except CommandFailed as error:
+        print_error(str(error), program)
+        return FAILURE_STATUS
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+import os
 import socket
 
 from kshim.broker.broker import Broker
@@ -14,7 +14,17 @@ from kshim.protocol.apis import served_versions
 from kshim.server.connection import serve_connection
 from kshim.server.request_stream import RequestStream
 
-log = logging.getLogger(__name__)
+
+class ListenError(OSError):
+    """The listening address cannot be bound (in use, not local, not resolvable)."""
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        # asyncio's own strerror repeats the address ("error while attempting to bind on
+        # address ..."); the system's text for the errno says just the reason.
+        reason = os.strerror(cause.errno) if cause.errno and cause.errno > 0 else None
+        reason = (reason or cause.strerror or str(cause)).lower()
+        super().__init__(f"cannot listen on {host}:{port}: {reason}")
+        self.errno = cause.errno
 
 
 class KafkaServer:
@@ -33,14 +43,19 @@ class KafkaServer:
         schema_preload.preload(served_versions())
         await self._runner.start()
         host, port = self.broker.config.listen_address()
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: RequestStream(self._max_frame_size, self._accept),
-            host,
-            port,
-            reuse_address=True,
-        )
+        try:
+            self._server = await asyncio.get_running_loop().create_server(
+                lambda: RequestStream(self._max_frame_size, self._accept),
+                host,
+                port,
+                reuse_address=True,
+            )
+        except OSError as error:
+            await self._runner.stop()  # the stores were opened: flush and close them
+            raise ListenError(host, port, error) from error
+        # No listening line here: the caller reports the address (``kshim serve`` prints
+        # it once, with the data directory).
         bound = self._server.sockets[0].getsockname()
-        log.info("kshim listening on %s:%s", bound[0], bound[1])
         return bound[0], bound[1]
 
     def _accept(self, stream: RequestStream) -> None:

@@ -104,8 +104,14 @@ def test_kshim_groups_prints_committed_offsets_and_lag(fresh_broker: BrokerProce
         "billing  orders          0          3        5    2        0",
         "billing  orders          1          5        5    0        0",
     ]
-    assert kshim_groups("--bootstrap", bootstrap, "--group", "nobody").splitlines() == [
-        "GROUP  TOPIC  PARTITION  COMMITTED  LOG-END  LAG  MEMBERS"
+    unknown = subprocess.run(
+        [sys.executable, "-m", "kshim", "groups", "--bootstrap", bootstrap, "--group", "nobody"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert unknown.returncode == 1
+    assert unknown.stdout == ""
+    assert unknown.stderr.splitlines() == [
+        "kshim groups: error: consumer group nobody does not exist"
     ]
 
 

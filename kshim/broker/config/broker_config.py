@@ -15,6 +15,7 @@ from kshim.broker.config.keys import (
 from kshim.storage.interface import LogConfig, StoreSettings
 
 log = logging.getLogger(__name__)
+MAX_PORT = 65535
 
 
 def parse_listener(listener: str) -> tuple[str, int]:
@@ -25,8 +26,11 @@ def parse_listener(listener: str) -> tuple[str, int]:
         if scheme.upper() != "PLAINTEXT":
             raise ConfigError(f"listener protocol {scheme} is not supported, only PLAINTEXT")
     host, separator, port = first.rpartition(":")
-    if not separator or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not separator or not (port.isascii() and port.isdigit()):
         raise ConfigError(f"listener {listener!r} is not host:port")
+    if int(port) > MAX_PORT:
+        # Port 0 is valid: the operating system picks a free port, which the broker reports.
+        raise ConfigError(f"{listener!r}: the port must be 0-{MAX_PORT} (0 for any free port)")
     return host.strip("[]") or "0.0.0.0", int(port)
 
 

@@ -5,6 +5,10 @@ properties syntax), ``KSHIM_*`` environment variables (``KSHIM_LOG_RETENTION_MS`
 sets ``log.retention.ms``), repeated ``--set KEY=VALUE``, then the
 ``--listen`` / ``--data-dir`` flags. Topic-level keys default to their broker
 key (``retention.ms`` from ``log.retention.ms``) and are stored per topic.
+
+A key kshim does not know is warned of and ignored, not refused: Kafka too logs the
+configurations "supplied but are not used yet" and starts, and Kafka tools and
+``server.properties`` files carry keys that mean nothing to a single-node broker.
 """
 
 from __future__ import annotations
@@ -218,18 +222,50 @@ def parse_properties(text: str) -> dict[str, str]:
     return result
 
 
+# Variables of kshim's own test, benchmark and example tooling: they share the prefix but
+# configure no broker, so a broker started from a shell that sets them says nothing of them.
+TOOLING_VARIABLES = frozenset(
+    {
+        "KSHIM_BASELINE_DIR",
+        "KSHIM_CAPTURE_REGISTRY",
+        "KSHIM_COMPAT_BROKERS",
+        "KSHIM_COMPAT_OUTCOMES",
+        "KSHIM_INTENDED_DIFFERENCES",
+        "KSHIM_REUSE_VENV",
+        "KSHIM_SPARK_JARS",
+    }
+)
+
+
+def environment_keys(environment: Mapping[str, str]) -> dict[str, str]:
+    """The configuration key each ``KSHIM_*`` variable names, by variable name:
+    ``{"KSHIM_LOG_RETENTION_MS": "log.retention.ms"}``, known keys or not. Variables of
+    kshim's own tooling (TOOLING_VARIABLES) and the bare prefix name no key."""
+    return {
+        name: name[len(ENVIRONMENT_PREFIX) :].lower().replace("_", ".")
+        for name in environment
+        if name.startswith(ENVIRONMENT_PREFIX)
+        and name != ENVIRONMENT_PREFIX
+        and name not in TOOLING_VARIABLES
+    }
+
+
 def from_environment(environment: Mapping[str, str]) -> dict[str, str]:
     """Maps ``KSHIM_LOG_RETENTION_MS=5`` to ``{"log.retention.ms": "5"}``.
 
-    Only variables naming a known key count, so unrelated ``KSHIM_*`` variables
-    (``KSHIM_SPARK_JARS``) are not mistaken for configuration.
+    Only variables naming a known key count: the command line warns of the others
+    (``environment_keys`` lists them all), and a library caller gets known keys only.
     """
-    candidates = {
-        name[len(ENVIRONMENT_PREFIX) :].lower().replace("_", "."): value
-        for name, value in environment.items()
-        if name.startswith(ENVIRONMENT_PREFIX)
+    return {
+        key: environment[name]
+        for name, key in environment_keys(environment).items()
+        if is_known_key(key)
     }
-    return {key: value for key, value in candidates.items() if broker_validator(key) is not None}
+
+
+def is_known_key(key: str) -> bool:
+    """Whether kshim knows broker key ``key`` (one it uses, or a topic key's default)."""
+    return broker_validator(key) is not None
 
 
 def broker_validator(key: str) -> Callable[[str], str] | None:

@@ -1,0 +1,65 @@
+"""How the ``kshim`` command ends on a mistake: one line on stderr, never a traceback.
+
+Every expected failure is one line, ``kshim: error: ...`` (``kshim groups: error: ...``
+from the groups tool, a client of a broker rather than the broker), and the exit status
+says whose it is: 2 for a usage mistake (a bad flag, a bad configuration value), as
+argparse exits on a bad flag, and 1 for a failure at run time (the port is taken, the
+data directory cannot be used, the broker cannot be reached). Anything else is a bug of
+kshim's and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import NoReturn
+
+PROGRAM = "kshim"
+GROUPS_PROGRAM = "kshim groups"
+USAGE_STATUS = 2
+FAILURE_STATUS = 1
+
+
+class UsageError(Exception):
+    """The command line or the configuration asks for something invalid (exit status 2)."""
+
+
+class CommandFailed(Exception):
+    """The command was well formed but could not be carried out (exit status 1)."""
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are the one ``kshim: error:`` line (its
+    ``error_program`` in place of ``kshim``), without the usage block argparse prints
+    first, and saying where to find that usage."""
+
+    error_program = PROGRAM
+
+    def error(self, message: str) -> NoReturn:
+        print_error(f"{message}; see '{self.prog} --help'", self.error_program)
+        sys.exit(USAGE_STATUS)
+
+
+def print_error(message: str, program: str = PROGRAM) -> None:
+    print(f"{program}: error: {message}", file=sys.stderr, flush=True)
+
+
+def print_warning(message: str) -> None:
+    print(f"{PROGRAM}: warning: {message}", file=sys.stderr, flush=True)
+
+
+def reason(error: OSError) -> str:
+    """What went wrong, in the system's words and without the ``[Errno N]`` prefix:
+    ``no such file or directory``; an error without an errno says its own message."""
+    if error.errno is not None and error.errno > 0:
+        return os.strerror(error.errno).lower()
+    return str(error.strerror or error)
+
+
+def data_directory_problem(data_dir: str, error: OSError) -> str:
+    """One line naming ``data_dir`` and why the broker could not use it."""
+    if error.errno is None:
+        return str(error)  # a message of kshim's own, such as the directory lock's refusal
+    where = f" ({error.filename})" if error.filename not in (None, data_dir) else ""
+    return f"cannot use data directory {data_dir}: {reason(error)}{where}"
