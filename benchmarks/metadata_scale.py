@@ -3,9 +3,10 @@
     python -m benchmarks.metadata_scale [--topics 1000 10000] [--repeats 3] [--baseline DIR]
 
 For each N, a broker gets N single-partition topics (CreateTopics in batches of 1,000);
-each has its full-data view ``T.full`` (on by default), so an all-topics answer lists
-2N topics. Then, per Metadata version (v1 as kafka-python and aiokafka's generation, v12
-as librdkafka and Java 3.9 send it), three requests:
+each has its full-data view ``T.full`` (on by default), which an all-topics answer leaves
+out (pattern subscriptions would match it), so that answer lists N topics. Then, per
+Metadata version (v1 as kafka-python and aiokafka's generation, v12 as librdkafka and
+Java 3.9 send it), three requests:
 
 - all topics: a null topic list (v1+);
 - N named topics: every stored topic by name, as librdkafka asks for the topics it
@@ -54,7 +55,7 @@ CREATE_BATCH = 1_000
 CREATE_TIMEOUT_S = 600.0
 MIN_SENDS = 5
 MIN_SECONDS = 2.0
-VIEW_SUFFIX = ".full"  # kshim lists each topic's full-data view after it
+VIEW_SUFFIX = ".full"  # a full-data view, answered only when named
 RESULTS = Path(__file__).parent / "results" / "metadata_scale.json"
 
 
@@ -94,7 +95,7 @@ def create_topics(broker: RunningBroker, names: Sequence[str]) -> None:
 def cases(names: Sequence[str]) -> list[Case]:
     found = []
     for version in VERSIONS:
-        found.append(Case(f"all topics v{version}", version, None, 2 * len(names)))
+        found.append(Case(f"all topics v{version}", version, None, len(names)))
         found.append(Case(f"{len(names)} named v{version}", version, names, len(names)))
         found.append(Case(f"1 named v{version}", version, names[:1], 1))
     return found
@@ -113,8 +114,8 @@ def check_answer(case: Case, frame: bytes) -> None:
     errors = [topic.name for topic in answer.topics if topic.error_code != 0]
     if len(listed) != case.expected_topics or errors:
         raise RuntimeError(f"{case.label}: {len(listed)} topics listed, errors for {errors[:3]}")
-    if case.names is None and sum(name.endswith(VIEW_SUFFIX) for name in listed) * 2 != len(listed):
-        raise RuntimeError(f"{case.label}: not every topic is followed by its view")
+    if case.names is None and any(name.endswith(VIEW_SUFFIX) for name in listed):
+        raise RuntimeError(f"{case.label}: a full-data view is listed among all topics")
 
 
 def measure(broker: RunningBroker, connection: WireConnection, case: Case) -> dict[str, float]:

@@ -1,10 +1,12 @@
 """Each topic's Metadata entry, encoded once per response version and kept while the topic
 stays as it is.
 
-Metadata for all topics lists every topic and its full-data view, and clients ask for it
-again and again (librdkafka refreshes what it knows every
-``topic.metadata.refresh.interval.ms``, and sooner after errors and new topics): at
-10,000 topics, describing and encoding 20,000 entries took most of a second each time.
+Metadata for all topics lists every stored topic (views are answered only when named:
+handlers/metadata.py), and clients ask for it again and again (librdkafka refreshes what
+it knows every ``topic.metadata.refresh.interval.ms``, and sooner after errors and new
+topics; every pattern subscription asks for all topics): at 10,000 topics (20,000
+entries while views were listed too), describing and encoding them took most of a second
+each time.
 An entry says a topic's name, id and partitions, each led by this broker; it changes only
 when the topic is created, deleted or given partitions, and each of those gives the
 stored topic a new ``TopicRecord`` (topics.py replaces the frozen record on every change,
@@ -26,10 +28,10 @@ from kshim.protocol.messages.metadata import MetadataResponsePartition, Metadata
 from kshim.protocol.metadata_response import encode_topic
 from kshim.storage.metadata import TopicRecord
 
-# Every current name is a stored topic or its view: at most two per stored topic. A table
-# holding more than that plus this many is swept (every kept name resolved again, the
-# entries of names that went away dropped), so sweeps come at most once per this many new
-# names.
+# Every current name is a stored topic or its view (kept once asked for by name): at most
+# two per stored topic. A table holding more than that plus this many is swept (every
+# kept name resolved again, the entries of names that went away dropped), so sweeps come
+# at most once per this many new names.
 STALE_ALLOWANCE = 1_024
 NAMES_PER_STORED_TOPIC = 2
 
@@ -41,6 +43,8 @@ def describe(topic: ResolvedTopic, node_id: int) -> MetadataResponseTopic:
         error_code=ErrorCode.none,
         name=topic.name,
         topic_id=topic.topic_id,
+        # Views too: Spark's source drops internal topics even when named; views are kept
+        # from pattern subscriptions by being left out of all-topics answers instead.
         is_internal=False,
         partitions=[
             MetadataResponsePartition(
@@ -85,7 +89,7 @@ class TopicDescriptions:
         """Each topic's entry in Metadata ``version``'s answer (``encode_topic``'s bytes),
         in order, with ``node_id`` leading the partitions; encoded on first use and kept.
 
-        The loop is the all-topics answer's: 20,000 entries at 10,000 topics, so the
+        The loop is the all-topics answer's: 10,000 entries at 10,000 topics, so the
         check of a kept entry is written out here rather than called.
         """
         kept_by_name = self._by_version.setdefault(version, {})

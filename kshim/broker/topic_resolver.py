@@ -7,6 +7,11 @@ on (read-only: the latest committed record of every key, at its original
 offset; ``full_view/``), or nothing. Handlers ask here and get a
 ``ResolvedTopic`` whose partitions offer only what that kind of topic allows;
 they never look at a name's suffix themselves (docs/architecture.md).
+
+Only stored topics are listed (``listed``, Metadata for all topics); a view is answered
+when asked for by name. Pattern subscriptions match the all-topics answer, so a view
+listed there would be matched by ``T.*`` along with ``T`` and its records read twice
+(handlers/metadata.py says why the views are left out rather than marked internal).
 """
 
 from __future__ import annotations
@@ -149,12 +154,11 @@ class TopicResolver:
         return None
 
     def listed(self) -> Iterator[ResolvedTopic]:
-        """Every topic, each followed by its view when it has one (Metadata for all topics)."""
+        """Every stored topic (Metadata for all topics). Views, and any other kind of topic
+        derived from a stored one, are left out: they resolve only by name (module
+        docstring)."""
         for topic in list(self._topics.by_name.values()):
             yield ResolvedTopic(topic.record.name, TopicKind.LOG, topic)
-            if naming.has_view(topic):
-                view_name = naming.view_name(topic.record.name)
-                yield ResolvedTopic(view_name, TopicKind.VIEW, topic)
 
     def may_create(self, name: str) -> bool:
         """False for a name no topic may take: ``X.full`` is reserved for the view of a

@@ -143,12 +143,16 @@ async def test_list_offsets_earliest_latest_and_by_timestamp(broker: Broker) -> 
     assert found == [(0, -1), (3, -1), (1, NOW_MS + 1), (-1, -1)]
 
 
-async def test_metadata_lists_the_topic_and_its_view(broker: Broker) -> None:
+async def test_metadata_lists_the_topic_and_answers_its_view_by_name(broker: Broker) -> None:
+    """The view is left out of the all-topics answer (pattern subscriptions match it) and
+    answered when named."""
     parts = await metadata.handle(MetadataRequest(topics=None), context(broker, 3, 12))
     assert [(topic.name, topic.error_code) for topic in decoded(3, 12, parts).topics] == [
         (TOPIC, ErrorCode.none),
-        (TOPIC + ".full", ErrorCode.none),
     ]
+    named = MetadataRequest(topics=(TOPIC + ".full",), allow_auto_topic_creation=False)
+    [view] = decoded(3, 12, await metadata.handle(named, context(broker, 3, 12))).topics
+    assert (view.name, view.error_code) == (TOPIC + ".full", ErrorCode.none)
     unknown = MetadataRequest(topics=("nope",), allow_auto_topic_creation=False)
     [answer] = decoded(3, 12, await metadata.handle(unknown, context(broker, 3, 12))).topics
     assert answer.error_code == ErrorCode.unknown_topic_or_partition

@@ -20,7 +20,7 @@ from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.context import RequestContext
 from kshim.broker.handlers import metadata
 from kshim.broker.topic_descriptions import TopicDescriptions
-from kshim.broker.topic_resolver import NO_TOPIC_ID
+from kshim.broker.topic_resolver import NO_TOPIC_ID, ResolvedTopic
 from kshim.protocol import codec
 from kshim.protocol.apis import served_versions
 from kshim.protocol.errors import ErrorCode
@@ -122,16 +122,17 @@ def decoded(version: int, body: bytes) -> Any:
     return response
 
 
+# Stored topics only: a view is answered when named, never listed (handlers/metadata.py).
 EVERY_TOPIC = [
     ("orders", ErrorCode.none),
-    ("orders.full", ErrorCode.none),
     ("plain", ErrorCode.none),
 ]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_every_topic_as_the_typed_path_answers(broker: Broker, version: int) -> None:
-    """A null topic list, or in v0 an empty one, asks for every topic and view."""
+    """A null topic list, or in v0 an empty one, asks for every topic: views are left out,
+    so that pattern subscriptions do not match them."""
     request = MetadataRequest(() if version == 0 else None)
     assert await answer(broker, version, request) == typed_bytes(broker, version, EVERY_TOPIC)
     # The second answer comes from the kept entries.
@@ -200,7 +201,7 @@ async def test_an_entry_is_encoded_once_per_version(
     monkeypatch.setattr(topic_descriptions, "describe", counting)
     for _ in range(3):
         await answer(broker, 12, MetadataRequest(None))
-        await answer(broker, 12, MetadataRequest(("orders", "plain")))
+        await answer(broker, 12, MetadataRequest(("orders.full", "orders", "plain")))
     assert sorted(described) == ["orders", "orders.full", "plain"]
     await answer(broker, 1, MetadataRequest(("orders",)))
     assert described[3:] == ["orders"]
@@ -212,7 +213,9 @@ async def test_added_partitions_are_answered_at_once(broker: Broker) -> None:
     body = await answer(broker, 12, MetadataRequest(None))
     assert body == typed_bytes(broker, 12, EVERY_TOPIC)
     counts = {topic.name: len(topic.partitions) for topic in decoded(12, body).topics}
-    assert counts == {"orders": 5, "orders.full": 5, "plain": 1}
+    assert counts == {"orders": 5, "plain": 1}
+    [view] = decoded(12, await answer(broker, 12, MetadataRequest(("orders.full",)))).topics
+    assert len(view.partitions) == 5
 
 
 async def test_a_recreated_topic_is_answered_with_its_new_id(broker: Broker) -> None:
@@ -226,14 +229,44 @@ async def test_a_recreated_topic_is_answered_with_its_new_id(broker: Broker) -> 
     assert len(after.partitions) == 2
 
 
-async def test_a_view_turned_off_is_no_longer_listed(broker: Broker) -> None:
-    await answer(broker, 12, MetadataRequest(None))
+async def test_a_view_turned_off_is_no_longer_answered(broker: Broker) -> None:
+    asked = MetadataRequest(("orders.full",), allow_auto_topic_creation=False)
+    [view] = decoded(12, await answer(broker, 12, asked)).topics
+    assert view.error_code == ErrorCode.none
     await broker.topics.set_configs("orders", {"kshim.full.view": "false"})
     body = await answer(broker, 12, MetadataRequest(None))
     assert [topic.name for topic in decoded(12, body).topics] == ["orders", "plain"]
-    asked = MetadataRequest(("orders.full",), allow_auto_topic_creation=False)
     [view] = decoded(12, await answer(broker, 12, asked)).topics
     assert view.error_code == ErrorCode.unknown_topic_or_partition
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_views_are_named_not_listed(broker: Broker, version: int) -> None:
+    """Every client's pattern subscription matches the all-topics answer, so a view listed
+    there would be read twice by ``orders.*``; asked for by name it is answered, not
+    internal (Spark drops internal topics even when named)."""
+    request = MetadataRequest(() if version == 0 else None)
+    listed = [
+        topic.name for topic in decoded(version, await answer(broker, version, request)).topics
+    ]
+    assert listed == ["orders", "plain"]
+    named = MetadataRequest(("orders.full",), allow_auto_topic_creation=False)
+    [view] = decoded(version, await answer(broker, version, named)).topics
+    assert (view.name, view.error_code, len(view.partitions)) == ("orders.full", ErrorCode.none, 3)
+    if version >= 1:
+        assert view.is_internal is False
+
+
+def topics_and_views(broker: Broker) -> list[ResolvedTopic]:
+    """Every stored topic, each followed by its view when it has one: every name a
+    client may ask for, as Metadata requests naming them all would."""
+    found = []
+    for topic in broker.resolver.listed():
+        found.append(topic)
+        view = broker.resolver.resolve(topic.name + ".full")
+        if view is not None:
+            found.append(view)
+    return found
 
 
 async def test_entries_of_deleted_topics_are_swept(
@@ -247,17 +280,17 @@ async def test_entries_of_deleted_topics_are_swept(
     short_lived = [f"short-lived-{index}" for index in range(4)]
     for name in short_lived:
         await broker.topics.create(name, 1, {})
-    descriptions.entries(broker.resolver.listed(), NODE_ID, 12)
+    descriptions.entries(topics_and_views(broker), NODE_ID, 12)
     assert len(descriptions) == 3 + 2 * len(short_lived)  # each with its view
     for name in short_lived:
         await broker.topics.delete(name)
-    descriptions.entries(broker.resolver.listed(), NODE_ID, 12)
+    descriptions.entries(topics_and_views(broker), NODE_ID, 12)
     assert len(descriptions) == 11  # nothing new was kept, so nothing was swept
     for name in ("late-1", "late-2"):
         await broker.topics.create(name, 1, {"kshim.full.view": "false"})
     # late-1 makes 12 entries, over 2 x 4 stored topics + 2: the sweep leaves 4, and
     # late-2 joins them.
-    listed = list(broker.resolver.listed())
+    listed = topics_and_views(broker)
     entries = descriptions.entries(listed, NODE_ID, 12)
     assert len(descriptions) == 5
     assert entries == [

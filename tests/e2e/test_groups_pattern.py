@@ -5,9 +5,10 @@ one member per client family (kafka-python ``subscribe(pattern=...)``, aiokafka
 ``subscribe(pattern=...)``, confluent-kafka ``subscribe(["^..."])``) and Spark's Kafka
 source with ``subscribePattern`` (kafka-clients 3.9 inside) must be assigned exactly the
 2,000 topics and read every record once. Each topic ``T`` also has its full-data view
-``T.full`` in Metadata, and a pattern ``prefix.*`` would match the views too: the
-pattern here is anchored at both ends (``^prefix-[0-9]+$``), and the assignment and the
-records must hold no view.
+``T.full``, which the broker leaves out of Metadata for all topics so that patterns do
+not match it (test_view_visibility.py checks that with an unanchored pattern); the
+pattern here is anchored at both ends (``^prefix-[0-9]+$``) all the same, and the
+assignment and the records must hold no view.
 
 Spark's source lists the topics with an admin client unless told to use its older
 consumer-based offset reader: that one subscribes a driver-side consumer to the pattern in

@@ -1,8 +1,32 @@
 """Metadata (key 3): brokers, topics and partition leaders; auto-creates topics when allowed.
 
-Each topic with a full-data view is followed by its view ``T.full`` (not marked
-internal, so tools and Spark list it); a view's name is never auto-created (the
-topic resolver says which names are views).
+Metadata for all topics lists the stored topics only; a full-data view ``T.full`` is
+answered when asked for by name, and its name is never auto-created (the topic resolver
+says which names are views and which are listed). Why leave the views out:
+
+- Every client's pattern subscription (the classic group protocol) matches the topics of
+  a Metadata request for all topics: the Java consumer's (``subscribe(Pattern)``, used by
+  Spark's ``subscribePattern`` and by Kafka Connect's ``topics.regex``), librdkafka's for a
+  topic starting with ``^``, kafka-python's and aiokafka's ``subscribe(pattern=...)``.
+  Spark's default offset reader matches ``AdminClient.listTopics``, the same request. A
+  listed view would be matched by ``orders.*`` with ``orders``, and every record read twice.
+- Marking views ``is_internal`` (Metadata v1+), as Kafka marks ``__consumer_offsets``,
+  would not do. The Java consumer (``exclude.internal.topics``), kafka-python and aiokafka
+  (``exclude_internal_topics``) leave internal topics out of patterns, but librdkafka's
+  regex matching looks at ``topic.blacklist`` only, never at ``is_internal``; and Spark's
+  source drops internal topics even when named (``ConsumerStrategy.retrieveAllPartitions``
+  filters ``isInternal`` for ``subscribe`` and ``assign`` too), so ``subscribe=T.full``
+  would read nothing. Views therefore stay ``is_internal=False``.
+- Named requests still find a view: ``subscribe(["T.full"])``, ``assign``, Spark's
+  ``subscribe``/``assign`` (its admin client describes topics by name), DescribeConfigs.
+
+So admin listings (``kafka-topics --list``, ``AdminClient.listTopics`` with or without
+``listInternal``, confluent-kafka's ``list_topics()``, ``kcat -L``) show no views, while
+``--describe --topic T.full`` and ``list_topics("T.full")`` answer for one. One gap is
+librdkafka's own: its regex subscription matches every topic in its metadata cache, which
+also holds topics the same client asked for by name, until they expire
+(``metadata.max.age.ms``); a client that reads ``T.full`` by name and subscribes to a
+pattern matching it may match the view.
 
 Clients ask for Metadata often and for many topics at once (all of them, or, from
 librdkafka, every topic it produces to), so the answer is assembled from each topic's
