@@ -1,41 +1,61 @@
-"""The C allocator's settings for a long-running broker: memory freed is memory returned.
+"""The C allocator in a long-running broker: memory freed while busy is returned once idle.
 
 glibc's malloc serves blocks of 128 KiB and more with mmap and gives them back to the
 system on free, but by default it raises that threshold to the size of each mmapped block
 freed (up to 32 MiB; "dynamic mmap threshold", mallopt(3)). A broker allocates and frees
 such blocks on every large request (frames read whole, batches, spill buffers), so after
-its first produce they came from the heap instead, where freed space between live
-objects stays resident. Measured on an idle broker after 200,000 records produced with
-confluent-kafka (acks=all): 39 to 48 MB of RSS at 100 B per record and 88 to 221 MB at
-1 KiB, against 38.2 to 39.3 MB at either size with the threshold fixed (and 46 to 245 MB
-with it fixed at 1 or 4 MiB instead). Setting the threshold explicitly turns the
-adjustment off, as the environment variable ``MALLOC_MMAP_THRESHOLD_`` would. The cost
-is an mmap, page faults and a munmap per large block: within the noise of broker CPU per
-record on this machine, at most about a fifth more at 1 KiB records in an A/B of five runs
-each.
+its first produce they come from the heap, where freed space between live objects stays
+resident. Measured on an idle broker after 200,000 records produced with confluent-kafka
+(acks=all): 39 to 48 MB of RSS at 100 B per record and 88 to 221 MB at 1 KiB.
+
+Fixing the threshold at 128 KiB kept that at 38.2 to 39.3 MB, but every large block then
+cost an mmap, its page faults and a munmap: broker CPU per record produced rose from 0.38
+to 0.54 µs at 100 B and from 2.05 to 3.65 µs at 1 KiB (benchmarks.run, side by side). So
+the heap keeps its reuse while the broker is busy, and ``malloc_trim`` hands its free
+pages back once the broker has been idle for a moment: a few milliseconds, once per idle
+spell, where nothing waits for them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
-import logging
+import time
+from collections.abc import Callable
 
-log = logging.getLogger(__name__)
+CHECK_INTERVAL_S = 0.25
+# Below this share of one core used over a check interval, the broker counts as idle.
+IDLE_CPU_FRACTION = 0.02
 
-M_MMAP_THRESHOLD = -3  # from glibc's malloc.h
-MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's initial threshold
 
-
-def fix_mmap_threshold() -> bool:
-    """Fixes glibc's mmap threshold at its initial value; returns whether it did (False
-    where the C library is not glibc, musl or macOS say, which have no such setting)."""
+def malloc_trim() -> Callable[[], None] | None:
+    """A function returning the heap's free pages to the system, or None where the C
+    library has no ``malloc_trim`` (it is glibc's)."""
     try:
-        mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter runs on
+        trim = ctypes.CDLL(None).malloc_trim  # the C library the interpreter runs on
     except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    if mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) != 1:
-        log.warning("mallopt(M_MMAP_THRESHOLD) was refused; freed memory may stay resident")
-        return False
-    return True
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return lambda: trim(0)
+
+
+async def trim_when_idle(
+    trim: Callable[[], None],
+    process_time: Callable[[], float] = time.process_time,
+    interval_s: float = CHECK_INTERVAL_S,
+) -> None:
+    """Runs until cancelled: calls ``trim`` once each time the process (every thread of
+    it) turns idle after being busy."""
+    busy_since_trim = False
+    last = process_time()
+    while True:
+        await asyncio.sleep(interval_s)
+        now = process_time()
+        if now - last > interval_s * IDLE_CPU_FRACTION:
+            busy_since_trim = True
+        elif busy_since_trim:
+            trim()
+            busy_since_trim = False
+            now = process_time()  # the trim's own CPU is not the broker's work
+        last = now

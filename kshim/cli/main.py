@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import importlib.metadata
 import logging
@@ -21,7 +22,7 @@ from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.keys import ConfigError
 from kshim.broker.groups.consumption_status import format_table
 from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
-from kshim.cli.allocator import fix_mmap_threshold
+from kshim.cli.allocator import malloc_trim, trim_when_idle
 from kshim.cli.config_sources import (
     DEFAULT_DATA_DIR,
     DEFAULT_LISTEN,
@@ -139,14 +140,19 @@ async def serve(config: BrokerConfig) -> None:
     CommandFailed when the data directory or the listening address cannot be used."""
     started = time.monotonic()
     gc.set_threshold(*GC_THRESHOLDS)
-    fix_mmap_threshold()
     stop = _stop_on_signals()
     server, (host, port) = await _start(config)
     gc.freeze()
     print(f"kshim listening on {host}:{port}, data in {config.data_dir}", flush=True)
     # Said once started, so that a start that fails prints nothing but its error line.
     log.info("event loop: %s", running_loop_name())
+    trim = malloc_trim()
+    trimming = asyncio.create_task(trim_when_idle(trim)) if trim is not None else None
     await stop.wait()
+    if trimming is not None:
+        trimming.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await trimming
     await server.stop()
     print(stopped_line(server.broker, time.monotonic() - started), file=sys.stderr, flush=True)
 

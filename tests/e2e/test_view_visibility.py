@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -148,15 +148,20 @@ def kafka_python_read(bootstrap: str, subscription: Subscription) -> Consumed:
         deadline = Deadline(READ_WAIT_S)
         while len(consumed.records) < subscription.expected and not deadline.expired():
             batches = consumer.poll(timeout_ms=int(deadline.poll_timeout_s() * 1000))
-            consumed.records += [
-                (record.topic, record.partition, record.offset, record.key, record.value)
-                for records in batches.values()
-                for record in records
-            ]
+            consumed.records += _rows(batches)
         consumed.assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
     finally:
         consumer.close()
     return consumed
+
+
+def _rows(batches: Mapping[Any, Sequence[Any]]) -> list[Read]:
+    """The records of a kafka-python poll or an aiokafka getmany, as rows."""
+    return [
+        (record.topic, record.partition, record.offset, record.key, record.value)
+        for records in batches.values()
+        for record in records
+    ]
 
 
 async def aiokafka_read(bootstrap: str, subscription: Subscription) -> Consumed:
@@ -176,11 +181,7 @@ async def aiokafka_read(bootstrap: str, subscription: Subscription) -> Consumed:
         while len(consumed.records) < subscription.expected and not deadline.expired():
             timeout_ms = int(deadline.poll_timeout_s() * 1000)
             batches = await consumer.getmany(timeout_ms=timeout_ms)
-            consumed.records += [
-                (record.topic, record.partition, record.offset, record.key, record.value)
-                for records in batches.values()
-                for record in records
-            ]
+            consumed.records += _rows(batches)
         consumed.assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
     finally:
         await consumer.stop()

@@ -1,0 +1,38 @@
+"""The broker hands freed heap pages back once each time it turns idle, never while busy."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kshim.cli.allocator import malloc_trim, trim_when_idle
+
+
+async def test_trims_once_per_idle_spell_after_busy_ones() -> None:
+    # CPU seconds used before each reading of the clock: the start, then busy, idle (trim,
+    # and the reading after it), busy, busy, idle (trim), then idle from there on.
+    used = [0.0, 0.01, 0.0, 0.0, 0.01, 0.01, 0.0]
+    clock = iter([sum(used[: index + 1]) for index in range(len(used))] + [1.0] * 1000)
+    trims: list[int] = []
+    checks = 0
+    enough = asyncio.Event()
+
+    def process_time() -> float:
+        nonlocal checks
+        checks += 1
+        if checks >= len(used) + 2:
+            enough.set()
+        return next(clock)
+
+    task = asyncio.create_task(
+        trim_when_idle(lambda: trims.append(checks), process_time, interval_s=0.001)
+    )
+    await asyncio.wait_for(enough.wait(), timeout=10)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert trims == [3, 7]  # the readings that found the process idle after busy ones
+
+
+def test_malloc_trim_is_callable_on_this_c_library() -> None:
+    trim = malloc_trim()
+    assert trim is not None  # glibc, where the suite runs
+    trim()
