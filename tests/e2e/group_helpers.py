@@ -63,8 +63,37 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> fl
     return time.monotonic() - start
 
 
-class MemberThread(threading.Thread):
+class _MembersThread(threading.Thread):
+    """A thread running group members until asked to stop: what went wrong is kept, and
+    ``stop`` asserts that nothing did. Closing revokes, and a commit on revoke may meet a
+    rebalance started by another member's exit (REBALANCE_IN_PROGRESS, as Kafka answers):
+    such close failures are printed, not raised."""
+
+    stop_timeout_s = 60.0
+
+    def __init__(self, name: str) -> None:
+        super().__init__(daemon=True, name=name)
+        self._stop_requested = threading.Event()
+        self.failure: BaseException | None = None
+        self.close_failures: list[BaseException] = []
+
+    def request_stop(self) -> None:
+        """Asks the thread to close its members and end, without waiting (see ``stop``)."""
+        self._stop_requested.set()
+
+    def stop(self) -> None:
+        self.request_stop()
+        self.join(self.stop_timeout_s)
+        assert not self.is_alive(), f"{self.name} did not stop"
+        for error in self.close_failures:
+            print(f"{self.name}: close failed: {error!r}")
+        assert self.failure is None, f"{self.name} failed: {self.failure!r}"
+
+
+class MemberThread(_MembersThread):
     """Polls one group member until stopped; closes it (a clean leave) unless told not to."""
+
+    stop_timeout_s = 30.0
 
     def __init__(
         self,
@@ -78,7 +107,7 @@ class MemberThread(threading.Thread):
         pace_s: float = PACE_S,
         session_timeout_ms: int = SESSION_TIMEOUT_MS,
     ) -> None:
-        super().__init__(daemon=True, name=client_id)
+        super().__init__(client_id)
         self._factory: Callable[[], GroupMember] = lambda: make_member(
             client,
             bootstrap,
@@ -93,13 +122,8 @@ class MemberThread(threading.Thread):
         self._lock = threading.Lock()
         self._consumed: list[Consumed] = []
         self._assignment: set[int] = set()
-        self._stop_requested = threading.Event()
         self._commit_requested = threading.Event()
         self._committed = threading.Event()
-        self.failure: BaseException | None = None
-        # Closing revokes, and a commit on revoke may meet a rebalance started by another
-        # member's exit (REBALANCE_IN_PROGRESS, as Kafka answers): kept, not raised.
-        self.close_failure: BaseException | None = None
 
     def run(self) -> None:
         try:
@@ -114,7 +138,7 @@ class MemberThread(threading.Thread):
         try:
             member.close()
         except Exception as error:
-            self.close_failure = error
+            self.close_failures.append(error)
 
     def _poll_until_stopped(self, member: GroupMember) -> None:
         while not self._stop_requested.is_set():
@@ -151,20 +175,8 @@ class MemberThread(threading.Thread):
         self._commit_requested.set()
         assert self._committed.wait(timeout_s), "commit did not complete"
 
-    def request_stop(self) -> None:
-        """Asks the thread to close its member and end, without waiting (see ``stop``)."""
-        self._stop_requested.set()
 
-    def stop(self, timeout_s: float = 30) -> None:
-        self.request_stop()
-        self.join(timeout_s)
-        assert not self.is_alive(), f"{self.name} did not stop"
-        if self.close_failure is not None:
-            print(f"{self.name}: close failed: {self.close_failure!r}")
-        assert self.failure is None, f"{self.name} failed: {self.failure!r}"
-
-
-class MemberPoller(threading.Thread):
+class MemberPoller(_MembersThread):
     """Many members of one client family, polled in turn by this one thread (as an
     application with one poll loop over many consumers), each member's consumption and
     assignment recorded under its client id; closes them all when stopped.
@@ -186,7 +198,7 @@ class MemberPoller(threading.Thread):
         *,
         session_timeout_ms: int = SESSION_TIMEOUT_MS,
     ) -> None:
-        super().__init__(daemon=True, name=f"{client}-poller")
+        super().__init__(f"{client}-poller")
         self._factory: Callable[[str], GroupMember] = lambda client_id: make_member(
             client, bootstrap, topic, group, client_id, session_timeout_ms=session_timeout_ms
         )
@@ -194,9 +206,6 @@ class MemberPoller(threading.Thread):
         self._lock = threading.Lock()
         self._consumed: dict[str, list[Consumed]] = {client_id: [] for client_id in client_ids}
         self._assignments: dict[str, set[int]] = {client_id: set() for client_id in client_ids}
-        self._stop_requested = threading.Event()
-        self.failure: BaseException | None = None
-        self.close_failures: list[BaseException] = []
 
     def run(self) -> None:
         members = self._create_members()
@@ -245,18 +254,6 @@ class MemberPoller(threading.Thread):
         """Each member's partitions as of its last poll, by client id."""
         with self._lock:
             return {client_id: set(owned) for client_id, owned in self._assignments.items()}
-
-    def request_stop(self) -> None:
-        """Asks the thread to close its members and end, without waiting (see ``stop``)."""
-        self._stop_requested.set()
-
-    def stop(self, timeout_s: float = 60) -> None:
-        self.request_stop()
-        self.join(timeout_s)
-        assert not self.is_alive(), f"{self.name} did not stop"
-        for error in self.close_failures:
-            print(f"{self.name}: close failed: {error!r}")
-        assert self.failure is None, f"{self.name} failed: {self.failure!r}"
 
 
 class MemberProcess:
