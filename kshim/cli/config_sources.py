@@ -18,6 +18,7 @@ from kshim.broker.config.keys import (
     ConfigError,
     broker_validator,
     environment_keys,
+    is_known_key,
     parse_properties,
 )
 from kshim.cli.errors import print_warning, reason
@@ -108,7 +109,7 @@ def _known(settings: list[Setting], warn: Callable[[str], None]) -> list[Setting
     known: list[Setting] = []
     unknown: dict[str, list[str]] = {}
     for setting in settings:
-        if broker_validator(setting.key) is not None:
+        if is_known_key(setting.key):
             known.append(setting)
         elif setting.source not in unknown.setdefault(setting.key, []):
             unknown[setting.key].append(setting.source)

@@ -59,7 +59,5 @@ def reason(error: OSError) -> str:
 
 def data_directory_problem(data_dir: str, error: OSError) -> str:
     """One line naming ``data_dir`` and why the broker could not use it."""
-    if error.errno is None:
-        return str(error)  # a message of kshim's own, such as the directory lock's refusal
     where = f" ({error.filename})" if error.filename not in (None, data_dir) else ""
     return f"cannot use data directory {data_dir}: {reason(error)}{where}"

@@ -44,6 +44,7 @@ from kshim.cli.errors import (
 from kshim.cli.event_loop import run_on, running_loop_name
 from kshim.cli.group_query import QueryError, query_status
 from kshim.server.listener import KafkaServer, ListenError
+from kshim.storage.data_directory_lock import DataDirectoryInUse
 from kshim.storage.log_store import DiskLogStore
 from kshim.wire_client import parse_bootstrap
 
@@ -55,7 +56,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(prog=PROGRAM, description="A Kafka-compatible broker.")
-    parser.add_argument("--version", action="version", version=f"kshim {package_version()}")
+    parser.add_argument("--version", action=VersionAction)
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run a single-node broker")
     serve.add_argument(
@@ -92,6 +93,18 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_argument("--group", help="only this group (default: every group)")
     groups.error_program = GROUPS_PROGRAM
     return parser
+
+
+class VersionAction(argparse.Action):
+    """``--version``: reads the package metadata only when asked (argparse's own version
+    action wants the text up front, which would cost every start a metadata lookup)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **_: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"kshim {package_version()}")
+        parser.exit()
 
 
 def package_version() -> str:
@@ -176,6 +189,9 @@ async def _start(config: BrokerConfig) -> tuple[KafkaServer, tuple[str, int]]:
         server = KafkaServer(Broker(config))
         return server, await server.start()
     except ListenError as error:
+        # asyncio's own message repeats the address; the errno's text says just the reason.
+        raise CommandFailed(f"{error}: {reason(error.cause)}") from error
+    except DataDirectoryInUse as error:
         raise CommandFailed(str(error)) from error
     except OSError as error:
         raise CommandFailed(data_directory_problem(config.data_dir, error)) from error

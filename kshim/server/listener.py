@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 
 from kshim.broker.broker import Broker
@@ -15,16 +14,13 @@ from kshim.server.connection import serve_connection
 from kshim.server.request_stream import RequestStream
 
 
-class ListenError(OSError):
-    """The listening address cannot be bound (in use, not local, not resolvable)."""
+class ListenError(Exception):
+    """The listening address cannot be bound (in use, not local, not resolvable): the
+    address, and the system's error as ``cause``."""
 
     def __init__(self, host: str, port: int, cause: OSError) -> None:
-        # asyncio's own strerror repeats the address ("error while attempting to bind on
-        # address ..."); the system's text for the errno says just the reason.
-        reason = os.strerror(cause.errno) if cause.errno and cause.errno > 0 else None
-        reason = (reason or cause.strerror or str(cause)).lower()
-        super().__init__(f"cannot listen on {host}:{port}: {reason}")
-        self.errno = cause.errno
+        super().__init__(f"cannot listen on {host}:{port}")
+        self.cause = cause
 
 
 class KafkaServer:
