@@ -68,6 +68,7 @@ class Checkpointer:
         self._dirty: set[DiskPartitionLog] = set()  # spilled since the last checkpoint
         self._last_checkpoint = time.monotonic()
         self._last_checkpoint_end = wal.end  # the log's end when the last checkpoint began
+        self._direct_bytes = 0  # written straight to segment files since then
         # The end of the records of every finished flush round: a round still writing has
         # taken its batches, which a checkpoint may not have spilled, so it waits for it.
         self._logged_end = wal.end
@@ -126,6 +127,20 @@ class Checkpointer:
         while self._task is not None:
             await asyncio.shield(self._task)
 
+    def may_write_directly(self, log: DiskPartitionLog) -> bool:
+        """Whether a flush round may write ``log``'s new batches straight to its segment
+        files (group_commit.py): only when everything it logged before is in them already,
+        so the files stay in offset order, and no job is using the files."""
+        return not self.lock.locked() and log.unspilled_bytes == 0 and not log.deleted
+
+    def written_directly(self, log: DiskPartitionLog, size: int, end_offset: int) -> None:
+        """A flush round wrote ``size`` bytes of ``log`` below ``end_offset`` durably to its
+        segment files: the memtable may let them go, and the next checkpoint indexes them,
+        due once such writes add up as the write-ahead log's growth would."""
+        self._dirty.add(log)
+        self._direct_bytes += size
+        self.memtable_bytes -= log.spilled(end_offset)
+
     def mark_dirty(self, log: DiskPartitionLog) -> None:
         """``log`` has segment bytes the next checkpoint must sync (recovery replayed
         batches of the write-ahead log into them)."""
@@ -152,9 +167,10 @@ class Checkpointer:
     def _checkpoint_due(self) -> bool:
         if self._checkpoint_requested:
             return True
-        if self._logged_end == self._last_checkpoint_end:
+        written = self._logged_end - self._last_checkpoint_end + self._direct_bytes
+        if written == 0:
             return False
-        grown = self._logged_end - self._last_checkpoint_end >= self._settings.checkpoint_bytes
+        grown = written >= self._settings.checkpoint_bytes
         waited_ms = (time.monotonic() - self._last_checkpoint) * 1000
         return grown or waited_ms >= self._settings.checkpoint_interval_ms
 
@@ -183,6 +199,7 @@ class Checkpointer:
         self._checkpoint_requested = False
         async with self.lock:  # a partition opened meanwhile is in ``dirty`` or the limit
             self._last_checkpoint_end = self._logged_end
+            self._direct_bytes = 0
             # Every record before the position belongs to a batch spilled below, except
             # those of partitions not opened since a restart, which hold it back.
             position = min(self._logged_end, self._checkpoint_limit())

@@ -6,6 +6,13 @@ each partition's high watermark advances past what the round covered (group comm
 every append made before a round's turn, or while the previous fsync ran, shares the
 next one). A produce request touching 1,000 partitions thus costs one fsync, not 1,000.
 
+A round that has batches of one partition only (a single busy partition, or one producer
+at a time) writes them straight to that partition's segment files and fsyncs those
+instead: logging them first would write every byte twice, which cost a single topic
+1.35x the broker CPU per 1 KiB record produced (benchmarks/results/README.md). Recovery
+needs nothing more for them (recovery.py scans a segment's bytes past its index), as long
+as the partition's earlier batches are in its files before them (``may_write_directly``).
+
 A round runs on the event loop itself while the disk answers fast, otherwise in a worker
 thread (see ``_write_inline``).
 """
@@ -15,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from kshim.storage.partition_log import DiskPartitionLog
 from kshim.storage.write_ahead_log import WriteAheadLog, batch_record
@@ -22,6 +30,17 @@ from kshim.storage.write_ahead_log import WriteAheadLog, batch_record
 PROBE_INTERVAL_S = 5.0  # how often a slow disk gets an inline round to re-measure it
 # A pipelined request is about three loop turns from its append (read, decode, handle).
 MIN_GATHER_TURNS, MAX_GATHER_TURNS = 3, 12
+
+
+class DirectWrites(Protocol):
+    """What a round writing one partition's segment files asks of the store's spills and
+    checkpoints (checkpointer.py)."""
+
+    lock: asyncio.Lock
+
+    def may_write_directly(self, log: DiskPartitionLog) -> bool: ...
+
+    def written_directly(self, log: DiskPartitionLog, size: int, end_offset: int) -> None: ...
 
 
 class GroupCommit:
@@ -34,9 +53,11 @@ class GroupCommit:
         after_round: Callable[[list[DiskPartitionLog], int], None],  # logs, logged end
         on_failure: Callable[[BaseException], None],
         before_round: Callable[[], Awaitable[None]],
+        direct: DirectWrites,
     ) -> None:
         """``before_round`` may hold a round back (while spills catch up with memory)."""
         self._wal = wal
+        self._direct = direct
         self._before_round = before_round
         self._inline_write_max_us = inline_write_max_us
         self._after_round = after_round
@@ -87,6 +108,14 @@ class GroupCommit:
             self._task = None
 
     async def _round(self) -> None:
+        if len(self._waiting) == 1 and not self._extra_records:
+            (log,) = self._waiting
+            # Unsynced records in the write-ahead log (flush.messages > 1) wait for a
+            # round that syncs it; a round that only syncs segment files would not.
+            if not self._unsynced and log.sync_due() and self._direct.may_write_directly(log):
+                async with self._direct.lock:  # free: taken without waiting
+                    await self._round_to_segments(log)
+                return
         logs = list(self._waiting)
         self._waiting.clear()
         parts: list[bytes | memoryview] = list(self._extra_records)
@@ -111,6 +140,20 @@ class GroupCommit:
         for log, target in zip(logs, targets, strict=True):
             log.logged(target)
         self._after_round(logs, self._wal.end)
+
+    async def _round_to_segments(self, log: DiskPartitionLog) -> None:
+        """Writes and fsyncs ``log``'s new batches in its segment files (module docstring)."""
+        self._waiting.clear()
+        pending = log.take_for_segment()
+        target, messages = log.log_end_offset, log.unsynced_messages
+        if self._write_inline():
+            self._timed_on_loop(lambda: log.writer.write_durably(pending))
+        else:
+            await asyncio.to_thread(log.writer.write_durably, pending)
+        log.synced(messages)
+        self._direct.written_directly(log, sum(len(data) for _, data, _ in pending), target)
+        log.logged(target)
+        self._after_round([log], self._wal.end)
 
     async def _gather_appends(self) -> None:
         """Lets the loop turn a few times before an inline round, so that requests a
@@ -138,8 +181,11 @@ class GroupCommit:
         return time.monotonic() - self._last_inline_write >= PROBE_INTERVAL_S
 
     def _write_on_loop(self, parts: list[bytes | memoryview], sync: bool) -> None:
+        self._timed_on_loop(lambda: self._wal.write(parts, sync))
+
+    def _timed_on_loop(self, write: Callable[[], None]) -> None:
         started = time.perf_counter()
-        self._wal.write(parts, sync)
+        write()
         elapsed_us = (time.perf_counter() - started) * 1e6
         self._last_inline_write = time.monotonic()
         # A moving average, so one slow fsync does not send the next rounds to a thread.

@@ -78,6 +78,7 @@ class DiskLogStore:
             self._after_round,
             self._fail,
             self._checkpointer.wait_for_room,
+            self._checkpointer,
         )
 
     # -- what partition logs ask of their store (partition_log.LogHost) --------------

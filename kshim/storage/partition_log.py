@@ -168,6 +168,12 @@ class DiskPartitionLog:
         self._host.unspilled_changed(self, size)
         return pending
 
+    def take_for_segment(self) -> list[PendingBatch]:
+        """The batches appended since the last round, for a round that writes them straight
+        to their segment files (group_commit.py): they are never in the write-ahead log."""
+        pending, self._unlogged = self._unlogged, []
+        return pending
+
     def sync_due(self) -> bool:
         """Whether this round must fsync for this log: always with flush.messages=1 (the
         default); larger values trade safety for speed, bounded by flush.ms."""

@@ -58,6 +58,12 @@ class SegmentWriter:
         self._unsynced_paths = {segment.path for segment, _, _ in unindexed}
         self._to_seal = [segment for segment in segments[:-1] if not segment.sealed]
         self._seal_lock = threading.Lock()  # guards _to_seal, which roll() extends
+        # Segment files whose directory entry is known durable (the store synced the
+        # directory since they were created); recovery syncs nothing, so none at first.
+        self._listed_durably: set[str] = set()
+        # Unsynced paths (still to be indexed at the next ``synced``) whose every written
+        # byte ``write_durably`` has made durable meanwhile.
+        self._fsynced: set[str] = set()
 
     @property
     def unsynced_paths(self) -> frozenset[str]:
@@ -80,11 +86,33 @@ class SegmentWriter:
             with self._descriptors.using(path, writable=True) as descriptor:
                 self._fs.write(descriptor, chunks)
             self._unsynced_paths.add(path)
+            self._fsynced.discard(path)
+
+    def write_durably(self, pending: Sequence[PendingBatch]) -> None:
+        """Appends the batches to the end of their segment files and makes them durable,
+        with every byte written before them: recovery removes the segments after a torn
+        one, so an earlier file's unsynced tail (spilled, the write-ahead log holding it
+        until the next checkpoint) would take these with it. Their index entries still
+        wait for the next ``synced``."""
+        self.write(pending)
+        paths = self._unsynced_paths - self._fsynced
+        for path in sorted(paths):
+            with self._descriptors.using(path, writable=True) as descriptor:
+                self._fs.fsync(descriptor)
+        self._fsynced |= paths
+        # A file created since its directory was last synced (by this write, or by a spill
+        # whose checkpoint has not come yet) could vanish with a power cut, whatever its
+        # own fsync: its directory entry must be durable too.
+        if not paths <= self._listed_durably:
+            self._fs.fsync_directory(self.directory)
+            self._listed_durably |= paths
 
     def synced(self, paths: frozenset[str]) -> None:
         """The store made ``paths`` (taken from ``unsynced_paths`` before) durable: index
         the batches now durable, and seal the rolled segments now complete."""
         self._unsynced_paths -= paths
+        self._listed_durably |= paths  # the store syncs their directory with them
+        self._fsynced -= paths
         durable = [batch for batch in self._unindexed if batch[0].path in paths]
         self._unindexed = [batch for batch in self._unindexed if batch[0].path not in paths]
         self._write_index(durable)
@@ -95,6 +123,8 @@ class SegmentWriter:
         paths = {segment.path for segment in dropped}
         self._unindexed = [batch for batch in self._unindexed if batch[0].path not in paths]
         self._unsynced_paths -= paths
+        self._listed_durably -= paths
+        self._fsynced -= paths
         with self._seal_lock:
             self._to_seal = [segment for segment in self._to_seal if segment.path not in paths]
 

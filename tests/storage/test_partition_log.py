@@ -55,14 +55,17 @@ class CountingFileSystem:
     """Delegates to OsFileSystem and counts the calls that matter for durability.
 
     ``unsynced`` holds the segment paths written since they were last made durable;
-    ``wal_fsyncs`` counts the write-ahead log's fsyncs (what an acknowledgement waits
-    for); ``open_descriptors`` and ``most_open`` count descriptors the store holds.
+    ``wal_fsyncs`` and ``segment_fsyncs`` count the fsyncs of the write-ahead log and of
+    segment files (what an acknowledgement waits for: a round over one partition fsyncs
+    its segment file, group_commit.py); ``open_descriptors`` and ``most_open`` count
+    descriptors the store holds.
     """
 
     def __init__(self) -> None:
         self._inner = OsFileSystem()
         self._paths: dict[int, str] = {}
         self.wal_fsyncs = 0
+        self.segment_fsyncs = 0
         self.segment_writes = 0
         self.wal_writes = 0
         self.unsynced: set[str] = set()
@@ -102,8 +105,14 @@ class CountingFileSystem:
     def fsync(self, descriptor: int) -> None:
         path = self._paths[descriptor]
         self.wal_fsyncs += path.endswith(WAL_SUFFIX)
+        self.segment_fsyncs += path.endswith(SEGMENT_SUFFIX)
         self.unsynced.discard(path)
         self._inner.fsync(descriptor)
+
+    @property
+    def data_fsyncs(self) -> int:
+        """fsyncs of the files holding batches (not directories, not checkpoints)."""
+        return self.wal_fsyncs + self.segment_fsyncs
 
     def sync_all(self, paths: Collection[str], directories: Collection[str]) -> None:
         self.unsynced -= set(paths)
@@ -325,7 +334,7 @@ async def test_group_commit_shares_fsyncs(tmp_path: Path) -> None:
     assert sorted(acknowledged) == list(range(appends))
     assert log.high_watermark == appends
     # Each round's twenty appends arrive together and share one fsync.
-    assert 1 <= filesystem.wal_fsyncs <= rounds < appends
+    assert 1 <= filesystem.data_fsyncs <= rounds < appends
     assert len(values_of(await read_everything(log))) == appends
     await opened.store.close()
 
@@ -354,8 +363,31 @@ async def test_each_acknowledgement_is_preceded_by_an_fsync(tmp_path: Path) -> N
     opened = await open_log(tmp_path, filesystem=filesystem)
     for index in range(4):
         await append_durable(opened.log, 1)
-        assert filesystem.wal_fsyncs == index + 1
+        assert filesystem.data_fsyncs == index + 1
     await opened.store.close()
+
+
+async def test_a_round_over_one_partition_writes_its_segment_file_once(tmp_path: Path) -> None:
+    """One partition's batches go straight to its segment file, fsynced there, and never
+    through the write-ahead log; a round over several partitions still uses the log."""
+    filesystem = CountingFileSystem()
+    store = DiskLogStore(str(tmp_path), FakeClock(), filesystem)
+    first = await store.open(TopicPartition("first", 0), LARGE_MEMTABLE, 0)
+    second = await store.open(TopicPartition("second", 0), LARGE_MEMTABLE, 0)
+    for _ in range(3):
+        await append_durable(first, 2)
+    assert (filesystem.wal_writes, filesystem.wal_fsyncs) == (0, 0)
+    assert (filesystem.segment_writes, filesystem.segment_fsyncs) == (3, 3)
+    assert not filesystem.unsynced
+    first.append(*producer_batch(1))
+    await append_durable(second, 1)
+    assert (filesystem.wal_writes, filesystem.wal_fsyncs) == (1, 1)
+    assert filesystem.segment_writes == 3  # the shared round's batches wait for a spill
+    await store.close()
+    reopened = DiskLogStore(str(tmp_path), FakeClock(), OsFileSystem())
+    log = await reopened.open(TopicPartition("first", 0), LARGE_MEMTABLE, 0)
+    assert batch_bases(await read_everything(log)) == [0, 2, 4, 6]
+    await reopened.close()
 
 
 async def test_relaxed_flush_messages_skips_fsyncs(tmp_path: Path) -> None:
@@ -444,9 +476,9 @@ async def test_relaxed_flush_counts_messages_appended_during_a_sync(tmp_path: Pa
     log.append(*producer_batch(1, label="B"))  # arrives during A's write and fsync
     filesystem.released.set()
     await log.wait_durable(2)
-    assert filesystem.wal_fsyncs == 1
+    assert filesystem.data_fsyncs == 1
     await append_durable(log, 1, "C")
-    assert filesystem.wal_fsyncs == 2, "B's message was dropped from the unsynced count"
+    assert filesystem.data_fsyncs == 2, "B's message was dropped from the unsynced count"
     await opened.store.close()
 
 
@@ -537,8 +569,9 @@ async def test_log_store_reopen_reports_recovered_producer_batches(tmp_path: Pat
 
 
 class SlowFsyncFileSystem(CountingFileSystem):
-    """Records which thread ran each write-ahead log fsync; each takes ``delay_s`` longer
-    than the disk."""
+    """Records which thread ran each fsync of a file holding batches (the write-ahead log,
+    or a segment file for a round over one partition); each takes ``delay_s`` longer than
+    the disk."""
 
     def __init__(self, delay_s: float) -> None:
         super().__init__()
@@ -546,7 +579,7 @@ class SlowFsyncFileSystem(CountingFileSystem):
         self.fsync_threads: list[int] = []
 
     def fsync(self, descriptor: int) -> None:
-        if self._paths[descriptor].endswith(WAL_SUFFIX):
+        if self._paths[descriptor].endswith((WAL_SUFFIX, SEGMENT_SUFFIX)):
             self.fsync_threads.append(threading.get_ident())
             time.sleep(self.delay_s)
         super().fsync(descriptor)
