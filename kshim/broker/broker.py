@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 from kshim.broker.append_waiters import AppendWaiters
 from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.delay.naming import reserved_for_delay
+from kshim.broker.delay.service import DelaySchedule
 from kshim.broker.full_view.applier import build_view
 from kshim.broker.full_view.view import FullView
 from kshim.broker.full_view.worker import ProcessApplier, ThreadApplier
@@ -33,6 +35,7 @@ from kshim.broker.transactions.settings import review_settings, transaction_sett
 from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.committed_offsets import CommittedOffset
 from kshim.storage.data_directory_lock import DataDirectoryLock
+from kshim.storage.delay_store import DelayStore
 from kshim.storage.filesystem import FileSystem
 from kshim.storage.full_view_store import FullViewStore
 from kshim.storage.interface import LogStore, PartitionLog, TopicPartition
@@ -86,6 +89,10 @@ class Broker:
         self.producer_states: dict[TopicPartition, PartitionProducerState] = {}
         self.append_waiters = AppendWaiters()
         self.full_view = self._open_full_view(os.path.join(data_dir, "full_view"))
+        # Opened lazily: a broker nobody delays anything on has no delays/ directory.
+        self.delays = DelaySchedule(
+            DelayStore(os.path.join(data_dir, "delays")), config.get_int("kshim.delay.max.ms")
+        )
         self.topics = TopicManager(
             config, self.metadata, self.logs, self._prepare_partition, self._watch_partition
         )
@@ -97,7 +104,7 @@ class Broker:
             self.metadata, self.topics.log, clock, transaction_settings(config)
         )
         self.transactions.on_complete.append(self._apply_transaction_offsets)
-        self.resolver = TopicResolver(self.topics, self.transactions, self.full_view)
+        self.resolver = TopicResolver(self.topics, self.transactions, self.full_view, self.delays)
         self.topic_descriptions = TopicDescriptions(self.resolver, self.topics)
         self.reviewer = TransactionReviewer(
             self.transactions,
@@ -166,6 +173,8 @@ class Broker:
         topic_partition = log.topic_partition
         log.listeners.append(lambda: self.append_waiters.notify(topic_partition))
         log.listeners.append(lambda: self._notify_view(topic_partition))
+        if reserved_for_delay(topic_partition.topic):
+            log.listeners.append(lambda: self.delays.notify(topic_partition))
 
     def _configs_changed(self, topic: Topic) -> None:
         # A view just turned on has no append to wake its applier.
@@ -199,5 +208,6 @@ class Broker:
             self.metadata.close()
             await asyncio.to_thread(self.full_view.applier.close)
             self.full_view.store.close()
+            self.delays.store.close()
         finally:
             self.data_dir_lock.release()

@@ -2,10 +2,11 @@
 
 The background jobs are what Kafka runs on its scheduler threads: log
 retention, the group coordinator's timers and offset expiry, the review and
-expiry of transactions, and the applier that keeps every full-data view
-current. Each runs as one supervised task: a job that fails is logged once
-and started again after a pause, so no task ever ends with an exception
-nobody retrieves and one broken job never stops the others.
+expiry of transactions, the applier that keeps every full-data view current,
+and delayed delivery's reader and dispatcher. Each runs as one supervised
+task: a job that fails is logged once and started again after a pause, so no
+task ever ends with an exception nobody retrieves and one broken job never
+stops the others.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from kshim.broker.broker import Broker
+from kshim.broker.delay.runner import run_delays
 from kshim.broker.full_view.applier import run_full_view
 from kshim.broker.groups.maintenance import run_group_coordinator
 from kshim.broker.retention import run_retention
@@ -40,6 +42,7 @@ BACKGROUND_JOBS: dict[str, Job] = {
     "group coordinator": run_group_coordinator,
     "transaction review": _review,
     "full-data views": run_full_view,
+    "delayed delivery": run_delays,
 }
 
 

@@ -4,23 +4,28 @@ special topics.
 A name is either a stored topic ``T`` (its partition logs: read and write),
 the full-data view ``T.full`` of a stored topic whose ``kshim.full.view`` is
 on (read-only: the latest committed record of every key, at its original
-offset; ``full_view/``), or nothing. Handlers ask here and get a
+offset; ``full_view/``), the delay companion ``T.delay`` of a stored topic
+(write-only: its records appear in ``T`` when due; ``delay/``, stored as a
+topic of its own, created when first named), or nothing. Handlers ask here and get a
 ``ResolvedTopic`` whose partitions offer only what that kind of topic allows;
 they never look at a name's suffix themselves (docs/architecture.md).
 
-Only stored topics are listed (``listed``, Metadata for all topics); a view is answered
-when asked for by name. Pattern subscriptions match the all-topics answer, so a view
-listed there would be matched by ``T.*`` along with ``T`` and its records read twice
-(handlers/metadata.py says why the views are left out rather than marked internal).
+Only stored topics are listed (``listed``, Metadata for all topics); a view or a delay
+companion is answered when asked for by name. Pattern subscriptions match the all-topics
+answer, so a view listed there would be matched by ``T.*`` along with ``T`` and its records
+read twice (handlers/metadata.py says why the views are left out rather than marked internal).
 """
 
 from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from kshim.broker.delay import naming as delay_naming
+from kshim.broker.delay.requests import check_batch
+from kshim.broker.delay.service import DelaySchedule
 from kshim.broker.full_view import naming
 from kshim.broker.full_view.partition import ViewPartition
 from kshim.broker.full_view.view import FullView
@@ -39,6 +44,7 @@ NO_TOPIC_ID = uuid.UUID(int=0)
 class TopicKind(enum.Enum):
     LOG = "log"  # a stored topic: produce, fetch, configure, delete
     VIEW = "view"  # a full-data view: fetch and describe only
+    DELAY = "delay"  # a delay companion: produce and describe only
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +75,8 @@ class ResolvedTopic:
 
     @property
     def writable(self) -> bool:
-        return self.kind is TopicKind.LOG
+        """Whether Produce may write to it."""
+        return self.kind is not TopicKind.VIEW
 
     def has_partition(self, index: int) -> bool:
         return 0 <= index < self.partition_count
@@ -78,32 +85,45 @@ class ResolvedTopic:
         """A view is its topic's data compacted: its topic's settings, every one read-only,
         and no view of its own."""
         values, overridden = self.stored.configs, frozenset(self.stored.record.configs)
-        if self.kind is TopicKind.LOG:
-            return TopicConfigs(values, overridden, read_only=False)
+        if self.kind is not TopicKind.VIEW:
+            return TopicConfigs(values, overridden, read_only=self.kind is TopicKind.DELAY)
         view_values = {**values, "cleanup.policy": "compact", naming.VIEW_CONFIG: "false"}
         view_overridden = overridden | {"cleanup.policy", naming.VIEW_CONFIG}
         return TopicConfigs(view_values, view_overridden, read_only=True)
 
     def refuse_change(self, instead: str, code: ErrorCode = ErrorCode.policy_violation) -> None:
-        """Raises TopicError(``code``) unless the topic may be changed (written, configured,
+        """Raises TopicError(``code``) unless the topic may be changed (configured,
         deleted, truncated); ``instead`` says what to do instead."""
-        if not self.writable:
-            raise TopicError(code, f"{self.name} is a read-only full-data view; {instead}")
+        if self.kind is not TopicKind.LOG:
+            raise TopicError(code, f"{self.name} is {self._what()}; {instead}")
 
     def refuse_deletion(self) -> None:
         """Raises TopicError(POLICY_VIOLATION) unless DeleteTopics may delete the topic: a
-        view goes only with its topic."""
-        if not self.writable:
+        view or a delay companion goes only with its topic."""
+        if self.kind is not TopicKind.LOG:
+            what = "a full-data view" if self.kind is TopicKind.VIEW else self._what()
             raise TopicError(
-                ErrorCode.policy_violation,
-                f"{self.name} is a full-data view; delete its topic instead",
+                ErrorCode.policy_violation, f"{self.name} is {what}; delete its topic instead"
             )
+
+    def _what(self) -> str:
+        if self.kind is TopicKind.VIEW:
+            return "a read-only full-data view"
+        return f"the write-only delay companion of {self.stored_name}"
+
+    @property
+    def stored_name(self) -> str:
+        """The stored topic whose records the name shows or delays."""
+        return delay_naming.target_of(self.name) or self.stored.record.name
 
 
 @dataclass(frozen=True, slots=True)
 class WritablePartition:
     log: PartitionLog
     topic: Topic  # its configs say what the log accepts
+    # Why a batch may not be written beyond the log's own checks, or None (a delay
+    # companion's records must say when they are due): (batch, now ms) -> refusal.
+    check: Callable[[memoryview, int], str | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +137,14 @@ class DeletablePartition:
     log: PartitionLog
     topic: Topic  # its configs say what retention keeps
     view: FullView | None  # the topic's view, which holds the log start back; None without one
+    # For a delay companion: its schedule, which must have read a record before it goes.
+    delays: DelaySchedule | None = None
 
     async def log_start_limit(self) -> int | None:
-        """The offset the log start must not pass now (the view's applied position), or
-        None when nothing holds it back."""
+        """The offset the log start must not pass now (the view's applied position, or
+        what the delay schedule has read), or None when nothing holds it back."""
+        if self.delays is not None:
+            return await self.delays.position(self.log.topic_partition)
         if self.view is None:
             return None
         return await self.view.applied_position(self.log.topic_partition)
@@ -130,17 +154,23 @@ class TopicResolver:
     """Resolves names against the stored topics; event-loop thread only."""
 
     def __init__(
-        self, topics: TopicManager, transactions: TransactionCoordinator, full_view: FullView
+        self,
+        topics: TopicManager,
+        transactions: TransactionCoordinator,
+        full_view: FullView,
+        delays: DelaySchedule,
     ) -> None:
         self._topics = topics
         self._transactions = transactions
         self._full_view = full_view
+        self._delays = delays
 
     def resolve(self, name: str) -> ResolvedTopic | None:
         """The topic or view called ``name``, or None."""
         topic = self._topics.get(name)
         if topic is not None:
-            return ResolvedTopic(name, TopicKind.LOG, topic)
+            delayed = delay_naming.reserved_for_delay(name)
+            return ResolvedTopic(name, TopicKind.DELAY if delayed else TopicKind.LOG, topic)
         source = naming.source_of(self._topics.by_name, name)
         if source is not None:
             return ResolvedTopic(name, TopicKind.VIEW, source)
@@ -157,27 +187,58 @@ class TopicResolver:
         """Every stored topic (Metadata for all topics). Views, and any other kind of topic
         derived from a stored one, are left out: they resolve only by name (module
         docstring)."""
-        for topic in list(self._topics.by_name.values()):
-            yield ResolvedTopic(topic.record.name, TopicKind.LOG, topic)
+        for name, topic in list(self._topics.by_name.items()):
+            if not delay_naming.reserved_for_delay(name):
+                yield ResolvedTopic(name, TopicKind.LOG, topic)
+
+    async def create_companion(self, name: str) -> ResolvedTopic | None:
+        """The delay companion ``name`` (``T.delay``), created now with ``T``'s partition
+        count if ``T`` exists and it does not; None when ``name`` is no companion's."""
+        target = delay_naming.target_of(name)
+        stored = None if target is None else self._topics.get(target)
+        if stored is None:
+            return None
+        if self._topics.get(name) is None:
+            try:  # never a view of its own: its records are not T's until delivered
+                await self._topics.create(
+                    name, stored.record.partitions, {naming.VIEW_CONFIG: "false"}
+                )
+            except TopicError as error:
+                if error.code != ErrorCode.topic_already_exists:
+                    raise
+        return self.resolve(name)
 
     def may_create(self, name: str) -> bool:
         """False for a name no topic may take: ``X.full`` is reserved for the view of a
-        topic ``X``."""
-        return not naming.reserved_for_view(name)
+        topic ``X``, ``X.delay`` for its delay companion (created when first named)."""
+        return not (naming.reserved_for_view(name) or delay_naming.reserved_for_delay(name))
 
     def refuse_creation(self, name: str) -> None:
         """Raises TopicError(INVALID_TOPIC) when ``may_create(name)`` is False."""
-        if not self.may_create(name):
+        if naming.reserved_for_view(name):
             raise TopicError(
                 INVALID_TOPIC,
                 f"names ending in {naming.VIEW_SUFFIX!r} are reserved for full-data views",
             )
+        if delay_naming.reserved_for_delay(name):
+            raise TopicError(
+                INVALID_TOPIC,
+                f"names ending in {delay_naming.DELAY_SUFFIX!r} are reserved for delayed "
+                "delivery (produce to T.delay once T exists: it is created then)",
+            )
 
     def readable_partition(self, topic_partition: TopicPartition) -> ReadablePartition | None:
-        """The partition Fetch and ListOffsets read, or None when there is no such partition."""
+        """The partition Fetch and ListOffsets read, or None when there is no such partition.
+        Raises TopicError(TOPIC_AUTHORIZATION_FAILED) for a delay companion, which nobody
+        reads (Kafka's answer for a topic a client may write but not read)."""
         resolved = self._owner(topic_partition)
         if resolved is None:
             return None
+        if resolved.kind is TopicKind.DELAY:
+            raise TopicError(
+                ErrorCode.topic_authorization_failed,
+                f"{resolved.name} is write-only: its records appear in {resolved.stored_name}",
+            )
         source_log = resolved.stored.logs[topic_partition.partition]
         if resolved.kind is TopicKind.VIEW:
             return ViewPartition(self._full_view, topic_partition, source_log.topic_partition)
@@ -191,8 +252,15 @@ class TopicResolver:
         resolved = self._owner(topic_partition)
         if resolved is None:
             return None
-        resolved.refuse_change("produce to its topic instead", ErrorCode.invalid_request)
-        return WritablePartition(resolved.stored.logs[topic_partition.partition], resolved.stored)
+        if not resolved.writable:
+            resolved.refuse_change("produce to its topic instead", ErrorCode.invalid_request)
+        log = resolved.stored.logs[topic_partition.partition]
+        if resolved.kind is TopicKind.DELAY:
+            max_delay_ms = self._delays.max_delay_ms
+            return WritablePartition(
+                log, resolved.stored, lambda batch, now: check_batch(batch, now, max_delay_ms)
+            )
+        return WritablePartition(log, resolved.stored)
 
     def is_writable(self, topic_partition: TopicPartition) -> bool:
         """True when Produce could write to the partition: it exists, and its topic is not a
@@ -228,19 +296,31 @@ class TopicResolver:
         ]
 
     def _deletable(self, topic: Topic, index: int) -> DeletablePartition:
+        if delay_naming.reserved_for_delay(topic.record.name):
+            return DeletablePartition(topic.logs[index], topic, None, self._delays)
         view = self._full_view if self._full_view.keeps(topic) else None
         return DeletablePartition(topic.logs[index], topic, view)
 
-    async def forget_view(self, topic: str) -> None:
-        """Deletes the view data of the deleted topic ``topic``: a view goes with its topic
-        (nothing to do for a topic without one)."""
+    async def forget_companions(self, topic: str) -> None:
+        """Deletes what belonged to the deleted topic ``topic``: its view data, its delay
+        companion and its pending delayed records (nothing to do for those it never had)."""
         await self._full_view.forget_topic(topic)
+        if not delay_naming.may_have_delay(topic):
+            return
+        companion = delay_naming.delay_name(topic)
+        if self._topics.get(companion) is not None:
+            await self._topics.delete(companion)
+            self._transactions.forget_topic(companion)
+        await self._delays.forget_topic(topic, companion)
 
     def derived_names(self, topic: str) -> list[str]:
         """The names that belong to the stored topic ``topic`` and go when it goes: its
-        view's name, whether or not the view is on now (no topic can take that name, so
-        offsets committed under it were committed on the view)."""
-        return [naming.view_name(topic)] if naming.may_have_view(topic) else []
+        view's and its delay companion's, whether or not they exist now (no topic can take
+        those names, so offsets committed under them belonged to the topic)."""
+        names = [naming.view_name(topic)] if naming.may_have_view(topic) else []
+        if delay_naming.may_have_delay(topic):
+            names.append(delay_naming.delay_name(topic))
+        return names
 
     def keeps_view(self, topic: str) -> bool:
         """True when the stored topic ``topic`` keeps its full-data view current (which must

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -91,6 +91,11 @@ Chunk = bytes | memoryview | FileRegion
 def chunk_bytes(chunk: Chunk) -> bytes:
     """The bytes of a read chunk, reading (and closing) a file region: blocking."""
     return chunk.read_bytes() if isinstance(chunk, FileRegion) else bytes(chunk)
+
+
+def chunks_bytes(chunks: Iterable[Chunk]) -> bytes:
+    """The bytes of read chunks, one after the other (``chunk_bytes``): blocking."""
+    return b"".join(chunk_bytes(chunk) for chunk in chunks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,6 +151,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     # The full-data views are applied in a child process (decoding and LMDB writes then never
     # hold the broker's GIL); false applies them in worker threads of the broker process.
     "kshim.full.view.process": "true",
+    # Delayed delivery (T.delay): how far ahead a record may be due; two years, as QMQ.
+    "kshim.delay.max.ms": str(2 * 365 * 24 * 3600 * 1000),
     # The event loop the broker runs on: uvloop (libuv, its loop machinery and transports in
     # C) takes about a quarter less CPU per request than asyncio's own selector loop
     # (python -m benchmarks.event_loops); "asyncio" is the fallback where uvloop is missing.
@@ -192,6 +194,7 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "kshim.wal.checkpoint.bytes": _integer(1),
     "kshim.wal.checkpoint.interval.ms": _integer(1),
     "kshim.full.view.process": _boolean,
+    "kshim.delay.max.ms": _integer(0),
     "kshim.event.loop": _choice("uvloop", "asyncio"),
     "transaction.max.timeout.ms": _integer(1, INT_MAX),
     "transactional.id.expiration.ms": _integer(1, INT_MAX),

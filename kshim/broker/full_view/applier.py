@@ -24,7 +24,7 @@ from kshim.broker.full_view.naming import view_name
 from kshim.broker.full_view.view import FullView
 from kshim.broker.topics import TopicManager
 from kshim.broker.transactions.coordinator import TransactionCoordinator
-from kshim.storage.interface import TopicPartition, chunk_bytes
+from kshim.storage.interface import TopicPartition, chunks_bytes
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ async def apply_partition_once(broker: ViewHost, topic_partition: TopicPartition
     if position >= stable:
         return False
     result = await partition_log.read(position, CHUNK_BYTES, stable)
-    data = await asyncio.to_thread(lambda: b"".join(chunk_bytes(c) for c in result.chunks))
+    data = await asyncio.to_thread(chunks_bytes, result.chunks)
     if result.end_offset <= position:
         return False
     expiry = broker.clock() + int(topic.configs["delete.retention.ms"])

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kshim.broker.transactions.partition_state import is_aborted
 from kshim.protocol.keyed_records import KeyedRecord, keyed_records
-from kshim.protocol.record_batch import BatchHeader, iter_batches
+from kshim.protocol.record_batch import iter_batches
 from kshim.storage.full_view_store import ViewChange
 from kshim.storage.transaction_store import AbortedTransaction
 
@@ -31,24 +32,12 @@ def view_changes(
     view = memoryview(batches)
     latest: dict[bytes, KeyedRecord] = {}  # insertion order = offset order of the last
     for position, header in iter_batches(view):
-        if header.is_control or _is_aborted(header, aborted):
+        if header.is_control or is_aborted(header, aborted):
             continue
         for record in keyed_records(view[position : position + header.size]):
             latest.pop(record.key, None)
             latest[record.key] = record
     return [_change(record, tombstone_expiry_ms) for record in latest.values()]
-
-
-def _is_aborted(header: BatchHeader, aborted: Sequence[AbortedTransaction]) -> bool:
-    """An aborted entry covers its producer's transactional batches from its first
-    offset up to its ABORT marker."""
-    if not header.is_transactional:
-        return False
-    return any(
-        entry.producer_id == header.producer_id
-        and entry.first_offset <= header.base_offset < entry.last_offset
-        for entry in aborted
-    )
 
 
 def _change(record: KeyedRecord, tombstone_expiry_ms: int) -> ViewChange:

@@ -57,7 +57,7 @@ async def _delete(
         broker.transactions.forget_topic(resolved.name)
         derived = broker.resolver.derived_names(resolved.name)
         await drop_topic_offsets(broker.groups, resolved.name, *derived)
-        await broker.resolver.forget_view(resolved.name)
+        await broker.resolver.forget_companions(resolved.name)
     except TopicError as error:
         return _result(name, topic_id, ErrorCode(error.code), str(error))
     return _result(name, topic_id, ErrorCode.none)

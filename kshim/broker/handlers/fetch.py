@@ -14,6 +14,7 @@ import time
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
 from kshim.broker.partition_reads import PartitionOffsets
+from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import (
     FetchedPartition,
@@ -79,7 +80,11 @@ async def _read_partition(
         log_start_offset=-1,
         aborted_transactions=[] if read_committed else None,
     )
-    partition = broker.resolver.readable_partition(topic_partition)
+    try:
+        partition = broker.resolver.readable_partition(topic_partition)
+    except TopicError as error:  # a name nobody reads
+        response.error_code = ErrorCode(error.code)
+        return response
     if partition is None:
         response.error_code = ErrorCode.unknown_topic_or_partition
         return response

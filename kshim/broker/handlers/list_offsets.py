@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kshim.broker.context import RequestContext
 from kshim.broker.partition_reads import ReadablePartition, TimestampHit
+from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
@@ -33,7 +34,11 @@ async def handle(request: ListOffsetsRequest, context: RequestContext) -> ListOf
         partitions = []
         for wanted in topic.partitions:
             topic_partition = TopicPartition(topic.name, wanted.partition_index)
-            partition = context.broker.resolver.readable_partition(topic_partition)
+            try:
+                partition = context.broker.resolver.readable_partition(topic_partition)
+            except TopicError as error:  # a name nobody reads
+                partitions.append(_answer(wanted.partition_index, ErrorCode(error.code)))
+                continue
             if partition is None:
                 answer = _answer(wanted.partition_index, ErrorCode.unknown_topic_or_partition)
             else:

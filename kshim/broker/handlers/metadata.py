@@ -110,8 +110,12 @@ async def _unresolved(
         validate_topic_name(name)
     except TopicError as error:
         return _error(name, ErrorCode(error.code))
-    resolved = None
-    if allow_create and broker.resolver.may_create(name):
+    # A delay companion is created when first named, whether or not topics may be.
+    try:
+        resolved = await broker.resolver.create_companion(name)
+    except TopicError as error:
+        return _error(name, ErrorCode(error.code))
+    if resolved is None and allow_create and broker.resolver.may_create(name):
         try:
             await broker.topics.create(name, broker.config.get_int("num.partitions"), {})
         except TopicError as error:

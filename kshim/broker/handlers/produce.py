@@ -1,13 +1,16 @@
 """Produce (key 0): validate each partition's batch, assign offsets, append raw bytes.
 
 Batches are never decoded here: the header and CRC-32C are checked, offsets
-are stamped into the header, and the bytes are stored as received. A
+are stamped into the header, and the bytes are stored as received. (Only a
+partition whose records follow rules of their own, a delay companion's, has
+its records read: the resolver's ``WritablePartition.check``.) A
 response (acks 1 or -1) is sent only once every appended batch is fsynced;
 acks=0 gets none. One bad partition never fails the others.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kshim.broker.broker import Broker
@@ -89,6 +92,7 @@ def _append(
     try:
         records, header = _validate(data.records, int(configs["max.message.bytes"]))
         _check_timestamps(header, configs, broker.clock())
+        _check_records(writable.check, records, broker.clock())
     except _Refused as refused:
         result.error_code, result.error_message = refused.code, refused.message
         return result
@@ -176,6 +180,16 @@ def _check_timestamps(header: BatchHeader, configs: dict[str, str], now_ms: int)
                 ErrorCode.invalid_timestamp,
                 f"timestamp {timestamp} outside the window allowed around {now_ms}",
             )
+
+
+def _check_records(
+    check: Callable[[memoryview, int], str | None] | None, records: memoryview, now_ms: int
+) -> None:
+    """A partition whose records must follow rules of their own (a delay companion's):
+    the only place Produce decodes records, and only for such partitions."""
+    refusal = None if check is None else check(records, now_ms)
+    if refusal is not None:
+        raise _Refused(ErrorCode.invalid_record, refusal)
 
 
 async def _wait_durable(result: PartitionResult) -> None:

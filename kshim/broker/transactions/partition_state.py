@@ -10,6 +10,7 @@ the aborted list comes from LMDB.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kshim.protocol.record_batch import BatchHeader
@@ -68,3 +69,15 @@ class PartitionTransactions:
     def forget_below(self, log_start_offset: int) -> None:
         """Drops aborted entries wholly below the log start (retention removed their data)."""
         self.aborted = [entry for entry in self.aborted if entry.last_offset >= log_start_offset]
+
+
+def is_aborted(header: BatchHeader, aborted: Sequence[AbortedTransaction]) -> bool:
+    """Whether a read_committed reader skips the batch: an aborted entry covers its
+    producer's transactional batches from its first offset up to its ABORT marker."""
+    if not header.is_transactional:
+        return False
+    return any(
+        entry.producer_id == header.producer_id
+        and entry.first_offset <= header.base_offset < entry.last_offset
+        for entry in aborted
+    )

@@ -1,0 +1,102 @@
+"""From ``T.delay`` to the schedule: decided records read in chunks, each becoming a
+scheduled record or a cancellation, with the new read position, in one store transaction.
+
+Only what a read_committed consumer would see is read (up to the last stable offset,
+aborted transactions and markers skipped, KIP-98), so a delayed record produced in a
+transaction is scheduled when it commits and never if it aborts. Records keep their
+key, value, headers and timestamp.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from kshim.broker.delay.naming import target_of
+from kshim.broker.delay.requests import InvalidDelay, read_request
+from kshim.broker.delay.service import DelaySchedule
+from kshim.broker.topics import TopicManager
+from kshim.broker.transactions.coordinator import TransactionCoordinator
+from kshim.broker.transactions.partition_state import is_aborted
+from kshim.protocol.primitives import DecodeError
+from kshim.protocol.record_batch import iter_batches
+from kshim.protocol.records import BatchSpec, Record, build_batch, decode_records
+from kshim.storage.delay_store import DelayedRecord, ScheduleChange
+from kshim.storage.interface import TopicPartition, chunks_bytes
+from kshim.storage.transaction_store import AbortedTransaction
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 1 << 20  # of T.delay per store transaction
+
+
+class DelayHost(Protocol):
+    """What delayed delivery needs of the broker (kshim.broker.broker.Broker)."""
+
+    topics: TopicManager
+    transactions: TransactionCoordinator
+    delays: DelaySchedule
+    clock: Callable[[], int]
+
+
+async def ingest_partition(host: DelayHost, delay_partition: TopicPartition) -> bool:
+    """Reads one chunk of the ``T.delay`` partition into the schedule; returns whether
+    the read position advanced."""
+    partition_log = host.topics.log(delay_partition)
+    target = target_of(delay_partition.topic)
+    if partition_log is None or target is None:
+        return False
+    schedule = host.delays
+    position = max(await schedule.position(delay_partition), partition_log.log_start_offset)
+    transactions = host.transactions.partition(delay_partition)
+    stable = transactions.last_stable_offset(partition_log.high_watermark)
+    if position >= stable:
+        return False
+    result = await partition_log.read(position, CHUNK_BYTES, stable)
+    if result.end_offset <= position:
+        return False
+    data = await asyncio.to_thread(chunks_bytes, result.chunks)
+    target_partition = TopicPartition(target, delay_partition.partition)
+    changes = schedule_changes(data, list(transactions.aborted), target_partition)
+    async with schedule.lock:
+        await asyncio.to_thread(
+            schedule.store.schedule, delay_partition, changes, result.end_offset
+        )
+        schedule.set_position(delay_partition, result.end_offset)
+    return True
+
+
+def schedule_changes(
+    batches: bytes, aborted: Sequence[AbortedTransaction], target: TopicPartition
+) -> list[ScheduleChange]:
+    """The changes of the decided records in ``batches`` (stored batches of ``T.delay``
+    partition p; ``target`` is ``T`` partition p), in offset order."""
+    view = memoryview(batches)
+    changes = []
+    for position, header in iter_batches(view):
+        if header.is_control or is_aborted(header, aborted):
+            continue
+        try:
+            _, records = decode_records(view[position : position + header.size])
+        except DecodeError as error:  # Produce checked it: only a damaged disk gets here
+            log.error("%s: batch at %d unreadable, not scheduled: %s",
+                      target, header.base_offset, error)  # fmt: skip
+            continue
+        changes += [change for record in records if (change := _change(record, target))]
+    return changes
+
+
+def _change(record: Record, target: TopicPartition) -> ScheduleChange | None:
+    try:
+        request = read_request(record)
+    except InvalidDelay as error:  # accepted under other rules, or by an older kshim
+        log.warning("%s: record %d of its delay topic not scheduled: %s",
+                    target, record.offset, error)  # fmt: skip
+        return None
+    scheduled = None
+    if request.due_ms is not None:
+        batch = build_batch([record], BatchSpec(base_offset=record.offset))
+        scheduled = DelayedRecord(request.due_ms, target, record.offset, record.key, batch)
+    return ScheduleChange(record.offset, record.key, request.cancels, scheduled, target.topic)

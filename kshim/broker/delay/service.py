@@ -1,0 +1,58 @@
+"""The schedule's in-memory side: which ``T.delay`` partitions have something new, the
+read positions (cached; the store is the truth), and the wake-up of the one task that
+reads them into the schedule and delivers what is due (``run_delays``).
+
+Nothing runs for a broker nobody delays anything on: the task sleeps on its event until
+a ``T.delay`` partition is written, and the store's LMDB environment is created with
+the first scheduled record. Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from kshim.storage.delay_store import DelayStore
+from kshim.storage.interface import TopicPartition
+
+# Longest sleep between looks at the schedule: a wall-clock jump forward (NTP, a resumed
+# VM) makes records due early by the clock, and they go out within this much of it.
+MAX_SLEEP_S = 1.0
+
+
+class DelaySchedule:
+    def __init__(self, store: DelayStore, max_delay_ms: int) -> None:
+        self.store = store
+        self.max_delay_ms = max_delay_ms  # kshim.delay.max.ms, checked at produce
+        self.wake_up = asyncio.Event()
+        self.lock = asyncio.Lock()  # reading into the schedule waits while a delivery runs
+        self._new: deque[TopicPartition] = deque()  # T.delay partitions with new records
+        self._positions: dict[TopicPartition, int] = {}
+
+    def notify(self, delay_partition: TopicPartition) -> None:
+        """A ``T.delay`` partition's high watermark moved (an append or a decided
+        transaction): its new records are read into the schedule."""
+        if delay_partition not in self._new:
+            self._new.append(delay_partition)
+        self.wake_up.set()
+
+    def take_new(self) -> TopicPartition | None:
+        return self._new.popleft() if self._new else None
+
+    async def position(self, delay_partition: TopicPartition) -> int:
+        """The next offset of ``delay_partition`` not yet in the schedule."""
+        position = self._positions.get(delay_partition)
+        if position is None:
+            position = await asyncio.to_thread(self.store.position, delay_partition)
+            self._positions[delay_partition] = position
+        return position
+
+    def set_position(self, delay_partition: TopicPartition, position: int) -> None:
+        self._positions[delay_partition] = position
+
+    async def forget_topic(self, topic: str, delay_topic: str) -> None:
+        """``topic`` was deleted: its pending records go with it."""
+        async with self.lock:
+            await asyncio.to_thread(self.store.forget_topic, topic, delay_topic)
+            for delay_partition in [tp for tp in self._positions if tp.topic == delay_topic]:
+                del self._positions[delay_partition]

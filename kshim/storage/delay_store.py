@@ -1,0 +1,311 @@
+"""Delayed delivery's durable schedule in LMDB: every pending record, ordered by due time.
+
+A record produced to ``T.delay`` is read from that log once its transaction (if any) is
+decided and copied here whole, so ``T.delay``'s own retention can never lose a pending
+record however far ahead it is due (QMQ keeps its schedule apart from the message log
+for the same reason; seed 002). The store holds, in its own LMDB environment:
+
+- every pending record as a one-record v2 batch, keyed by due time, then target
+  partition and offset in ``T.delay`` (ties in produce order);
+- the same records by (topic, hashed record key), for cancelling and replacing by key;
+- per ``T.delay`` partition, the next offset not yet read into the schedule, moved in the
+  same transaction as the records it covers (so a replay after a crash skips them);
+- per target partition, the delivery under way: where ``T``'s log ended before the
+  records were appended, and which records they are, so that a restart can tell
+  from ``T`` itself whether they arrived (exactly once, see broker/delay/dispatcher.py);
+- per topic, how many records are pending.
+
+The environment is created only when a delayed record is first scheduled: a broker
+whose producers never delay anything has no such directory. Methods block on LMDB:
+call them from a worker thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+
+from kshim.protocol.records import decode_records
+from kshim.storage import lmdb_keys as keys
+from kshim.storage.interface import TopicPartition
+from kshim.storage.lmdb_ranges import delete_prefixed
+
+MAP_SIZE_BYTES = 1 << 36
+_ENTRY = struct.Struct(">qiq")  # due ms, partition, offset in T.delay (after a key digest)
+_LENGTH = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class DelayedRecord:
+    """One pending record: due at ``due_ms`` in ``target`` (``T``, partition p), produced
+    at ``source_offset`` of ``T.delay`` partition p."""
+
+    due_ms: int
+    target: TopicPartition
+    source_offset: int
+    key: bytes | None
+    batch: bytes  # the record as produced, as a one-record v2 batch at ``source_offset``
+
+    @property
+    def pending_key(self) -> bytes:
+        return keys.delay_pending_key(self.due_ms, self.target, self.source_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleChange:
+    """What one record of ``T.delay`` does to the schedule of ``topic`` (``T``), in offset
+    order: ``cancels`` removes every pending record of the topic with the same key first;
+    ``record`` (None for a cancel) is then scheduled."""
+
+    source_offset: int
+    key: bytes | None
+    cancels: bool
+    record: DelayedRecord | None
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A delivery under way: ``records`` were being appended to ``target`` at or after
+    ``from_offset`` when the broker stopped."""
+
+    target: TopicPartition
+    from_offset: int
+    pending_keys: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSummary:
+    pending: int
+    next_due_ms: int | None
+
+
+def key_digest(key: bytes) -> bytes:
+    return hashlib.sha256(key).digest()
+
+
+class DelayStore:
+    def __init__(self, directory: str) -> None:
+        self._directory = directory
+        self._env: Any = None
+
+    @property
+    def exists(self) -> bool:
+        """Whether anything was ever scheduled here (the environment exists)."""
+        return self._env is not None or os.path.isdir(self._directory)
+
+    def _open(self) -> Any:
+        if self._env is None:
+            os.makedirs(self._directory, exist_ok=True)
+            env = lmdb.open(self._directory, max_dbs=5, map_size=MAP_SIZE_BYTES, sync=True)
+            self._pending = env.open_db(keys.DELAY_PENDING_DB)
+            self._by_key = env.open_db(keys.DELAY_BY_KEY_DB)
+            self._positions = env.open_db(keys.DELAY_POSITIONS_DB)
+            self._in_flight = env.open_db(keys.DELAY_IN_FLIGHT_DB)
+            self._counts = env.open_db(keys.DELAY_COUNTS_DB)
+            self._env = env
+        return self._env
+
+    # -- reading T.delay into the schedule ------------------------------------------------
+
+    def position(self, delay_partition: TopicPartition) -> int:
+        """The next offset of the ``T.delay`` partition not yet read into the schedule."""
+        if not self.exists:
+            return 0
+        with self._open().begin(db=self._positions) as txn:
+            value = txn.get(keys.partition_key(delay_partition))
+        return 0 if value is None else keys.decode_int64(value)
+
+    def schedule(
+        self,
+        delay_partition: TopicPartition,
+        changes: Sequence[ScheduleChange],
+        next_position: int,
+    ) -> None:
+        """Applies ``changes`` (in offset order) and moves the partition's position to
+        ``next_position``, atomically; changes below the stored position were applied
+        before (a replay after a crash) and are skipped."""
+        with self._open().begin(write=True) as txn:
+            position_key = keys.partition_key(delay_partition)
+            stored = txn.get(position_key, db=self._positions)
+            start = 0 if stored is None else keys.decode_int64(stored)
+            for change in changes:
+                if change.source_offset < start:
+                    continue
+                if change.cancels and change.key is not None:
+                    self._cancel(txn, change.topic, change.key)
+                if change.record is not None:
+                    self._add(txn, change.record)
+            if next_position > start:
+                txn.put(position_key, keys.encode_int64(next_position), db=self._positions)
+
+    def _add(self, txn: Any, record: DelayedRecord) -> None:
+        if not txn.put(record.pending_key, record.batch, db=self._pending, overwrite=False):
+            return  # there already (scheduled before a crash)
+        if record.key is not None:
+            txn.put(_by_key_key(record), b"", db=self._by_key)
+        self._count(txn, record.target.topic, 1)
+
+    def _cancel(self, txn: Any, topic: str, key: bytes) -> None:
+        prefix = keys.delay_by_key_prefix(topic, key_digest(key))
+        cursor = txn.cursor(db=self._by_key)
+        found = []
+        if cursor.set_range(prefix):
+            for index_key in cursor.iternext(keys=True, values=False):
+                if not index_key.startswith(prefix):
+                    break
+                found.append(index_key)
+        for index_key in found:
+            due_ms, partition, offset = _ENTRY.unpack(index_key[len(prefix) :])
+            target = TopicPartition(topic, partition)
+            txn.delete(index_key, db=self._by_key)
+            if txn.delete(keys.delay_pending_key(due_ms, target, offset), db=self._pending):
+                self._count(txn, topic, -1)
+
+    def _count(self, txn: Any, topic: str, delta: int) -> None:
+        count_key = keys.topic_prefix(topic)
+        stored = txn.get(count_key, db=self._counts)
+        count = (0 if stored is None else keys.decode_int64(stored)) + delta
+        if count > 0:
+            txn.put(count_key, keys.encode_int64(count), db=self._counts)
+        else:
+            txn.delete(count_key, db=self._counts)
+
+    # -- delivering due records -------------------------------------------------------------
+
+    def next_due(self) -> int | None:
+        """The due time (ms) of the first pending record, or None."""
+        if not self.exists:
+            return None
+        with self._open().begin(db=self._pending) as txn:
+            cursor = txn.cursor()
+            if not cursor.first():
+                return None
+            return keys.split_delay_pending_key(cursor.key())[0]
+
+    def due(self, now_ms: int, limit: int) -> list[DelayedRecord]:
+        """Up to ``limit`` pending records due at or before ``now_ms``, in due order."""
+        if not self.exists:
+            return []
+        found: list[DelayedRecord] = []
+        with self._open().begin(db=self._pending) as txn:
+            for pending_key, batch in txn.cursor():
+                due_ms, target, offset = keys.split_delay_pending_key(pending_key)
+                if due_ms > now_ms or len(found) >= limit:
+                    break
+                stored = bytes(batch)
+                found.append(DelayedRecord(due_ms, target, offset, _record_key(stored), stored))
+        return found
+
+    def begin_delivery(
+        self, target: TopicPartition, from_offset: int, records: Sequence[DelayedRecord]
+    ) -> None:
+        """Notes, durably, that ``records`` are about to be appended to ``target``, whose
+        log ends at ``from_offset``."""
+        value = keys.encode_int64(from_offset) + b"".join(
+            _LENGTH.pack(len(record.pending_key)) + record.pending_key for record in records
+        )
+        with self._open().begin(write=True, db=self._in_flight) as txn:
+            txn.put(keys.partition_key(target), value)
+
+    def finish_delivery(self, target: TopicPartition, pending_keys: Sequence[bytes]) -> None:
+        """The records are in ``target`` durably (or were found there after a restart):
+        they stop being pending, with the note of the delivery, atomically."""
+        with self._open().begin(write=True) as txn:
+            for pending_key in pending_keys:
+                batch = txn.get(pending_key, db=self._pending)
+                if batch is None:
+                    continue  # cancelled while it was being delivered
+                txn.delete(pending_key, db=self._pending)
+                record_key = _record_key(batch)
+                if record_key is not None:
+                    txn.delete(_by_key_key_of(pending_key, record_key), db=self._by_key)
+                self._count(txn, target.topic, -1)
+            txn.delete(keys.partition_key(target), db=self._in_flight)
+
+    def deliveries_under_way(self) -> list[Delivery]:
+        """Deliveries begun and not finished (the broker stopped between the two)."""
+        if not self.exists:
+            return []
+        with self._open().begin(db=self._in_flight) as txn:
+            return [_delivery(key, bytes(value)) for key, value in txn.cursor()]
+
+    # -- statistics and topic deletion ------------------------------------------------------
+
+    def summary(self) -> dict[str, TopicSummary]:
+        """Pending records and the next due time, per topic with any."""
+        if not self.exists:
+            return {}
+        summaries: dict[str, TopicSummary] = {}
+        with self._open().begin() as txn:
+            counts = {
+                key.rstrip(keys.NAME_TERMINATOR).decode("utf-8"): keys.decode_int64(value)
+                for key, value in txn.cursor(db=self._counts)
+            }
+            for pending_key in _iter_keys(txn.cursor(db=self._pending)):
+                due_ms, target, _ = keys.split_delay_pending_key(pending_key)
+                if target.topic not in summaries:
+                    summaries[target.topic] = TopicSummary(counts.get(target.topic, 0), due_ms)
+                if len(summaries) == len(counts):
+                    break
+        return summaries
+
+    def forget_topic(self, topic: str, delay_topic: str) -> None:
+        """Removes every pending record of ``topic`` and the positions of ``delay_topic``
+        (the topic was deleted: its delayed records go with it)."""
+        if not self.exists:
+            return
+        with self._open().begin(write=True) as txn:
+            doomed = [
+                pending_key
+                for pending_key in _iter_keys(txn.cursor(db=self._pending))
+                if keys.split_delay_pending_key(pending_key)[1].topic == topic
+            ]
+            for pending_key in doomed:
+                txn.delete(pending_key, db=self._pending)
+            delete_prefixed(txn.cursor(db=self._by_key), keys.topic_prefix(topic))
+            delete_prefixed(txn.cursor(db=self._positions), keys.topic_prefix(delay_topic))
+            delete_prefixed(txn.cursor(db=self._in_flight), keys.topic_prefix(topic))
+            txn.delete(keys.topic_prefix(topic), db=self._counts)
+
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+
+
+def _by_key_key(record: DelayedRecord) -> bytes:
+    assert record.key is not None
+    return _by_key_key_of(record.pending_key, record.key)
+
+
+def _by_key_key_of(pending_key: bytes, record_key: bytes) -> bytes:
+    due_ms, target, offset = keys.split_delay_pending_key(pending_key)
+    prefix = keys.delay_by_key_prefix(target.topic, key_digest(record_key))
+    return prefix + _ENTRY.pack(due_ms, target.partition, offset)
+
+
+def _record_key(batch: bytes) -> bytes | None:
+    return decode_records(batch)[1][0].key
+
+
+def _delivery(key: bytes, value: bytes) -> Delivery:
+    from_offset = keys.decode_int64(value[:8])
+    pending_keys, position = [], 8
+    while position < len(value):
+        (length,) = _LENGTH.unpack_from(value, position)
+        position += _LENGTH.size
+        pending_keys.append(value[position : position + length])
+        position += length
+    return Delivery(keys.split_partition_key(key), from_offset, pending_keys)
+
+
+def _iter_keys(cursor: Any) -> Iterator[bytes]:
+    for key in cursor.iternext(keys=True, values=False):
+        yield bytes(key)
