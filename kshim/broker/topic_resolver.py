@@ -301,6 +301,13 @@ class TopicResolver:
         view = self._full_view if self._full_view.keeps(topic) else None
         return DeletablePartition(topic.logs[index], topic, view)
 
+    async def grow_companions(self, topic: str, partitions: int) -> None:
+        """``topic`` now has ``partitions`` partitions: so has its delay companion, if any."""
+        companion = self._topics.get(delay_naming.delay_name(topic))
+        grows = delay_naming.may_have_delay(topic) and companion is not None
+        if grows and companion is not None and companion.record.partitions < partitions:
+            await self._topics.add_partitions(companion.record.name, partitions)
+
     async def forget_companions(self, topic: str) -> None:
         """Deletes what belonged to the deleted topic ``topic``: its view data, its delay
         companion and its pending delayed records (nothing to do for those it never had)."""

@@ -17,6 +17,7 @@ from typing import NoReturn
 
 PROGRAM = "kshim"
 GROUPS_PROGRAM = "kshim groups"
+DELAYS_PROGRAM = "kshim delays"
 USAGE_STATUS = 2
 FAILURE_STATUS = 1
 

@@ -11,15 +11,19 @@ import asyncio
 import contextlib
 import gc
 import importlib.metadata
+import json
 import logging
 import os
 import signal
 import sys
 import time
 
-from kshim.broker.broker import Broker
+import lmdb
+
+from kshim.broker.broker import Broker, wall_clock_ms
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.keys import ConfigError
+from kshim.broker.delay.status import delay_status, format_delays
 from kshim.broker.groups.consumption_status import format_table
 from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
 from kshim.cli.allocator import malloc_trim, trim_when_idle
@@ -30,6 +34,7 @@ from kshim.cli.config_sources import (
     load_config,
 )
 from kshim.cli.errors import (
+    DELAYS_PROGRAM,
     FAILURE_STATUS,
     GROUPS_PROGRAM,
     PROGRAM,
@@ -45,6 +50,7 @@ from kshim.cli.event_loop import run_on, running_loop_name
 from kshim.cli.group_query import QueryError, query_status
 from kshim.server.listener import KafkaServer, ListenError
 from kshim.storage.data_directory_lock import DataDirectoryInUse
+from kshim.storage.delay_store import DelayStore
 from kshim.storage.log_store import DiskLogStore
 from kshim.wire_client import parse_bootstrap
 
@@ -92,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     groups.add_argument("--group", help="only this group (default: every group)")
     groups.error_program = GROUPS_PROGRAM
+    delays = commands.add_parser(
+        "delays", help="delayed delivery: pending records per topic, next due, lateness"
+    )
+    delays.add_argument(
+        "--data-dir", default=DEFAULT_DATA_DIR, help=f"the broker's (default {DEFAULT_DATA_DIR})"
+    )
+    delays.add_argument("--json", action="store_true", help="one JSON object per topic")
+    delays.error_program = DELAYS_PROGRAM
     return parser
 
 
@@ -135,6 +149,27 @@ def show_groups(arguments: argparse.Namespace) -> None:
     except QueryError as error:
         raise CommandFailed(str(error)) from error
     print(format_table(rows))
+
+
+def show_delays(arguments: argparse.Namespace) -> None:
+    """Prints the delayed-delivery status of the broker whose data directory is given (read
+    from the directory while the broker runs, or after it stopped); raises CommandFailed
+    when that is no kshim data directory."""
+    data_dir = arguments.data_dir
+    if not os.path.isdir(os.path.join(data_dir, "meta")):
+        raise CommandFailed(f"{data_dir} is not a kshim data directory (no meta/ in it)")
+    store = DelayStore(os.path.join(data_dir, "delays"), readonly=True)
+    try:
+        rows = delay_status(store.summary(), wall_clock_ms())
+    except lmdb.Error as error:
+        raise CommandFailed(f"cannot read the delay schedule in {data_dir}: {error}") from error
+    finally:
+        store.close()
+    if arguments.json:
+        for row in rows:
+            print(json.dumps(row.to_json()))
+    else:
+        print(format_delays(rows))
 
 
 # Python's cyclic garbage collector, tuned for a broker. A request for thousands of partitions
@@ -226,10 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     """Runs the command ``argv`` (default: this process's arguments); returns the exit
     status."""
     arguments = build_parser().parse_args(argv)
-    program = GROUPS_PROGRAM if arguments.command == "groups" else PROGRAM
+    program = {"groups": GROUPS_PROGRAM, "delays": DELAYS_PROGRAM}.get(arguments.command, PROGRAM)
     try:
         if arguments.command == "groups":
             show_groups(arguments)
+        elif arguments.command == "delays":
+            show_delays(arguments)
         else:
             run_broker(arguments)
     except UsageError as error:

@@ -13,7 +13,8 @@ for the same reason; seed 002). The store holds, in its own LMDB environment:
 - per target partition, the delivery under way: where ``T``'s log ended before the
   records were appended, and which records they are, so that a restart can tell
   from ``T`` itself whether they arrived (exactly once, see broker/delay/dispatcher.py);
-- per topic, how many records are pending.
+- per topic, how many records are pending, and how late the delivered ones were (counts
+  per lateness bucket, for ``kshim delays``).
 
 The environment is created only when a delayed record is first scheduled: a broker
 whose producers never delay anything has no such directory. Methods block on LMDB:
@@ -22,6 +23,7 @@ call them from a worker thread.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import struct
@@ -39,6 +41,9 @@ from kshim.storage.lmdb_ranges import delete_prefixed
 MAP_SIZE_BYTES = 1 << 36
 _ENTRY = struct.Struct(">qiq")  # due ms, partition, offset in T.delay (after a key digest)
 _LENGTH = struct.Struct(">I")
+# Upper bounds (ms) of the lateness buckets: delivered at most this long after the due time.
+LATENESS_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 60_000)
+_BUCKETS = struct.Struct(f">{len(LATENESS_BOUNDS_MS) + 1}q")  # the last: later than all
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +89,25 @@ class Delivery:
 class TopicSummary:
     pending: int
     next_due_ms: int | None
+    # Delivered records per lateness bucket (LATENESS_BOUNDS_MS, then one for later).
+    lateness_counts: tuple[int, ...] = (0,) * (len(LATENESS_BOUNDS_MS) + 1)
+
+    @property
+    def delivered(self) -> int:
+        return sum(self.lateness_counts)
+
+    def lateness_percentile_ms(self, fraction: float) -> int | None:
+        """The bucket bound at or below which ``fraction`` of deliveries were (None before
+        the first; -1 when they fall in the last, unbounded bucket)."""
+        wanted = fraction * self.delivered
+        if not self.delivered:
+            return None
+        seen = 0
+        for bound, count in zip(LATENESS_BOUNDS_MS, self.lateness_counts, strict=False):
+            seen += count
+            if seen >= wanted:
+                return bound
+        return -1
 
 
 def key_digest(key: bytes) -> bytes:
@@ -91,8 +115,11 @@ def key_digest(key: bytes) -> bytes:
 
 
 class DelayStore:
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, readonly: bool = False) -> None:
+        """``readonly``: for tools reading a running broker's schedule (LMDB lets another
+        process read while the broker writes)."""
         self._directory = directory
+        self._readonly = readonly
         self._env: Any = None
 
     @property
@@ -103,12 +130,20 @@ class DelayStore:
     def _open(self) -> Any:
         if self._env is None:
             os.makedirs(self._directory, exist_ok=True)
-            env = lmdb.open(self._directory, max_dbs=5, map_size=MAP_SIZE_BYTES, sync=True)
+            env = lmdb.open(
+                self._directory,
+                max_dbs=6,
+                map_size=MAP_SIZE_BYTES,
+                sync=True,
+                readonly=self._readonly,
+                create=not self._readonly,
+            )
             self._pending = env.open_db(keys.DELAY_PENDING_DB)
             self._by_key = env.open_db(keys.DELAY_BY_KEY_DB)
             self._positions = env.open_db(keys.DELAY_POSITIONS_DB)
             self._in_flight = env.open_db(keys.DELAY_IN_FLIGHT_DB)
-            self._counts = env.open_db(keys.DELAY_COUNTS_DB)
+            self._counts = env.open_db(keys.DELAY_COUNTS_DB, create=not self._readonly)
+            self._lateness = env.open_db(keys.DELAY_LATENESS_DB, create=not self._readonly)
             self._env = env
         return self._env
 
@@ -168,6 +203,13 @@ class DelayStore:
             if txn.delete(keys.delay_pending_key(due_ms, target, offset), db=self._pending):
                 self._count(txn, topic, -1)
 
+    def _add_lateness(self, txn: Any, topic: str, lateness_ms: Sequence[int]) -> None:
+        stored = txn.get(keys.topic_prefix(topic), db=self._lateness)
+        counts = list(_BUCKETS.unpack(stored)) if stored else [0] * (len(LATENESS_BOUNDS_MS) + 1)
+        for late in lateness_ms:
+            counts[bisect.bisect_left(LATENESS_BOUNDS_MS, late)] += 1
+        txn.put(keys.topic_prefix(topic), _BUCKETS.pack(*counts), db=self._lateness)
+
     def _count(self, txn: Any, topic: str, delta: int) -> None:
         count_key = keys.topic_prefix(topic)
         stored = txn.get(count_key, db=self._counts)
@@ -214,10 +256,18 @@ class DelayStore:
         with self._open().begin(write=True, db=self._in_flight) as txn:
             txn.put(keys.partition_key(target), value)
 
-    def finish_delivery(self, target: TopicPartition, pending_keys: Sequence[bytes]) -> None:
+    def finish_delivery(
+        self,
+        target: TopicPartition,
+        pending_keys: Sequence[bytes],
+        lateness_ms: Sequence[int] = (),
+    ) -> None:
         """The records are in ``target`` durably (or were found there after a restart):
-        they stop being pending, with the note of the delivery, atomically."""
+        they stop being pending, with the note of the delivery, atomically; ``lateness_ms``
+        (how long after their due times they were delivered) joins the topic's counts."""
         with self._open().begin(write=True) as txn:
+            if lateness_ms:
+                self._add_lateness(txn, target.topic, lateness_ms)
             for pending_key in pending_keys:
                 batch = txn.get(pending_key, db=self._pending)
                 if batch is None:
@@ -239,22 +289,31 @@ class DelayStore:
     # -- statistics and topic deletion ------------------------------------------------------
 
     def summary(self) -> dict[str, TopicSummary]:
-        """Pending records and the next due time, per topic with any."""
+        """Pending records, the next due time and the lateness counts, per topic with any
+        record pending or delivered."""
         if not self.exists:
             return {}
-        summaries: dict[str, TopicSummary] = {}
         with self._open().begin() as txn:
             counts = {
-                key.rstrip(keys.NAME_TERMINATOR).decode("utf-8"): keys.decode_int64(value)
-                for key, value in txn.cursor(db=self._counts)
+                _topic(key): keys.decode_int64(value) for key, value in txn.cursor(db=self._counts)
             }
+            lateness = {
+                _topic(key): _BUCKETS.unpack(value) for key, value in txn.cursor(db=self._lateness)
+            }
+            next_due: dict[str, int] = {}
             for pending_key in _iter_keys(txn.cursor(db=self._pending)):
-                due_ms, target, _ = keys.split_delay_pending_key(pending_key)
-                if target.topic not in summaries:
-                    summaries[target.topic] = TopicSummary(counts.get(target.topic, 0), due_ms)
-                if len(summaries) == len(counts):
+                if len(next_due) == len(counts):
                     break
-        return summaries
+                due_ms, target, _ = keys.split_delay_pending_key(pending_key)
+                next_due.setdefault(target.topic, due_ms)
+        return {
+            topic: TopicSummary(
+                counts.get(topic, 0),
+                next_due.get(topic),
+                lateness.get(topic, (0,) * (len(LATENESS_BOUNDS_MS) + 1)),
+            )
+            for topic in sorted(counts.keys() | lateness.keys())
+        }
 
     def forget_topic(self, topic: str, delay_topic: str) -> None:
         """Removes every pending record of ``topic`` and the positions of ``delay_topic``
@@ -273,6 +332,7 @@ class DelayStore:
             delete_prefixed(txn.cursor(db=self._positions), keys.topic_prefix(delay_topic))
             delete_prefixed(txn.cursor(db=self._in_flight), keys.topic_prefix(topic))
             txn.delete(keys.topic_prefix(topic), db=self._counts)
+            txn.delete(keys.topic_prefix(topic), db=self._lateness)
 
     def close(self) -> None:
         if self._env is not None:
@@ -304,6 +364,10 @@ def _delivery(key: bytes, value: bytes) -> Delivery:
         pending_keys.append(value[position : position + length])
         position += length
     return Delivery(keys.split_partition_key(key), from_offset, pending_keys)
+
+
+def _topic(prefix: bytes) -> str:
+    return bytes(prefix).rstrip(keys.NAME_TERMINATOR).decode("utf-8")
 
 
 def _iter_keys(cursor: Any) -> Iterator[bytes]:

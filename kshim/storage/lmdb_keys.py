@@ -108,6 +108,7 @@ DELAY_BY_KEY_DB = b"delay_by_key"  # delay_by_key_key -> empty (pending records 
 DELAY_POSITIONS_DB = b"delay_positions"  # partition_key of T.delay -> int64 next offset read
 DELAY_IN_FLIGHT_DB = b"delay_in_flight"  # partition_key of T -> a delivery under way
 DELAY_COUNTS_DB = b"delay_counts"  # topic_prefix of T -> int64 pending records
+DELAY_LATENESS_DB = b"delay_lateness"  # topic_prefix of T -> int64 counts per lateness bucket
 
 
 def delay_pending_key(due_ms: int, target: TopicPartition, source_offset: int) -> bytes:

@@ -60,7 +60,9 @@ async def _deliver(host: DelayHost, target: TopicPartition, records: list[Delaye
     header = validate_produced(batch)
     base_offset = partition_log.append(batch, header)
     await partition_log.wait_durable(base_offset + header.last_offset_delta)
-    await asyncio.to_thread(store.finish_delivery, target, pending_keys)
+    delivered_at = host.clock()
+    lateness = [max(0, delivered_at - record.due_ms) for record in records]
+    await asyncio.to_thread(store.finish_delivery, target, pending_keys, lateness)
 
 
 def delivery_batch(records: Sequence[DelayedRecord]) -> bytes:

@@ -1,4 +1,6 @@
-"""CreatePartitions (key 37)."""
+"""CreatePartitions (key 37). A topic's delay companion grows with it (a record produced
+to partition p of ``T.delay`` is delivered to partition p of ``T``); views and companions
+are refused (the topic resolver says which)."""
 
 from __future__ import annotations
 
@@ -25,8 +27,14 @@ async def handle(
 async def _add(
     topic: CreatePartitionsTopic, validate_only: bool, context: RequestContext
 ) -> CreatePartitionsTopicResult:
+    resolver = context.broker.resolver
     try:
+        resolved = resolver.resolve(topic.name)
+        if resolved is not None:
+            resolved.refuse_change("add partitions to its topic instead")
         await context.broker.topics.add_partitions(topic.name, topic.count, validate_only)
+        if not validate_only:
+            await resolver.grow_companions(topic.name, topic.count)
     except TopicError as error:
         return CreatePartitionsTopicResult(
             name=topic.name, error_code=ErrorCode(error.code), error_message=str(error)
