@@ -12,6 +12,10 @@ from kshim.broker.delay.naming import reserved_for_delay
 from kshim.broker.delay.service import MAX_SLEEP_S
 from kshim.storage.interface import TopicPartition
 
+# The schedule's memory map is released before a sleep at least this long (the next due
+# record further off, or none): storage/delay_store.py says why.
+RELEASE_AFTER_S = 0.05
+
 
 async def run_delays(host: DelayHost) -> None:
     """Runs until cancelled. Sleeps on the event loop's monotonic clock and decides on
@@ -36,5 +40,7 @@ async def run_delays(host: DelayHost) -> None:
         timeout = None
         if next_due is not None:
             timeout = min(MAX_SLEEP_S, max(0.0, (next_due - host.clock()) / 1000))
+        if timeout is None or timeout >= RELEASE_AFTER_S:
+            await asyncio.to_thread(schedule.store.release)  # no work for a while
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(schedule.wake_up.wait(), timeout)
