@@ -1,0 +1,83 @@
+"""``kshim delays``: the schedule of a broker's data directory, as a table or JSON lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kshim.broker.delay.status import COLUMNS
+from kshim.cli.main import main
+from kshim.protocol.records import BatchSpec, Record, build_batch
+from kshim.storage.delay_store import DelayedRecord, DelayStore, ScheduleChange
+from kshim.storage.interface import TopicPartition
+from kshim.storage.metadata import MetadataStore
+
+ORDERS = TopicPartition("orders", 0)
+FAR_MS = 4_000_000_000_000  # due in the 2090s: pending whenever the test runs
+
+
+def data_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "data"
+    MetadataStore(str(directory / "meta")).close()
+    return directory
+
+
+def record(offset: int, due_ms: int) -> DelayedRecord:
+    key = f"k{offset}".encode()
+    batch = build_batch([Record(offset, 1, key, b"v")], BatchSpec(base_offset=offset))
+    return DelayedRecord(due_ms, ORDERS, offset, key, batch)
+
+
+def fill(directory: Path) -> None:
+    """Three records of ``orders``: two delivered 3 and 700 ms late, one pending far ahead."""
+    store = DelayStore(str(directory / "delays"))
+    records = [record(0, 1_000), record(1, 2_000), record(2, FAR_MS)]
+    changes = [ScheduleChange(r.source_offset, r.key, False, r, "orders") for r in records]
+    store.schedule(TopicPartition("orders.delay", 0), changes, 3)
+    store.finish_delivery(ORDERS, [r.pending_key for r in records[:2]], [3, 700])
+    store.close()
+
+
+def test_json_lines_per_topic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    directory = data_dir(tmp_path)
+    fill(directory)
+    assert main(["delays", "--data-dir", str(directory), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert rows == [
+        {"topic": "orders", "pending": 1, "next_due_ms": FAR_MS, "overdue_ms": None,
+         "delivered": 2, "late_p50_ms": 5, "late_p99_ms": 1000, "late_max_ms": 1000}
+    ]  # fmt: skip
+
+
+def test_table_with_a_header(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    directory = data_dir(tmp_path)
+    fill(directory)
+    assert main(["delays", "--data-dir", str(directory)]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split("  ")[0] == COLUMNS[0] and "LATE-P99-MS" in header
+    assert row.split()[:2] == ["orders", "1"]
+    assert row.split()[-3:] == ["<=5", "<=1000", "<=1000"]
+
+
+def test_a_broker_that_never_delayed_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = data_dir(tmp_path)
+    assert main(["delays", "--data-dir", str(directory)]) == 0
+    assert capsys.readouterr().out.splitlines() == [header_line()]
+    assert not (directory / "delays").exists(), "reading must not create the schedule"
+
+
+def header_line() -> str:
+    return "  ".join(COLUMNS)
+
+
+def test_not_a_data_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["delays", "--data-dir", str(tmp_path / "nowhere")]) == 1
+    error = capsys.readouterr().err.strip()
+    assert (
+        error
+        == f"kshim delays: error: {tmp_path / 'nowhere'} is not a kshim data directory (no meta/ in it)"
+    )
