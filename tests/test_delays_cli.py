@@ -77,7 +77,5 @@ def header_line() -> str:
 def test_not_a_data_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["delays", "--data-dir", str(tmp_path / "nowhere")]) == 1
     error = capsys.readouterr().err.strip()
-    assert (
-        error
-        == f"kshim delays: error: {tmp_path / 'nowhere'} is not a kshim data directory (no meta/ in it)"
-    )
+    nowhere = tmp_path / "nowhere"
+    assert error == f"kshim delays: error: {nowhere} is not a kshim data directory (no meta/ in it)"
