@@ -194,7 +194,7 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "kshim.wal.checkpoint.bytes": _integer(1),
     "kshim.wal.checkpoint.interval.ms": _integer(1),
     "kshim.full.view.process": _boolean,
-    "kshim.delay.max.ms": _integer(0),
+    "kshim.delay.max.ms": _integer(0, 100 * 365 * 24 * 3600 * 1000),  # up to a century
     "kshim.event.loop": _choice("uvloop", "asyncio"),
     "transaction.max.timeout.ms": _integer(1, INT_MAX),
     "transactional.id.expiration.ms": _integer(1, INT_MAX),

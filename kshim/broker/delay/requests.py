@@ -21,6 +21,8 @@ from kshim.broker.delay.naming import (
 from kshim.protocol.primitives import DecodeError
 from kshim.protocol.records import Record, decode_records
 
+MAX_DUE_MS = 2**63 - 1
+
 
 class InvalidDelay(ValueError):
     """A record on ``T.delay`` that asks for nothing valid; the message says why."""
@@ -69,9 +71,12 @@ def _due_ms(record: Record, headers: dict[str, bytes | None]) -> int:
     if DELIVER_AT_HEADER in headers and DELAY_MS_HEADER in headers:
         raise InvalidDelay(f"give {DELIVER_AT_HEADER} or {DELAY_MS_HEADER}, not both")
     if DELIVER_AT_HEADER in headers:
-        return _decimal(deliver_at, DELIVER_AT_HEADER)
+        return _in_range(_decimal(deliver_at, DELIVER_AT_HEADER), DELIVER_AT_HEADER)
     if DELAY_MS_HEADER in headers:
-        return record.timestamp + _decimal(delay_ms, DELAY_MS_HEADER)
+        if record.timestamp < 0:  # a producer that sets no timestamp (-1)
+            raise InvalidDelay(f"{DELAY_MS_HEADER} counts from the record's timestamp, and "
+                               f"this record has none: give {DELIVER_AT_HEADER}")  # fmt: skip
+        return _in_range(record.timestamp + _decimal(delay_ms, DELAY_MS_HEADER), DELAY_MS_HEADER)
     raise InvalidDelay(
         f"a record on a delay topic needs a {DELIVER_AT_HEADER} (epoch ms) or "
         f"{DELAY_MS_HEADER} header, or {CANCEL_HEADER} with a key"
@@ -83,6 +88,13 @@ def _decimal(value: bytes | None, name: str) -> int:
     if not text.isdigit():
         raise InvalidDelay(f"{name} must be a non-negative whole number of ms, not {text!r}")
     return int(text)
+
+
+def _in_range(due_ms: int, name: str) -> int:
+    # Due times are stored as signed 64-bit milliseconds, as Kafka's timestamps are.
+    if due_ms > MAX_DUE_MS:
+        raise InvalidDelay(f"{name} puts the due time past {MAX_DUE_MS}, the largest there is")
+    return due_ms
 
 
 def _need_key(record: Record, header: str) -> None:
