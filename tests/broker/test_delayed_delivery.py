@@ -15,12 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kio.serial import entity_reader
 
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.keys import ConfigError
-from kshim.broker.context import RequestContext
 from kshim.broker.delay.dispatcher import (
     DELIVERY_BYTES,
     deliver_due,
@@ -51,11 +49,8 @@ from kshim.broker.handlers import produce as produce_api
 from kshim.broker.retention import enforce_retention_once
 from kshim.broker.topic_resolver import DeletablePartition
 from kshim.broker.topics import TopicError
-from kshim.protocol import codec
 from kshim.protocol.compression import GZIP
 from kshim.protocol.errors import ErrorCode
-from kshim.protocol.fetch_response import Part
-from kshim.protocol.headers import RequestHeader
 from kshim.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
@@ -95,6 +90,7 @@ from kshim.storage.delay_store import DelayedRecord, DelayStore
 from kshim.storage.interface import PartitionLog, TopicPartition
 from kshim.storage.memory_log import MemoryLogStore
 from kshim.testing import FakeClock
+from tests.broker.handler_calls import context, decoded
 from tests.storage.support import read_everything
 
 NOW = 1_700_000_000_000
@@ -224,18 +220,6 @@ async def values(broker: Broker, topic_partition: TopicPartition) -> list[bytes 
 
 
 # -- requests through the handlers ----------------------------------------------------------
-
-
-def context(broker: Broker, api_key: int, version: int) -> RequestContext:
-    return RequestContext(RequestHeader(api_key, version, 7, "delay-test"), broker)
-
-
-def decoded(api_key: int, version: int, parts: list[Part] | None) -> Any:
-    assert parts is not None
-    body = b"".join(bytes(part) for part in parts)  # type: ignore[arg-type]
-    response, size = entity_reader(codec.response_class(api_key, version))(memoryview(body), 0)
-    assert size == len(body)
-    return response
 
 
 async def produce(

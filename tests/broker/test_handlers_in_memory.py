@@ -12,11 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kio.serial import entity_reader
 
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.context import RequestContext
 from kshim.broker.handlers import (
     add_partitions_to_txn,
     end_txn,
@@ -26,10 +24,7 @@ from kshim.broker.handlers import (
     metadata,
     produce,
 )
-from kshim.protocol import codec
 from kshim.protocol.errors import ErrorCode
-from kshim.protocol.fetch_response import Part
-from kshim.protocol.headers import RequestHeader
 from kshim.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
@@ -47,6 +42,7 @@ from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicD
 from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK
 from kshim.protocol.records import BatchSpec, Record, build_batch, iter_records
 from kshim.storage.memory_log import MemoryLogStore
+from tests.broker.handler_calls import context, decoded
 
 NOW_MS = 1_700_000_000_000
 LATEST, EARLIEST = -1, -2
@@ -67,18 +63,6 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     await broker.topics.create(TOPIC, 1, {})
     yield broker
     await broker.close()
-
-
-def context(broker: Broker, api_key: int, version: int) -> RequestContext:
-    return RequestContext(RequestHeader(api_key, version, 7, "unit-test"), broker)
-
-
-def decoded(api_key: int, version: int, parts: list[Part] | None) -> Any:
-    assert parts is not None
-    body = b"".join(bytes(part) for part in parts)  # type: ignore[arg-type]
-    response, size = entity_reader(codec.response_class(api_key, version))(memoryview(body), 0)
-    assert size == len(body)
-    return response
 
 
 async def produce_values(
