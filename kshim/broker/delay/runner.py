@@ -12,10 +12,6 @@ from kshim.broker.delay.naming import reserved_for_delay
 from kshim.broker.delay.service import MAX_SLEEP_S
 from kshim.storage.interface import TopicPartition
 
-# The schedule's memory map is released before a sleep at least this long (the next due
-# record further off, or none): storage/delay_store.py says why.
-RELEASE_AFTER_S = 0.05
-
 
 async def run_delays(host: DelayHost) -> None:
     """Runs until cancelled. Sleeps on the event loop's monotonic clock and decides on
@@ -29,18 +25,18 @@ async def run_delays(host: DelayHost) -> None:
                 schedule.notify(TopicPartition(name, index))
     while True:
         schedule.wake_up.clear()
-        while (delay_partition := schedule.take_new()) is not None:
-            while await ingest_partition(host, delay_partition):
-                pass
-        while await deliver_due(host):
-            pass
-        next_due = await asyncio.to_thread(schedule.store.next_due)
-        if schedule.wake_up.is_set():
+        # One chunk of each partition with new records, then one delivery, in turn: a
+        # large backlog being read must not hold back records already due.
+        for delay_partition in schedule.take_all_new():
+            if await ingest_partition(host, delay_partition):
+                schedule.notify(delay_partition)  # more may follow: read on next turn
+        delivered = await deliver_due(host)
+        await asyncio.to_thread(schedule.store.release)  # storage/delay_store.py says why
+        if delivered or schedule.wake_up.is_set():
             continue
+        next_due = await asyncio.to_thread(schedule.store.next_due)
         timeout = None
         if next_due is not None:
             timeout = min(MAX_SLEEP_S, max(0.0, (next_due - host.clock()) / 1000))
-        if timeout is None or timeout >= RELEASE_AFTER_S:
-            await asyncio.to_thread(schedule.store.release)  # no work for a while
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(schedule.wake_up.wait(), timeout)

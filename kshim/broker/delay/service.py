@@ -36,8 +36,11 @@ class DelaySchedule:
             self._new.append(delay_partition)
         self.wake_up.set()
 
-    def take_new(self) -> TopicPartition | None:
-        return self._new.popleft() if self._new else None
+    def take_all_new(self) -> list[TopicPartition]:
+        """The partitions notified since the last call, each once."""
+        taken = list(self._new)
+        self._new.clear()
+        return taken
 
     async def position(self, delay_partition: TopicPartition) -> int:
         """The next offset of ``delay_partition`` not yet in the schedule."""
