@@ -303,9 +303,10 @@ class TopicResolver:
 
     async def grow_companions(self, topic: str, partitions: int) -> None:
         """``topic`` now has ``partitions`` partitions: so has its delay companion, if any."""
+        if not delay_naming.may_have_delay(topic):
+            return
         companion = self._topics.get(delay_naming.delay_name(topic))
-        grows = delay_naming.may_have_delay(topic) and companion is not None
-        if grows and companion is not None and companion.record.partitions < partitions:
+        if companion is not None and companion.record.partitions < partitions:
             await self._topics.add_partitions(companion.record.name, partitions)
 
     async def forget_companions(self, topic: str) -> None:

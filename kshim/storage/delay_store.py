@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import hashlib
 import os
 import struct
 import threading
@@ -105,9 +104,9 @@ class TopicSummary:
     def lateness_percentile_ms(self, fraction: float) -> int | None:
         """The bucket bound at or below which ``fraction`` of deliveries were (None before
         the first; -1 when they fall in the last, unbounded bucket)."""
-        wanted = fraction * self.delivered
         if not self.delivered:
             return None
+        wanted = fraction * self.delivered
         seen = 0
         for bound, count in zip(LATENESS_BOUNDS_MS, self.lateness_counts, strict=False):
             seen += count
@@ -132,10 +131,6 @@ def _guarded(
             return method(store, *args, **kwargs)
 
     return guarded
-
-
-def key_digest(key: bytes) -> bytes:
-    return hashlib.sha256(key).digest()
 
 
 class DelayStore:
@@ -216,7 +211,7 @@ class DelayStore:
         self._count(txn, record.target.topic, 1)
 
     def _cancel(self, txn: Any, topic: str, key: bytes) -> None:
-        prefix = keys.delay_by_key_prefix(topic, key_digest(key))
+        prefix = keys.delay_by_key_prefix(topic, keys.key_digest(key))
         cursor = txn.cursor(db=self._by_key)
         found = []
         if cursor.set_range(prefix):
@@ -388,7 +383,7 @@ def _by_key_key(record: DelayedRecord) -> bytes:
 
 def _by_key_key_of(pending_key: bytes, record_key: bytes) -> bytes:
     due_ms, target, offset = keys.split_delay_pending_key(pending_key)
-    prefix = keys.delay_by_key_prefix(target.topic, key_digest(record_key))
+    prefix = keys.delay_by_key_prefix(target.topic, keys.key_digest(record_key))
     return prefix + _ENTRY.pack(due_ms, target.partition, offset)
 
 

@@ -17,7 +17,6 @@ again changes nothing). Methods block on LMDB: call them from a worker thread.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -49,10 +48,6 @@ class ViewChange:
 class StoredRecord:
     offset: int
     batch: bytes
-
-
-def key_digest(key: bytes) -> bytes:
-    return hashlib.sha256(key).digest()
 
 
 class FullViewStore:
@@ -92,7 +87,7 @@ class FullViewStore:
                 )
 
     def _apply_one(self, txn: Any, topic_partition: TopicPartition, change: ViewChange) -> None:
-        digest = key_digest(change.key)
+        digest = keys.key_digest(change.key)
         index_key = keys.full_key_key(topic_partition, digest)
         previous = txn.get(index_key, db=self._keys)
         if previous is not None:

@@ -6,6 +6,7 @@ byte order is numeric order and a name's keys form one contiguous range.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 
 from kshim.storage.interface import TopicPartition
@@ -38,6 +39,12 @@ def split_partition_key(key: bytes) -> TopicPartition:
     """Inverse of ``partition_key``."""
     topic, _, partition = key.partition(NAME_TERMINATOR)
     return TopicPartition(topic.decode("utf-8"), _INT32.unpack(partition)[0])
+
+
+def key_digest(key: bytes) -> bytes:
+    """A record key hashed to a fixed width: LMDB keys are limited to 511 bytes and Kafka
+    record keys are not (the full-data view's key index, the delay schedule's)."""
+    return hashlib.sha256(key).digest()
 
 
 def topic_prefix(topic: str) -> bytes:

@@ -10,7 +10,6 @@ the first scheduled record. Event-loop thread only.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 
 from kshim.storage.delay_store import DelayStore
 from kshim.storage.interface import TopicPartition
@@ -26,14 +25,13 @@ class DelaySchedule:
         self.max_delay_ms = max_delay_ms  # kshim.delay.max.ms, checked at produce
         self.wake_up = asyncio.Event()
         self.lock = asyncio.Lock()  # reading into the schedule waits while a delivery runs
-        self._new: deque[TopicPartition] = deque()  # T.delay partitions with new records
+        self._new: dict[TopicPartition, None] = {}  # T.delay partitions with new records
         self._positions: dict[TopicPartition, int] = {}
 
     def notify(self, delay_partition: TopicPartition) -> None:
         """A ``T.delay`` partition's high watermark moved (an append or a decided
         transaction): its new records are read into the schedule."""
-        if delay_partition not in self._new:
-            self._new.append(delay_partition)
+        self._new[delay_partition] = None
         self.wake_up.set()
 
     def take_all_new(self) -> list[TopicPartition]:

@@ -91,8 +91,10 @@ def _append(
     result.log_start_offset = log.log_start_offset
     try:
         records, header = _validate(data.records, int(configs["max.message.bytes"]))
-        _check_timestamps(header, configs, broker.clock())
-        _check_records(writable.check, records, broker.clock())
+        now_ms = broker.clock()
+        _check_timestamps(header, configs, now_ms)
+        if writable.check is not None:
+            _check_records(writable.check, records, now_ms)
     except _Refused as refused:
         result.error_code, result.error_message = refused.code, refused.message
         return result
@@ -183,11 +185,11 @@ def _check_timestamps(header: BatchHeader, configs: dict[str, str], now_ms: int)
 
 
 def _check_records(
-    check: Callable[[memoryview, int], str | None] | None, records: memoryview, now_ms: int
+    check: Callable[[memoryview, int], str | None], records: memoryview, now_ms: int
 ) -> None:
     """A partition whose records must follow rules of their own (a delay companion's):
     the only place Produce decodes records, and only for such partitions."""
-    refusal = None if check is None else check(records, now_ms)
+    refusal = check(records, now_ms)
     if refusal is not None:
         raise _Refused(ErrorCode.invalid_record, refusal)
 
