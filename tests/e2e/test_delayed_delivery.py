@@ -71,6 +71,7 @@ from kafka.errors import KafkaError as KafkaPythonError
 
 from kshim.testing import BrokerProcess, failure_lines
 from tests.e2e.client_helpers import Deadline, unique_topic
+from tests.e2e.partition_reading import consume_until_end
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -679,21 +680,14 @@ def read_view(consumer: Consumer, topic: str, view: View, deadline: Deadline) ->
         if high_watermark(consumer, topic + ".full") >= source:
             break
         assert not deadline.expired(), "the view did not catch up"
-    while True:
-        assert not deadline.expired(), f"no end of {topic}.full at {source}"
-        message = consumer.poll(deadline.poll_timeout_s())
-        if message is None:
-            continue
-        error, offset = message.error(), message.offset()
-        assert offset is not None
-        if error is not None:
-            assert error.code() == KafkaError._PARTITION_EOF, error
-            if offset >= source:
-                return view
-            continue
-        key = message.key()
-        assert key is not None
+
+    def apply(message: Message) -> None:
+        key, offset = message.key(), message.offset()
+        assert key is not None and offset is not None
         view[key] = (offset, message.value(), headers_of(message))
+
+    consume_until_end(consumer, source, deadline, apply)
+    return view
 
 
 @contextlib.contextmanager

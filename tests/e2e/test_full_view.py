@@ -16,7 +16,14 @@ from collections.abc import Iterator, Sequence
 import pytest
 from aiokafka import AIOKafkaConsumer  # type: ignore[import-untyped]
 from aiokafka.structs import TopicPartition as AioTopicPartition  # type: ignore[import-untyped]
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+)
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
@@ -31,6 +38,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 
 from kshim.testing import BrokerProcess
 from tests.e2e.client_helpers import Deadline, unique_topic
+from tests.e2e.partition_reading import consume_until_end
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -96,21 +104,14 @@ def read_until(consumer: Consumer, view: View, high_watermark: int, deadline: De
     low, _ = consumer.get_watermark_offsets(partition, timeout=5, cached=False)
     if low >= high_watermark:
         return view  # nothing to read
-    while True:
-        assert not deadline.expired(), f"no end of partition at {high_watermark}"
-        message = consumer.poll(deadline.poll_timeout_s())
-        if message is None:
-            continue
-        error, offset = message.error(), message.offset()
-        assert offset is not None
-        if error is not None:
-            assert error.code() == KafkaError._PARTITION_EOF, error
-            if offset >= high_watermark:
-                return view
-            continue
-        key = message.key()
-        assert key is not None
+
+    def apply(message: Message) -> None:
+        key, offset = message.key(), message.offset()
+        assert key is not None and offset is not None
         view[key] = (offset, message.value())
+
+    consume_until_end(consumer, high_watermark, deadline, apply)
+    return view
 
 
 def read_view(bootstrap: str, topic: str) -> View:
