@@ -8,6 +8,7 @@ import datetime
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from kshim.broker.text_table import fixed_width_table
 from kshim.storage.delay_store import LATENESS_BOUNDS_MS, TopicSummary
 
 COLUMNS = (
@@ -49,15 +50,7 @@ def delay_status(summaries: dict[str, TopicSummary], now_ms: int) -> list[DelayS
 
 def format_delays(rows: Sequence[DelayStatus]) -> str:
     """A fixed-width table with a header line, numbers right-aligned."""
-    cells = [COLUMNS, *(_cells(row) for row in rows)]
-    widths = [max(len(line[column]) for line in cells) for column in range(len(COLUMNS))]
-    return "\n".join(
-        "  ".join(
-            value.ljust(width) if column in (0, 2) else value.rjust(width)
-            for column, (value, width) in enumerate(zip(line, widths, strict=True))
-        ).rstrip()
-        for line in cells
-    )
+    return fixed_width_table(COLUMNS, [_cells(row) for row in rows], left_aligned=(0, 2))
 
 
 def _cells(row: DelayStatus) -> tuple[str, ...]:

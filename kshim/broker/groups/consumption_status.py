@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from kshim.broker.broker import Broker
 from kshim.broker.groups.admin import list_groups
+from kshim.broker.text_table import fixed_width_table
 from kshim.storage.interface import TopicPartition
 
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBERS")
@@ -91,16 +92,7 @@ async def _log_ends(
 
 def format_table(rows: Sequence[PartitionStatus]) -> str:
     """A fixed-width text table with a header line, numbers right-aligned."""
-    cells = [COLUMNS, *(_cells(row) for row in rows)]
-    widths = [max(len(line[column]) for line in cells) for column in range(len(COLUMNS))]
-    lines = []
-    for line in cells:
-        text = [
-            value.ljust(width) if column < 2 else value.rjust(width)
-            for column, (value, width) in enumerate(zip(line, widths, strict=True))
-        ]
-        lines.append("  ".join(text).rstrip())
-    return "\n".join(lines)
+    return fixed_width_table(COLUMNS, [_cells(row) for row in rows], left_aligned=(0, 1))
 
 
 def _cells(row: PartitionStatus) -> tuple[str, ...]:
