@@ -9,7 +9,8 @@ import pytest
 
 from kshim.broker.delay.status import COLUMNS
 from kshim.cli.main import main
-from kshim.protocol.records import BatchSpec, Record, build_batch
+from kshim.protocol.packed_record import pack_record
+from kshim.protocol.records import Record
 from kshim.storage.delay_store import DelayedRecord, DelayStore, ScheduleChange
 from kshim.storage.interface import TopicPartition
 from kshim.storage.metadata import MetadataStore
@@ -26,8 +27,7 @@ def data_dir(tmp_path: Path) -> Path:
 
 def record(offset: int, due_ms: int) -> DelayedRecord:
     key = f"k{offset}".encode()
-    batch = build_batch([Record(offset, 1, key, b"v")], BatchSpec(base_offset=offset))
-    return DelayedRecord(due_ms, ORDERS, offset, key, batch)
+    return DelayedRecord(due_ms, ORDERS, offset, key, pack_record(Record(offset, 1, key, b"v")))
 
 
 def fill(directory: Path) -> None:

@@ -5,9 +5,9 @@ decided and copied here whole, so ``T.delay``'s own retention can never lose a p
 record however far ahead it is due (QMQ keeps its schedule apart from the message log
 for the same reason; seed 002). The store holds, in its own LMDB environment:
 
-- every pending record as a one-record v2 batch (after its key, so that neither a
-  delivery nor a cancel decodes it), keyed by due time, then target partition and offset
-  in ``T.delay`` (ties in produce order);
+- every pending record, packed (kshim.protocol.packed_record: its key first, so that a
+  cancel reads only that), keyed by due time, then target partition and offset in
+  ``T.delay`` (ties in produce order);
 - the same records by (topic, hashed record key), for cancelling and replacing by key;
 - per ``T.delay`` partition, the next offset not yet read into the schedule, moved in the
   same transaction as the records it covers (so a replay after a crash skips them);
@@ -29,6 +29,7 @@ call them from a worker thread; they are serialised with ``release``.
 from __future__ import annotations
 
 import bisect
+import collections
 import functools
 import os
 import struct
@@ -39,6 +40,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import lmdb
 
+from kshim.protocol.packed_record import packed_key
 from kshim.storage import lmdb_keys as keys
 from kshim.storage.interface import TopicPartition
 from kshim.storage.lmdb_ranges import delete_prefixed
@@ -60,7 +62,7 @@ class DelayedRecord:
     target: TopicPartition
     source_offset: int
     key: bytes | None
-    batch: bytes  # the record as produced, as a one-record v2 batch at ``source_offset``
+    packed: bytes  # the record as produced (kshim.protocol.packed_record)
 
     @property
     def pending_key(self) -> bytes:
@@ -192,25 +194,29 @@ class DelayStore:
             position_key = keys.partition_key(delay_partition)
             stored = txn.get(position_key, db=self._positions)
             start = 0 if stored is None else keys.decode_int64(stored)
+            added: collections.Counter[str] = collections.Counter()
             for change in changes:
                 if change.source_offset < start:
                     continue
                 if change.cancels and change.key is not None:
-                    self._cancel(txn, change.topic, change.key)
+                    added[change.topic] -= self._cancel(txn, change.topic, change.key)
                 if change.record is not None:
-                    self._add(txn, change.record)
+                    added[change.topic] += self._add(txn, change.record)
+            for topic, delta in added.items():
+                self._count(txn, topic, delta)
             if next_position > start:
                 txn.put(position_key, keys.encode_int64(next_position), db=self._positions)
 
-    def _add(self, txn: Any, record: DelayedRecord) -> None:
-        stored = _with_key(record.key, record.batch)
-        if not txn.put(record.pending_key, stored, db=self._pending, overwrite=False):
-            return  # there already (scheduled before a crash)
+    def _add(self, txn: Any, record: DelayedRecord) -> int:
+        """Schedules ``record``; returns how many records that added (0 or 1)."""
+        if not txn.put(record.pending_key, record.packed, db=self._pending, overwrite=False):
+            return 0  # there already (scheduled before a crash)
         if record.key is not None:
             txn.put(_by_key_key(record), b"", db=self._by_key)
-        self._count(txn, record.target.topic, 1)
+        return 1
 
-    def _cancel(self, txn: Any, topic: str, key: bytes) -> None:
+    def _cancel(self, txn: Any, topic: str, key: bytes) -> int:
+        """Removes the pending records of ``topic`` with ``key``; returns how many."""
         prefix = keys.delay_by_key_prefix(topic, keys.key_digest(key))
         cursor = txn.cursor(db=self._by_key)
         found = []
@@ -219,12 +225,13 @@ class DelayStore:
                 if not index_key.startswith(prefix):
                     break
                 found.append(index_key)
+        removed = 0
         for index_key in found:
             due_ms, partition, offset = _ENTRY.unpack(index_key[len(prefix) :])
             target = TopicPartition(topic, partition)
             txn.delete(index_key, db=self._by_key)
-            if txn.delete(keys.delay_pending_key(due_ms, target, offset), db=self._pending):
-                self._count(txn, topic, -1)
+            removed += txn.delete(keys.delay_pending_key(due_ms, target, offset), db=self._pending)
+        return removed
 
     def _add_lateness(self, txn: Any, topic: str, lateness_ms: Sequence[int]) -> None:
         stored = txn.get(keys.topic_prefix(topic), db=self._lateness)
@@ -234,6 +241,8 @@ class DelayStore:
         txn.put(keys.topic_prefix(topic), _BUCKETS.pack(*counts), db=self._lateness)
 
     def _count(self, txn: Any, topic: str, delta: int) -> None:
+        if not delta:
+            return
         count_key = keys.topic_prefix(topic)
         stored = txn.get(count_key, db=self._counts)
         count = (0 if stored is None else keys.decode_int64(stored)) + delta
@@ -266,8 +275,8 @@ class DelayStore:
                 due_ms, target, offset = keys.split_delay_pending_key(pending_key)
                 if due_ms > now_ms or len(found) >= limit:
                     break
-                key, batch = _split_key(stored)
-                found.append(DelayedRecord(due_ms, target, offset, key, batch))
+                packed = bytes(stored)
+                found.append(DelayedRecord(due_ms, target, offset, packed_key(packed), packed))
         return found
 
     @_guarded
@@ -295,15 +304,17 @@ class DelayStore:
         with self._open().begin(write=True) as txn:
             if lateness_ms:
                 self._add_lateness(txn, target.topic, lateness_ms)
+            removed = 0
             for pending_key in pending_keys:
                 stored = txn.get(pending_key, db=self._pending)
                 if stored is None:
                     continue  # cancelled while it was being delivered
                 txn.delete(pending_key, db=self._pending)
-                record_key, _ = _split_key(stored)
+                record_key = packed_key(stored)
                 if record_key is not None:
                     txn.delete(_by_key_key_of(pending_key, record_key), db=self._by_key)
-                self._count(txn, target.topic, -1)
+                removed += 1
+            self._count(txn, target.topic, -removed)
             txn.delete(keys.partition_key(target), db=self._in_flight)
 
     @_guarded
@@ -385,25 +396,6 @@ def _by_key_key_of(pending_key: bytes, record_key: bytes) -> bytes:
     due_ms, target, offset = keys.split_delay_pending_key(pending_key)
     prefix = keys.delay_by_key_prefix(target.topic, keys.key_digest(record_key))
     return prefix + _ENTRY.pack(due_ms, target.partition, offset)
-
-
-_NO_KEY = 0xFFFFFFFF  # the key length stored for a record without a key
-
-
-def _with_key(key: bytes | None, batch: bytes) -> bytes:
-    """A pending record's stored value: its key (length-prefixed), then its batch."""
-    if key is None:
-        return _LENGTH.pack(_NO_KEY) + batch
-    return _LENGTH.pack(len(key)) + key + batch
-
-
-def _split_key(stored: bytes) -> tuple[bytes | None, bytes]:
-    """Inverse of ``_with_key``: the key and the batch."""
-    (length,) = _LENGTH.unpack_from(stored, 0)
-    if length == _NO_KEY:
-        return None, bytes(stored[_LENGTH.size :])
-    end = _LENGTH.size + length
-    return bytes(stored[_LENGTH.size : end]), bytes(stored[end:])
 
 
 def _delivery(key: bytes, value: bytes) -> Delivery:

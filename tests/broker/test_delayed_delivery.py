@@ -69,6 +69,7 @@ from kshim.protocol.messages.list_offsets import (
     ListOffsetsTopic,
 )
 from kshim.protocol.metadata_request import MetadataRequest
+from kshim.protocol.packed_record import unpack_record
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.record_batch import (
     TIMESTAMP_TYPE_MASK,
@@ -454,7 +455,7 @@ async def test_the_scheduled_record_is_the_record_as_produced(broker: Broker) ->
     await append(broker, D0, [record(at(NOW), value=b"first"), record(headers, b"second", b"id")])
     await ingest_partition(broker, D0)
     [_, second] = store(broker).due(FOREVER, 10)
-    [stored] = decode_records(second.batch)[1]
+    stored = unpack_record(second.packed, second.source_offset)
     assert (stored.offset, stored.timestamp, stored.key, stored.value, stored.headers) == (
         1, NOW, b"id", b"second", headers,
     )  # fmt: skip

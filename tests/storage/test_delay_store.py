@@ -9,7 +9,8 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from kshim.protocol.records import BatchSpec, Header, Record, build_batch, decode_records
+from kshim.protocol.packed_record import pack_record, unpack_record
+from kshim.protocol.records import Header, Record
 from kshim.storage import lmdb_keys
 from kshim.storage.delay_store import (
     DelayedRecord,
@@ -51,8 +52,8 @@ def delayed(
     headers: tuple[Header, ...] = (),
 ) -> DelayedRecord:
     """A record at ``offset`` of ``target``'s delay topic, due at ``due_ms``."""
-    batch = build_batch([Record(offset, NOW, key, value, headers)], BatchSpec(base_offset=offset))
-    return DelayedRecord(due_ms, target, offset, key, batch)
+    packed = pack_record(Record(offset, NOW, key, value, headers))
+    return DelayedRecord(due_ms, target, offset, key, packed)
 
 
 def delay_partition(target: TopicPartition) -> TopicPartition:
@@ -198,13 +199,13 @@ def test_due_record_carries_its_pending_key(store: DelayStore) -> None:
 # -- the stored record ----------------------------------------------------------------------
 
 
-def test_batch_is_returned_byte_for_byte(store: DelayStore) -> None:
+def test_the_packed_record_is_returned_byte_for_byte(store: DelayStore) -> None:
     headers: tuple[Header, ...] = (("trace", b"abc"), ("empty", None))
     record = delayed(ORDERS_0, 9, NOW, key=b"order-1", value=b"payload", headers=headers)
     schedule(store, record)
     [found] = store.due(NOW, 1)
-    assert found.batch == record.batch
-    [decoded] = decode_records(found.batch)[1]
+    assert found.packed == record.packed
+    decoded = unpack_record(found.packed, found.source_offset)
     assert (decoded.offset, decoded.timestamp) == (9, NOW)
     assert (decoded.key, decoded.value, decoded.headers) == (b"order-1", b"payload", headers)
 
@@ -316,7 +317,7 @@ def test_replace_leaves_exactly_the_new_record(store: DelayStore) -> None:
     new = delayed(ORDERS_0, 2, NOW + 40, key=b"a", value=b"new")
     store.schedule(delay_partition(ORDERS_0), [replace(new)], 3)
     assert pending(store) == [(NOW + 30, ORDERS_0, 1), (NOW + 40, ORDERS_0, 2)]
-    assert store.due(FOREVER, 10)[1].batch == new.batch
+    assert store.due(FOREVER, 10)[1].packed == new.packed
     assert counts(store) == {"orders": 2}
 
 
@@ -499,7 +500,8 @@ def test_store_survives_reopen(store: DelayStore, directory: Path) -> None:
     try:
         assert reopened.exists
         assert pending(reopened) == [(NOW + 1, ORDERS_0, 3), (NOW + 2, PAYMENTS_0, 8)]
-        assert [record.batch for record in reopened.due(FOREVER, 10)] == [r.batch for r in records]
+        due = reopened.due(FOREVER, 10)
+        assert [record.packed for record in due] == [r.packed for r in records]
         assert reopened.position(delay_partition(ORDERS_0)) == 4
         assert reopened.position(delay_partition(PAYMENTS_0)) == 9
         assert reopened.deliveries_under_way() == [Delivery(ORDERS_0, 17, [records[0].pending_key])]
@@ -603,7 +605,7 @@ def test_huge_record_key_is_scheduled_replaced_and_delivered(store: DelayStore) 
     assert len(key) == 100_000
     first = delayed(ORDERS_0, 0, NOW, key=key)
     schedule(store, first)
-    assert store.due(NOW, 1)[0].batch == first.batch
+    assert store.due(NOW, 1)[0].packed == first.packed
     second = delayed(ORDERS_0, 1, NOW + 1, key=key)
     store.schedule(delay_partition(ORDERS_0), [replace(second)], 2)
     assert pending(store) == [(NOW + 1, ORDERS_0, 1)]

@@ -20,9 +20,10 @@ from kshim.broker.delay.service import DelaySchedule
 from kshim.broker.topics import TopicManager
 from kshim.broker.transactions.coordinator import TransactionCoordinator
 from kshim.broker.transactions.partition_state import is_aborted
+from kshim.protocol.packed_record import pack_record
 from kshim.protocol.primitives import DecodeError
 from kshim.protocol.record_batch import iter_batches
-from kshim.protocol.records import BatchSpec, Record, build_batch, decode_records
+from kshim.protocol.records import Record, decode_records
 from kshim.storage.delay_store import DelayedRecord, ScheduleChange
 from kshim.storage.interface import TopicPartition, chunks_bytes
 from kshim.storage.transaction_store import AbortedTransaction
@@ -97,6 +98,6 @@ def _change(record: Record, target: TopicPartition) -> ScheduleChange | None:
         return None
     scheduled = None
     if request.due_ms is not None:
-        batch = build_batch([record], BatchSpec(base_offset=record.offset))
-        scheduled = DelayedRecord(request.due_ms, target, record.offset, record.key, batch)
+        packed = pack_record(record)
+        scheduled = DelayedRecord(request.due_ms, target, record.offset, record.key, packed)
     return ScheduleChange(record.offset, record.key, request.cancels, scheduled, target.topic)

@@ -18,6 +18,7 @@ from kshim.broker.delay.naming import (
     DELIVER_AT_HEADER,
     REPLACE_HEADER,
 )
+from kshim.protocol.packed_record import MAX_HEADERS
 from kshim.protocol.primitives import DecodeError
 from kshim.protocol.records import Record, decode_records
 
@@ -36,6 +37,8 @@ class DelayRequest:
 
 def read_request(record: Record) -> DelayRequest:
     """What ``record`` asks for; raises InvalidDelay."""
+    if len(record.headers) > MAX_HEADERS:
+        raise InvalidDelay(f"a delayed record carries at most {MAX_HEADERS} headers")
     headers = dict(record.headers)
     if CANCEL_HEADER in headers:
         _need_key(record, CANCEL_HEADER)

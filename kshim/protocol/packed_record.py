@@ -1,0 +1,73 @@
+"""One record packed on its own, outside any batch: what a store keeps of a record it
+holds for later (the delay schedule keeps every pending record this way).
+
+A one-record v2 batch would do, at 61 bytes of batch header per record and a CRC to
+compute; this is 18 bytes plus 6 per header: the timestamp, the header count, the key
+and value as int32-length-prefixed bytes (-1 for null), then per header its UTF-8 name
+(uint16 length) and its nullable value (int32 length). Pure functions.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from kshim.protocol.primitives import DecodeError
+from kshim.protocol.records import Header, Record
+
+_FIXED = struct.Struct(">qH")  # timestamp, header count
+_LENGTH = struct.Struct(">i")
+_NAME_LENGTH = struct.Struct(">H")
+_NULL = _LENGTH.pack(-1)
+MAX_HEADERS = 0xFFFF
+
+
+def pack_record(record: Record) -> bytes:
+    """``record`` without its offset (the store keeps that). Raises ValueError for more
+    than MAX_HEADERS headers."""
+    if len(record.headers) > MAX_HEADERS:
+        raise ValueError(f"a packed record holds at most {MAX_HEADERS} headers")
+    parts = [_FIXED.pack(record.timestamp, len(record.headers)),
+             _nullable(record.key), _nullable(record.value)]  # fmt: skip
+    for name, value in record.headers:
+        encoded = name.encode()
+        parts += [_NAME_LENGTH.pack(len(encoded)), encoded, _nullable(value)]
+    return b"".join(parts)
+
+
+def unpack_record(packed: bytes, offset: int) -> Record:
+    """Inverse of ``pack_record``, the record placed at ``offset``. Raises DecodeError."""
+    try:
+        timestamp, header_count = _FIXED.unpack_from(packed, 0)
+        key, position = _read_nullable(packed, _FIXED.size)
+        value, position = _read_nullable(packed, position)
+        headers: list[Header] = []
+        for _ in range(header_count):
+            (name_length,) = _NAME_LENGTH.unpack_from(packed, position)
+            position += _NAME_LENGTH.size
+            name = packed[position : position + name_length].decode()
+            header_value, position = _read_nullable(packed, position + name_length)
+            headers.append((name, header_value))
+    except (struct.error, UnicodeDecodeError) as error:
+        raise DecodeError(f"packed record unreadable: {error}") from error
+    if position != len(packed):
+        raise DecodeError("packed record has bytes after its last field")
+    return Record(offset, timestamp, key, value, tuple(headers))
+
+
+def packed_key(packed: bytes) -> bytes | None:
+    """The record key of a packed record, without unpacking the rest."""
+    return _read_nullable(packed, _FIXED.size)[0]
+
+
+def _nullable(data: bytes | None) -> bytes:
+    return _NULL if data is None else _LENGTH.pack(len(data)) + data
+
+
+def _read_nullable(packed: bytes, position: int) -> tuple[bytes | None, int]:
+    (length,) = _LENGTH.unpack_from(packed, position)
+    position += _LENGTH.size
+    if length < 0:
+        return None, position
+    if position + length > len(packed):
+        raise DecodeError("packed record field runs past its end")
+    return bytes(packed[position : position + length]), position + length
