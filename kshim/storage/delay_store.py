@@ -36,7 +36,7 @@ import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 import lmdb
 
@@ -53,8 +53,7 @@ LATENESS_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_0
 _BUCKETS = struct.Struct(f">{len(LATENESS_BOUNDS_MS) + 1}q")  # the last: later than all
 
 
-@dataclass(frozen=True, slots=True)
-class DelayedRecord:
+class DelayedRecord(NamedTuple):  # a tuple: one is built for every record
     """One pending record: due at ``due_ms`` in ``target`` (``T``, partition p), produced
     at ``source_offset`` of ``T.delay`` partition p."""
 
@@ -69,8 +68,7 @@ class DelayedRecord:
         return keys.delay_pending_key(self.due_ms, self.target, self.source_offset)
 
 
-@dataclass(frozen=True, slots=True)
-class ScheduleChange:
+class ScheduleChange(NamedTuple):  # a tuple: one is built for every record
     """What one record of ``T.delay`` does to the schedule of ``topic`` (``T``), in offset
     order: ``cancels`` removes every pending record of the topic with the same key first;
     ``record`` (None for a cancel) is then scheduled."""

@@ -10,7 +10,7 @@ INVALID_RECORD if one breaks them; nothing else is decoded on that path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kshim.broker.delay.naming import (
     CANCEL_HEADER,
@@ -29,8 +29,7 @@ class InvalidDelay(ValueError):
     """A record on ``T.delay`` that asks for nothing valid; the message says why."""
 
 
-@dataclass(frozen=True, slots=True)
-class DelayRequest:
+class DelayRequest(NamedTuple):  # a tuple: one is built for every record
     due_ms: int | None  # None: a cancel, which is not delivered itself
     cancels: bool  # removes the pending records with the record's key first
 
