@@ -63,7 +63,8 @@ def main() -> None:
     parser.add_argument("--skip", nargs="*", default=[], choices=["spread", "burst", "pending"])
     parser.add_argument("--json", default="benchmarks/results/delay.json")
     arguments = parser.parse_args()
-    results: dict[str, Any] = {"command": "python -m benchmarks.delay", "arguments": vars(arguments)}
+    results: dict[str, Any] = {"command": "python -m benchmarks.delay"}
+    results["arguments"] = vars(arguments)
     payload = b"x" * arguments.record_bytes
     if "spread" not in arguments.skip:
         with running("kshim") as broker:
@@ -75,6 +76,8 @@ def main() -> None:
         results["pending"] = pending(arguments.pending, payload)
     print(render(results))
     Path(arguments.json).write_text(json.dumps(results, indent=2) + "\n")
+    if "spread" in results:
+        plot(results, Path(arguments.json).with_suffix(".png"))
 
 
 def spread(broker: RunningBroker, arguments: argparse.Namespace, payload: bytes) -> dict[str, Any]:
@@ -91,9 +94,10 @@ def spread(broker: RunningBroker, arguments: argparse.Namespace, payload: bytes)
         results["delayed"]["scheduling_ratio_to_plain"] = (
             results["delayed"]["scheduled_records_per_s"] / results["plain"]["records_per_s"]
         )
-        with _Paced(broker, "plain", arguments.plain_rate, payload) as paced, sampled(
-            broker, interval_s=1.0
-        ) as usage:
+        with (
+            _Paced(broker, "plain", arguments.plain_rate, payload) as paced,
+            sampled(broker, interval_s=1.0) as usage,
+        ):
             arrivals.wait((first_due + window_ms) / 1000 + TIMEOUT_S)
     lateness = [appended - due for _, due, appended in arrivals.received]
     results["spread"] = {
@@ -127,6 +131,7 @@ def burst(broker: RunningBroker, count: int, payload: bytes) -> dict[str, Any]:
         "distinct_delayed_from": len({source for source, _, _ in arrivals.received}),
         "dispatch_records_per_s": count / max(max(lateness, default=0) / 1000, 1e-3),
         **_lateness(lateness),
+        "histogram_ms": _histogram(lateness),
         "broker_cpu_us_per_record": usage.cpu_seconds * 1e6 / count,
         "peak_rss_mb": usage.peak_rss_bytes / 1e6,
     }
@@ -173,7 +178,9 @@ def _produce(
         started = time.perf_counter()
         for index in range(count):
             due = due_of(index)
-            headers = None if due is None else [("kshim-deliver-at", str(due).encode())]
+            headers: Headers | None = None
+            if due is not None:
+                headers = [("kshim-deliver-at", str(due).encode())]
             _send(producer, topic, payload, f"{index}".encode(), headers)
         if producer.flush(TIMEOUT_S):
             raise RuntimeError(f"{topic}: records not acknowledged")
@@ -327,6 +334,31 @@ def _histogram(lateness_ms: list[int]) -> dict[str, int]:
         bound = next((b for b in HISTOGRAM_BOUNDS_MS if late <= b), None)
         counts[f"<={bound}" if bound is not None else f">{HISTOGRAM_BOUNDS_MS[-1]}"] += 1
     return counts
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    """The lateness distribution of the spread part (and of the burst when run) as bars
+    of the share of records per lateness bucket, into a PNG at ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    parts = [part for part in ("spread", "burst") if "histogram_ms" in results.get(part, {})]
+    figure, axes = plt.subplots(1, len(parts), figsize=(5.5 * len(parts), 3.6), squeeze=False)
+    for axis, part in zip(axes[0], parts, strict=True):
+        histogram = results[part]["histogram_ms"]
+        total = max(sum(histogram.values()), 1)
+        axis.bar(list(histogram), [100 * count / total for count in histogram.values()])
+        axis.set_xlabel("lateness: appended to T minus due, ms")
+        axis.set_ylabel("% of records")
+        axis.tick_params(axis="x", labelrotation=60, labelsize=7)
+        axis.set_title(f"{part}: {results[part]['records']:,} records, p50 "
+                       f"{results[part]['lateness_p50_ms']:g} / p99 "
+                       f"{results[part]['lateness_p99_ms']:g} ms", fontsize=9)  # fmt: skip
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
 
 
 def _disk_bytes(directory: Path) -> int:

@@ -106,7 +106,11 @@ async def settle_deliveries(host: DelayHost) -> None:
         log.info("%s: a delivery of %d delayed records was under way at the last stop; "
                  "%d had arrived", delivery.target, len(delivery.pending_keys),
                  len(arrived))  # fmt: skip
-        await asyncio.to_thread(store.finish_delivery, delivery.target, arrived)
+        # When they arrived is not kept: they count as delivered at this start, the
+        # latest they can have been, so ``kshim delays`` counts every delivered record.
+        now = host.clock()
+        lateness = [max(0, now - keys.split_delay_pending_key(key)[0]) for key in arrived]
+        await asyncio.to_thread(store.finish_delivery, delivery.target, arrived, lateness)
 
 
 async def _arrived(partition_log: PartitionLog | None, delivery: Delivery) -> list[bytes]:
