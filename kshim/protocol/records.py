@@ -13,12 +13,11 @@ Decompression stays with kshim.protocol.compression, the broker's one codec tabl
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-
-from aiokafka.errors import CorruptRecordException
-from aiokafka.record.default_records import DefaultRecordBatch as _CodecBatch
+from typing import Any
 
 from kshim.protocol import compression
 from kshim.protocol.primitives import DecodeError, write_signed_varint
@@ -62,18 +61,30 @@ def decode_records(batch: bytes | memoryview) -> tuple[BatchHeader, list[Record]
         except Exception as error:
             raise DecodeError(f"cannot decompress batch: {error}") from error
         plain = _uncompressed(view, body)
+    codec_batch, corrupt = _codec()
     try:
         records = [
             Record(record.offset, record.timestamp, record.key, record.value,
                    tuple(record.headers))
-            for record in _CodecBatch(plain)
+            for record in codec_batch(plain)
         ]  # fmt: skip
-    except (CorruptRecordException, ValueError, IndexError, struct.error) as error:
+    except (corrupt, ValueError, IndexError, struct.error) as error:
         raise DecodeError(f"malformed record: {error}") from error
     if len(records) != header.records_count:
         raise DecodeError(f"batch holds {len(records)} records, its header says "
                           f"{header.records_count}")  # fmt: skip
     return header, records
+
+
+@functools.cache
+def _codec() -> tuple[Any, type[Exception]]:
+    """aiokafka's batch reader and the error it raises for bad record bytes. Imported on
+    first use: importing it imports aiokafka's client too (~50 ms, ~4 MB), which a broker
+    that never decodes a record (no delayed delivery, no timestamp lookup) should not pay."""
+    from aiokafka.errors import CorruptRecordException
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    return DefaultRecordBatch, CorruptRecordException
 
 
 def _uncompressed(batch: memoryview, body: bytes) -> bytes:
