@@ -41,14 +41,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks.brokers import RunningBroker, running, sampled
-from benchmarks.workloads import TIMEOUT_S, create_topic
+from benchmarks.workloads import TIMEOUT_S, Headers, create_topic, send
 from kshim.storage.delay_store import DelayStore
 
 DAY_MS = 24 * 3600 * 1000
 YEAR_MS = 365 * DAY_MS
 BURST_LEAD_S = 3.0  # the burst is due this long after its last record is acknowledged
 SCHEDULED_TIMEOUT_S = 1800.0
-Headers = list[tuple[str, str | bytes | None]]
 
 
 def main() -> None:
@@ -181,7 +180,7 @@ def _produce(
             headers: Headers | None = None
             if due is not None:
                 headers = [("kshim-deliver-at", str(due).encode())]
-            _send(producer, topic, payload, f"{index}".encode(), headers)
+            send(producer, topic, payload, f"{index}".encode(), headers)
         if producer.flush(TIMEOUT_S):
             raise RuntimeError(f"{topic}: records not acknowledged")
         acknowledged_s = time.perf_counter() - started
@@ -279,7 +278,7 @@ class _Paced:
         while not self._stop.is_set():
             due = int((time.perf_counter() - started) * self._rate)
             while self.sent < due:
-                _send(self._producer, self._topic, self._payload, b"plain", None)
+                send(self._producer, self._topic, self._payload, b"plain")
                 self.sent += 1
             self._stop.wait(0.01)
         self._producer.flush(TIMEOUT_S)
@@ -297,18 +296,6 @@ def _create_log_append_time_topic(broker: RunningBroker, topic: str) -> None:
 
 def _as_bytes(value: str | bytes | None) -> bytes:
     return value.encode() if isinstance(value, str) else value or b""
-
-
-def _send(
-    producer: Producer, topic: str, value: bytes, key: bytes, headers: Headers | None
-) -> None:
-    while True:
-        try:
-            producer.produce(topic, value=value, key=key, headers=headers)
-            break
-        except BufferError:
-            producer.poll(0.001)
-    producer.poll(0)
 
 
 def _lateness(lateness_ms: list[int]) -> dict[str, float]:

@@ -58,11 +58,20 @@ def create_topic(
     admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(TIMEOUT_S)
 
 
-def send(producer: Producer, topic: str, value: bytes, key: bytes | None = None) -> None:
+Headers = list[tuple[str, str | bytes | None]]
+
+
+def send(
+    producer: Producer,
+    topic: str,
+    value: bytes,
+    key: bytes | None = None,
+    headers: Headers | None = None,
+) -> None:
     """Queues one record, serving delivery callbacks while librdkafka's queue is full."""
     while True:
         try:
-            producer.produce(topic, value=value, key=key)
+            producer.produce(topic, value=value, key=key, headers=headers)
             break
         except BufferError:
             producer.poll(0.001)

@@ -23,6 +23,7 @@ from kshim.protocol import compression
 from kshim.protocol.primitives import DecodeError, write_signed_varint
 from kshim.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
     CRC_OFFSET,
     HEADER_STRUCT,
     LENGTH_OFFSET,
@@ -93,8 +94,8 @@ def _uncompressed(batch: memoryview, body: bytes) -> bytes:
     plain = bytearray(batch[:RECORDS_OFFSET])
     plain += body
     struct.pack_into(">i", plain, LENGTH_OFFSET, len(plain) - LOG_OVERHEAD)
-    struct.pack_into(">h", plain, ATTRIBUTES_OFFSET,
-                     struct.unpack_from(">h", plain, ATTRIBUTES_OFFSET)[0] & ~0x07)  # fmt: skip
+    (attributes,) = struct.unpack_from(">h", plain, ATTRIBUTES_OFFSET)
+    struct.pack_into(">h", plain, ATTRIBUTES_OFFSET, attributes & ~COMPRESSION_CODEC_MASK)
     return bytes(plain)
 
 
