@@ -5,13 +5,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import lmdb
 import pytest
 
 from kshim.broker.delay.status import COLUMNS
 from kshim.cli.main import main
 from kshim.protocol.packed_record import pack_record
 from kshim.protocol.records import Record
-from kshim.storage.delay_store import DelayedRecord, DelayStore, ScheduleChange
+from kshim.storage.delay_store import (
+    DelayedRecord,
+    DelayStore,
+    ScheduleChange,
+    ScheduleLayoutError,
+)
 from kshim.storage.interface import TopicPartition
 from kshim.storage.metadata import MetadataStore
 
@@ -35,8 +41,11 @@ def fill(directory: Path) -> None:
     store = DelayStore(str(directory / "delays"))
     records = [record(0, 1_000), record(1, 2_000), record(2, FAR_MS)]
     changes = [ScheduleChange(r.source_offset, r.key, False, r, "orders") for r in records]
-    store.schedule(TopicPartition("orders.delay", 0), changes, 3)
-    store.finish_delivery(ORDERS, [r.pending_key for r in records[:2]], [3, 700])
+    store.schedule(TopicPartition("orders.delay", 0), changes, 3, 2_000)
+    store.maintain(2_000)
+    turn = store.take_due(2_000, 10)
+    assert [r.source_offset for r in turn.records] == [0, 1]
+    store.finish_turn(turn, 2_000, [3, 700])
     store.close()
 
 
@@ -79,3 +88,16 @@ def test_not_a_data_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     error = capsys.readouterr().err.strip()
     nowhere = tmp_path / "nowhere"
     assert error == f"kshim delays: error: {nowhere} is not a kshim data directory (no meta/ in it)"
+
+
+def test_a_schedule_in_an_older_layout_is_refused_not_misread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = data_dir(tmp_path)
+    older = lmdb.open(str(directory / "delays"), max_dbs=8)
+    older.open_db(b"delay_pending")
+    older.close()
+    assert main(["delays", "--data-dir", str(directory)]) == 1
+    assert "written by an older kshim" in capsys.readouterr().err
+    with pytest.raises(ScheduleLayoutError):
+        DelayStore(str(directory / "delays")).position(TopicPartition("orders.delay", 0))

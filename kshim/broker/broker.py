@@ -91,7 +91,8 @@ class Broker:
         self.full_view = self._open_full_view(os.path.join(data_dir, "full_view"))
         # Opened lazily: a broker nobody delays anything on has no delays/ directory.
         self.delays = DelaySchedule(
-            DelayStore(os.path.join(data_dir, "delays")), config.get_int("kshim.delay.max.ms")
+            DelayStore(os.path.join(data_dir, "delays"), filesystem=filesystem),
+            config.get_int("kshim.delay.max.ms"),
         )
         self.topics = TopicManager(
             config, self.metadata, self.logs, self._prepare_partition, self._watch_partition

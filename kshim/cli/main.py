@@ -50,7 +50,7 @@ from kshim.cli.event_loop import run_on, running_loop_name
 from kshim.cli.group_query import QueryError, query_status
 from kshim.server.listener import KafkaServer, ListenError
 from kshim.storage.data_directory_lock import DataDirectoryInUse
-from kshim.storage.delay_store import DelayStore
+from kshim.storage.delay_store import DelayStore, ScheduleLayoutError
 from kshim.storage.log_store import DiskLogStore
 from kshim.wire_client import parse_bootstrap
 
@@ -161,7 +161,7 @@ def show_delays(arguments: argparse.Namespace) -> None:
     store = DelayStore(os.path.join(data_dir, "delays"), readonly=True)
     try:
         rows = delay_status(store.summary(), wall_clock_ms())
-    except lmdb.Error as error:
+    except (lmdb.Error, OSError, ScheduleLayoutError) as error:
         raise CommandFailed(f"cannot read the delay schedule in {data_dir}: {error}") from error
     finally:
         store.close()

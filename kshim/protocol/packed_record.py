@@ -26,11 +26,13 @@ def pack_record(record: Record) -> bytes:
     than MAX_HEADERS headers."""
     if len(record.headers) > MAX_HEADERS:
         raise ValueError(f"a packed record holds at most {MAX_HEADERS} headers")
+    key, value = record.key, record.value
     parts = [_FIXED.pack(record.timestamp, len(record.headers)),
-             _nullable(record.key), _nullable(record.value)]  # fmt: skip
-    for name, value in record.headers:
+             _NULL if key is None else _LENGTH.pack(len(key)), key or b"",
+             _NULL if value is None else _LENGTH.pack(len(value)), value or b""]  # fmt: skip
+    for name, header_value in record.headers:
         encoded = name.encode()
-        parts += [_NAME_LENGTH.pack(len(encoded)), encoded, _nullable(value)]
+        parts += [_NAME_LENGTH.pack(len(encoded)), encoded, _nullable(header_value)]
     return b"".join(parts)
 
 

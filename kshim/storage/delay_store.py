@@ -1,76 +1,111 @@
-"""Delayed delivery's durable schedule in LMDB: every pending record, ordered by due time.
+"""Delayed delivery's durable schedule: every pending record, in append-only bucket files
+by due time (kshim/storage/delay_buckets.py), with a small LMDB environment beside them.
 
 A record produced to ``T.delay`` is read from that log once its transaction (if any) is
 decided and copied here whole, so ``T.delay``'s own retention can never lose a pending
 record however far ahead it is due (QMQ keeps its schedule apart from the message log
-for the same reason; seed 002). The store holds, in its own LMDB environment:
+for the same reason; seed 002). Records are appended to the file of their bucket, never
+inserted in place: a B-tree keyed by due time took a page write per record scattered
+over the tree, half-empty pages and mapped memory growing with the records pending.
+LMDB holds only what is small, in the same transaction as what it describes:
 
-- every pending record, packed (kshim.protocol.packed_record: its key first, so that a
-  cancel reads only that), keyed by due time, then target partition and offset in
-  ``T.delay`` (ties in produce order);
-- the same records by (topic, hashed record key), for cancelling and replacing by key;
-- per ``T.delay`` partition, the next offset not yet read into the schedule, moved in the
-  same transaction as the records it covers (so a replay after a crash skips them);
-- per target partition, the delivery under way: where ``T``'s log ended before the
-  records were appended, and which records they are, so that a restart can tell
-  from ``T`` itself whether they arrived (exactly once, see broker/delay/dispatcher.py);
-- per topic, how many records are pending, and how late the delivered ones were (counts
-  per lateness bucket, for ``kshim delays``).
+- per bucket, how many bytes of its file are committed (longer files are cut back at
+  start: a crash came between the append and the commit), how far a split has read it,
+  its delivery mark (the last record delivered, by order and seq) and the first due
+  time per topic (for ``kshim delays``);
+- per ``T.delay`` partition, the next offset not yet read into the schedule, moved with
+  the bucket lengths of the records it covers (a replay after a crash skips them);
+- the next seq (records are numbered as read) and topic ids (entries name their topic
+  by a number; a deleted topic's id is dropped, so its entries are skipped as met);
+- cancellations: per topic and hashed record key, the seq below which records with that
+  key are cancelled (a replace is a cancel at the new record's own seq). A cancelled
+  record stays in its file and is dropped when its bucket is split or it falls due;
+  until then it counts as pending. A cancellation is forgotten once no bucket holds a
+  record older than it;
+- a delivery under way (``begin_turn``/``finish_turn``, kshim/broker/delay/dispatcher.py);
+- per topic, records pending and how late the delivered ones were.
 
-The environment is created only when a delayed record is first scheduled: a broker
-whose producers never delay anything has no such directory. LMDB reads through a memory
-map, and appending in key order faults in each page the schedule grows by, so the
-process's resident memory would grow with the records pending (1 KiB per 100 B record);
-``release`` unmaps it between bursts of work (an open costs ~0.2 ms), keeping memory
-bounded by what is due soon rather than by everything pending. Methods block on LMDB:
-call them from a worker thread; they are serialised with ``release``.
+The minute buckets near now are held in memory, merged into one heap by (order, seq):
+memory is bounded by the records due within about a minute, not by those pending. The
+environment and directory are created only when a delayed record is first scheduled.
+Methods block (files, LMDB): call them from one worker thread at a time; they are
+serialised with ``release``.
 """
 
 from __future__ import annotations
 
 import bisect
 import collections
+import dataclasses
 import functools
+import heapq
+import logging
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 import lmdb
 
 from kshim.protocol.packed_record import packed_key
 from kshim.storage import lmdb_keys as keys
+from kshim.storage.delay_buckets import (
+    ENTRY,
+    MINUTE_MS,
+    Bucket,
+    Entry,
+    bucket_for,
+    encode_entry,
+    iter_entries,
+)
+from kshim.storage.filesystem import FileSystem, OsFileSystem
 from kshim.storage.interface import TopicPartition
-from kshim.storage.lmdb_ranges import delete_prefixed
+
+log = logging.getLogger(__name__)
 
 MAP_SIZE_BYTES = 1 << 36
-_ENTRY = struct.Struct(">qiq")  # due ms, partition, offset in T.delay (after a key digest)
-_LENGTH = struct.Struct(">I")
+SPLIT_BYTES = 4 << 20  # of a coarse bucket re-filed per step, so a split never stalls delivery
+PURGE_BATCH = 10_000  # cancellations looked at per step of a purge
+PURGE_EVERY_S = 60.0
 # Upper bounds (ms) of the lateness buckets: delivered at most this long after the due time.
 LATENESS_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 60_000)
-_BUCKETS = struct.Struct(f">{len(LATENESS_BOUNDS_MS) + 1}q")  # the last: later than all
+_LATENESS = struct.Struct(f">{len(LATENESS_BOUNDS_MS) + 1}q")  # the last: later than all
+_META = struct.Struct(">qqqqq")  # length, split position, mark order, mark seq, min seq
+_TOPIC_FIRST = struct.Struct(">iq")  # topic id, first order ms
+_BUCKET_KEY = struct.Struct(">qq")  # width, start
+_INT32 = struct.Struct(">i")
+_MARK = struct.Struct(">qqq")  # minute bucket start, order ms, seq
+_TARGET = struct.Struct(">iqH")  # partition, log end offset, topic name length
+_INT64 = struct.Struct(">q")
+NO_MARK = (-(1 << 63), -1)  # below every entry
+_SEQ_KEY = b"seq"
+_NEXT_TOPIC_ID_KEY = b"topic_id"
+_TURN_KEY = b"turn"
+_BUCKETS_DIR = "buckets"
+
+
+class ScheduleLayoutError(RuntimeError):
+    """The schedule on disk is in a layout this kshim does not read."""
 
 
 class DelayedRecord(NamedTuple):  # a tuple: one is built for every record
     """One pending record: due at ``due_ms`` in ``target`` (``T``, partition p), produced
-    at ``source_offset`` of ``T.delay`` partition p."""
+    at ``source_offset`` of ``T.delay`` partition p; ``seq`` once in the schedule."""
 
     due_ms: int
     target: TopicPartition
     source_offset: int
     key: bytes | None
     packed: bytes  # the record as produced (kshim.protocol.packed_record)
-
-    @property
-    def pending_key(self) -> bytes:
-        return keys.delay_pending_key(self.due_ms, self.target, self.source_offset)
+    seq: int = -1
 
 
 class ScheduleChange(NamedTuple):  # a tuple: one is built for every record
     """What one record of ``T.delay`` does to the schedule of ``topic`` (``T``), in offset
-    order: ``cancels`` removes every pending record of the topic with the same key first;
+    order: ``cancels`` cancels every pending record of the topic with the same key first;
     ``record`` (None for a cancel) is then scheduled."""
 
     source_offset: int
@@ -80,14 +115,15 @@ class ScheduleChange(NamedTuple):  # a tuple: one is built for every record
     topic: str
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """A delivery under way: ``records`` were being appended to ``target`` at or after
-    ``from_offset`` when the broker stopped."""
+@dataclass(slots=True)
+class Turn:
+    """Records taken from the schedule to be delivered together: once they are in their
+    topics, the delivery marks move to ``marks`` (minute bucket start -> order, seq)."""
 
-    target: TopicPartition
-    from_offset: int
-    pending_keys: list[bytes]
+    records: list[DelayedRecord]
+    marks: dict[int, tuple[int, int]]
+    dropped: collections.Counter[str]  # cancelled records passed over, per topic
+    from_offsets: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +151,32 @@ class TopicSummary:
         return -1
 
 
+@dataclass(slots=True)
+class BucketState:
+    length: int = 0  # bytes of the file committed
+    split_position: int = 0  # bytes already re-filed into finer buckets
+    mark: tuple[int, int] = NO_MARK  # the last entry delivered (minute buckets)
+    min_seq: int = -1  # of the records ever appended (a split appends older ones)
+    first_due: dict[int, int] = field(default_factory=dict)  # topic id -> first order ms
+
+    def encode(self) -> bytes:
+        head = _META.pack(self.length, self.split_position, *self.mark, self.min_seq)
+        return head + b"".join(_TOPIC_FIRST.pack(*item) for item in self.first_due.items())
+
+
+def _bucket_state(value: bytes) -> BucketState:
+    length, split_position, mark_order, mark_seq, min_seq = _META.unpack_from(value)
+    first_due = dict(
+        _TOPIC_FIRST.unpack_from(value, position)
+        for position in range(_META.size, len(value), _TOPIC_FIRST.size)
+    )
+    return BucketState(length, split_position, (mark_order, mark_seq), min_seq, first_due)
+
+
+def _bucket_key(bucket: Bucket) -> bytes:
+    return _BUCKET_KEY.pack(bucket.width_ms, bucket.start_ms)
+
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -134,13 +196,28 @@ def _guarded(
 
 
 class DelayStore:
-    def __init__(self, directory: str, readonly: bool = False) -> None:
+    def __init__(
+        self, directory: str, readonly: bool = False, filesystem: FileSystem | None = None
+    ) -> None:
         """``readonly``: for tools reading a running broker's schedule (LMDB lets another
-        process read while the broker writes)."""
+        process read while the broker writes; bucket files are only appended to)."""
         self._directory = directory
+        self._buckets_dir = os.path.join(directory, _BUCKETS_DIR)
         self._readonly = readonly
+        self._fs = filesystem or OsFileSystem()
         self._env: Any = None
         self.guard = threading.RLock()
+        self._state_loaded = False
+        self._buckets: dict[Bucket, BucketState] = {}
+        self._topic_ids: dict[str, int] = {}
+        self._topic_names: dict[int, str] = {}
+        self._next_seq = 0
+        self._heap: list[Entry] = []
+        self._loaded: dict[int, int] = {}  # minute bucket start -> its entries in the heap
+        self._marks: dict[int, tuple[int, int]] = {}  # of loaded buckets, as taken
+        self.turn_under_way = False
+        self._purge_from: bytes | None = None
+        self._purge_started = -PURGE_EVERY_S
 
     @property
     def exists(self) -> bool:
@@ -152,20 +229,53 @@ class DelayStore:
             os.makedirs(self._directory, exist_ok=True)
             env = lmdb.open(
                 self._directory,
-                max_dbs=6,
+                max_dbs=8,
                 map_size=MAP_SIZE_BYTES,
                 sync=True,
                 readonly=self._readonly,
                 create=not self._readonly,
             )
-            self._pending = env.open_db(keys.DELAY_PENDING_DB)
-            self._by_key = env.open_db(keys.DELAY_BY_KEY_DB)
-            self._positions = env.open_db(keys.DELAY_POSITIONS_DB)
-            self._in_flight = env.open_db(keys.DELAY_IN_FLIGHT_DB)
-            self._counts = env.open_db(keys.DELAY_COUNTS_DB, create=not self._readonly)
-            self._lateness = env.open_db(keys.DELAY_LATENESS_DB, create=not self._readonly)
+            _refuse_old_layout(env)
+            create = not self._readonly
+            self._state = env.open_db(keys.DELAY_STATE_DB, create=create)
+            self._bucket_db = env.open_db(keys.DELAY_BUCKETS_DB, create=create)
+            self._positions = env.open_db(keys.DELAY_POSITIONS_DB, create=create)
+            self._topics = env.open_db(keys.DELAY_TOPICS_DB, create=create)
+            self._cancels = env.open_db(keys.DELAY_CANCELS_DB, create=create)
+            self._counts = env.open_db(keys.DELAY_COUNTS_DB, create=create)
+            self._lateness = env.open_db(keys.DELAY_LATENESS_DB, create=create)
             self._env = env
+            if not self._state_loaded and not self._readonly:
+                self._load_state()
         return self._env
+
+    def _load_state(self) -> None:
+        """Reads the bucket index, topic ids and next seq; cuts each bucket file back to
+        its committed length and removes files no bucket owns (a crash came between the
+        write and the commit)."""
+        self._fs.make_directory(self._buckets_dir)
+        with self._env.begin() as txn:
+            for key, value in txn.cursor(db=self._bucket_db):
+                width, start = _BUCKET_KEY.unpack(key)
+                self._buckets[Bucket(width, start)] = _bucket_state(bytes(value))
+            for key, value in txn.cursor(db=self._topics):
+                name, topic_id = bytes(key).decode("utf-8"), _INT32.unpack(value)[0]
+                self._topic_ids[name] = topic_id
+                self._topic_names[topic_id] = name
+            stored = txn.get(_SEQ_KEY, db=self._state)
+            self.turn_under_way = txn.get(_TURN_KEY, db=self._state) is not None
+        self._next_seq = 0 if stored is None else _INT64.unpack(stored)[0]
+        owned = {bucket.file_name: state for bucket, state in self._buckets.items()}
+        for name in self._fs.list_directory(self._buckets_dir):
+            path = os.path.join(self._buckets_dir, name)
+            state = owned.get(name)
+            if state is None:
+                self._fs.remove(path)
+            elif self._fs.size(path) > state.length:
+                self._fs.truncate(path, state.length)
+            elif self._fs.size(path) < state.length:
+                log.error("delay schedule bucket %s is shorter than committed", path)
+        self._state_loaded = True
 
     # -- reading T.delay into the schedule ------------------------------------------------
 
@@ -184,59 +294,59 @@ class DelayStore:
         delay_partition: TopicPartition,
         changes: Sequence[ScheduleChange],
         next_position: int,
+        now_ms: int,
     ) -> None:
         """Applies ``changes`` (in offset order) and moves the partition's position to
         ``next_position``, atomically; changes below the stored position were applied
         before (a replay after a crash) and are skipped."""
-        with self._open().begin(write=True) as txn:
-            position_key = keys.partition_key(delay_partition)
-            stored = txn.get(position_key, db=self._positions)
-            start = 0 if stored is None else keys.decode_int64(stored)
-            added: collections.Counter[str] = collections.Counter()
-            for change in changes:
-                if change.source_offset < start:
-                    continue
-                if change.cancels and change.key is not None:
-                    added[change.topic] -= self._cancel(txn, change.topic, change.key)
-                if change.record is not None:
-                    added[change.topic] += self._add(txn, change.record)
-            for topic, delta in added.items():
-                self._count(txn, topic, delta)
-            if next_position > start:
-                txn.put(position_key, keys.encode_int64(next_position), db=self._positions)
+        env = self._open()
+        filed = _Filing(self)
+        try:
+            with env.begin(write=True) as txn:
+                position_key = keys.partition_key(delay_partition)
+                stored = txn.get(position_key, db=self._positions)
+                start = 0 if stored is None else keys.decode_int64(stored)
+                for change in changes:
+                    if change.source_offset < start:
+                        continue
+                    self._apply(txn, change, filed, now_ms)
+                filed.commit(txn)
+                if next_position > start:
+                    txn.put(position_key, keys.encode_int64(next_position), db=self._positions)
+        except BaseException:
+            filed.rollback()
+            raise
+        filed.publish()
 
-    def _add(self, txn: Any, record: DelayedRecord) -> int:
-        """Schedules ``record``; returns how many records that added (0 or 1)."""
-        if not txn.put(record.pending_key, record.packed, db=self._pending, overwrite=False):
-            return 0  # there already (scheduled before a crash)
-        if record.key is not None:
-            txn.put(_by_key_key(record), b"", db=self._by_key)
-        return 1
+    def _apply(self, txn: Any, change: ScheduleChange, filed: _Filing, now_ms: int) -> None:
+        seq = self._take_seq()
+        topic_id = self._topic_id(txn, change.topic, filed.new_topics)
+        if change.cancels and change.key is not None:
+            txn.put(_cancel_key(topic_id, change.key), _INT64.pack(seq), db=self._cancels)
+        record = change.record
+        if record is not None:
+            bucket = bucket_for(record.due_ms, now_ms)
+            filed.add(bucket, record.due_ms, seq, topic_id, record.target.partition,
+                      record.source_offset, record.packed)  # fmt: skip
+            filed.counts[change.topic] += 1
 
-    def _cancel(self, txn: Any, topic: str, key: bytes) -> int:
-        """Removes the pending records of ``topic`` with ``key``; returns how many."""
-        prefix = keys.delay_by_key_prefix(topic, keys.key_digest(key))
-        cursor = txn.cursor(db=self._by_key)
-        found = []
-        if cursor.set_range(prefix):
-            for index_key in cursor.iternext(keys=True, values=False):
-                if not index_key.startswith(prefix):
-                    break
-                found.append(index_key)
-        removed = 0
-        for index_key in found:
-            due_ms, partition, offset = _ENTRY.unpack(index_key[len(prefix) :])
-            target = TopicPartition(topic, partition)
-            txn.delete(index_key, db=self._by_key)
-            removed += txn.delete(keys.delay_pending_key(due_ms, target, offset), db=self._pending)
-        return removed
+    def _take_seq(self) -> int:
+        seq = self._next_seq
+        self._next_seq += 1
+        return seq
 
-    def _add_lateness(self, txn: Any, topic: str, lateness_ms: Sequence[int]) -> None:
-        stored = txn.get(keys.topic_prefix(topic), db=self._lateness)
-        counts = list(_BUCKETS.unpack(stored)) if stored else [0] * (len(LATENESS_BOUNDS_MS) + 1)
-        for late in lateness_ms:
-            counts[bisect.bisect_left(LATENESS_BOUNDS_MS, late)] += 1
-        txn.put(keys.topic_prefix(topic), _BUCKETS.pack(*counts), db=self._lateness)
+    def _topic_id(self, txn: Any, topic: str, created: list[str]) -> int:
+        """The id of ``topic``, given one (and appended to ``created``) if it has none."""
+        topic_id = self._topic_ids.get(topic)
+        if topic_id is None:
+            created.append(topic)
+            stored = txn.get(_NEXT_TOPIC_ID_KEY, db=self._state)
+            topic_id = 0 if stored is None else _INT32.unpack(stored)[0]
+            txn.put(_NEXT_TOPIC_ID_KEY, _INT32.pack(topic_id + 1), db=self._state)
+            txn.put(topic.encode("utf-8"), _INT32.pack(topic_id), db=self._topics)
+            self._topic_ids[topic] = topic_id
+            self._topic_names[topic_id] = topic
+        return topic_id
 
     def _count(self, txn: Any, topic: str, delta: int) -> None:
         if not delta:
@@ -249,79 +359,286 @@ class DelayStore:
         else:
             txn.delete(count_key, db=self._counts)
 
+    # -- keeping the near buckets in memory ------------------------------------------------
+
+    @_guarded
+    def maintain(self, now_ms: int, split: bool = True) -> bool:
+        """Loads the minute buckets whose time has come, takes one step of splitting a
+        coarse bucket whose time has come (unless ``split`` is false) and of forgetting
+        spent cancellations; returns whether more splitting is waiting."""
+        if not self.exists:
+            return False
+        self._open()
+        for bucket in sorted(self._buckets, key=lambda b: b.start_ms):
+            due = bucket.is_minute and bucket.acts_at_ms <= now_ms
+            if due and bucket.start_ms not in self._loaded:
+                self._load(bucket)
+        if not split:
+            return False
+        waiting = [b for b in self._buckets if not b.is_minute and b.acts_at_ms <= now_ms]
+        if waiting:
+            self._split_step(min(waiting, key=lambda b: b.start_ms), now_ms)
+        self._purge_step()
+        return any(not b.is_minute and b.acts_at_ms <= now_ms for b in self._buckets)
+
+    def _load(self, bucket: Bucket) -> None:
+        state = self._buckets[bucket]
+        data = self._fs.read_file(self._path(bucket))[: state.length]
+        entries = [
+            entry
+            for _, entry in iter_entries(data, bucket.start_ms)
+            if (entry.order_ms, entry.seq) > state.mark
+        ]
+        self._heap += entries
+        heapq.heapify(self._heap)
+        self._loaded[bucket.start_ms] = len(entries)
+        self._marks[bucket.start_ms] = state.mark
+
+    def _split_step(self, bucket: Bucket, now_ms: int) -> None:
+        """Re-files up to SPLIT_BYTES of ``bucket`` into finer buckets; the bucket goes
+        once all of it is re-filed. Cancelled records and deleted topics' are dropped."""
+        state = self._buckets[bucket]
+        data = self._read_split_chunk(bucket, state)
+        filed = _Filing(self)
+        try:
+            with self._open().begin(write=True) as txn:
+                used = self._refile(txn, data, filed, now_ms)
+                for topic, dropped in filed.dropped.items():
+                    self._count(txn, topic, -dropped)
+                filed.commit(txn)
+                after = dataclasses.replace(state, split_position=state.split_position + used)
+                done = after.split_position >= after.length
+                if done:
+                    txn.delete(_bucket_key(bucket), db=self._bucket_db)
+                else:
+                    txn.put(_bucket_key(bucket), after.encode(), db=self._bucket_db)
+        except BaseException:
+            filed.rollback()
+            raise
+        filed.publish()
+        if done:
+            del self._buckets[bucket]
+            self._fs.remove(self._path(bucket))
+        else:
+            self._buckets[bucket] = after
+
+    def _refile(self, txn: Any, data: bytes, filed: _Filing, now_ms: int) -> int:
+        """Files the whole entries of ``data`` into their buckets as of ``now_ms``, but
+        cancelled records and deleted topics'; returns the bytes of ``data`` used."""
+        check = _has_cancels(txn, self._cancels)
+        used = 0
+        for used, entry in iter_entries(data):  # noqa: B007 (used after the loop)
+            topic = self._topic_names.get(entry.topic_id)
+            if topic is None:
+                continue
+            if check and self._cancelled(txn, entry):
+                filed.dropped[topic] += 1
+                continue
+            filed.add(bucket_for(entry.order_ms, now_ms), entry.order_ms, entry.seq,
+                      entry.topic_id, entry.partition, entry.source_offset,
+                      entry.packed)  # fmt: skip
+        return used
+
+    def _read_split_chunk(self, bucket: Bucket, state: BucketState) -> bytes:
+        """The next SPLIT_BYTES of the bucket to re-file, or the one entry that starts
+        there if it is longer."""
+        left = state.length - state.split_position
+        descriptor = self._fs.open_read(self._path(bucket))
+        try:
+            data = self._fs.pread(descriptor, min(left, SPLIT_BYTES), state.split_position)
+            if len(data) >= ENTRY.size:
+                entry_size = ENTRY.size + ENTRY.unpack_from(data)[-1]
+                if entry_size > len(data):
+                    data = self._fs.pread(descriptor, entry_size, state.split_position)
+        finally:
+            self._fs.close(descriptor)
+        return data
+
+    def _cancelled(self, txn: Any, entry: Entry) -> bool:
+        """Whether a cancellation (or replace) came after ``entry`` was scheduled."""
+        key = packed_key(entry.packed)
+        if key is None:
+            return False
+        stored = txn.get(_cancel_key(entry.topic_id, key), db=self._cancels)
+        return stored is not None and entry.seq < _INT64.unpack(stored)[0]
+
+    def _purge_step(self) -> None:
+        """Forgets, a batch at a time and a pass a minute, the cancellations older than
+        every record in the schedule: nothing is left for them to cancel."""
+        if self._purge_from is None:
+            if time.monotonic() - self._purge_started < PURGE_EVERY_S:
+                return
+            self._purge_started = time.monotonic()
+            self._purge_from = b""
+        oldest = min((s.min_seq for s in self._buckets.values()), default=self._next_seq)
+        with self._open().begin(write=True, db=self._cancels) as txn:
+            cursor = txn.cursor()
+            batch: list[tuple[bytes, int]] = []
+            if cursor.set_range(self._purge_from):
+                for key, value in cursor.iternext():
+                    batch.append((bytes(key), _INT64.unpack(value)[0]))
+                    if len(batch) == PURGE_BATCH:
+                        break
+            for key, seq in batch:
+                if seq <= oldest:
+                    txn.delete(key)
+        # Next time from just after the last key looked at; a short batch ends the pass.
+        self._purge_from = batch[-1][0] + b"\x00" if len(batch) == PURGE_BATCH else None
+
     # -- delivering due records -------------------------------------------------------------
 
     @_guarded
-    def next_due(self) -> int | None:
-        """The due time (ms) of the first pending record, or None."""
+    def next_wake(self) -> int | None:
+        """When something next needs doing (ms): the first record in memory falls due, a
+        minute bucket is to be loaded or a coarse one split; None with nothing pending."""
         if not self.exists:
             return None
-        with self._open().begin(db=self._pending) as txn:
-            cursor = txn.cursor()
-            if not cursor.first():
-                return None
-            return keys.split_delay_pending_key(cursor.key())[0]
+        self._open()
+        times = [b.acts_at_ms for b in self._buckets if b.start_ms not in self._loaded]
+        if self._heap:
+            times.append(self._heap[0].order_ms)
+        return min(times, default=None)
 
     @_guarded
-    def due(self, now_ms: int, limit: int) -> list[DelayedRecord]:
-        """Up to ``limit`` pending records due at or before ``now_ms``, in due order."""
-        if not self.exists:
-            return []
-        found: list[DelayedRecord] = []
-        with self._open().begin(db=self._pending) as txn:
-            for pending_key, stored in txn.cursor():
-                due_ms, target, offset = keys.split_delay_pending_key(pending_key)
-                if due_ms > now_ms or len(found) >= limit:
-                    break
-                packed = bytes(stored)
-                found.append(DelayedRecord(due_ms, target, offset, packed_key(packed), packed))
-        return found
+    def take_due(self, now_ms: int, limit: int) -> Turn:
+        """Takes up to ``limit`` records due at or before ``now_ms`` off the heap, in due
+        order, passing over cancelled ones; they stay in their files until ``finish_turn``."""
+        records: list[DelayedRecord] = []
+        turn = Turn(records, {}, collections.Counter())
+        if not self._heap or self._heap[0].order_ms > now_ms:
+            return turn
+        with self._open().begin() as txn:
+            check = _has_cancels(txn, self._cancels)
+            while self._heap and self._heap[0].order_ms <= now_ms and len(records) < limit:
+                entry = heapq.heappop(self._heap)
+                self._loaded[entry.bucket_start_ms] -= 1
+                turn.marks[entry.bucket_start_ms] = (entry.order_ms, entry.seq)
+                self._marks[entry.bucket_start_ms] = (entry.order_ms, entry.seq)
+                topic = self._topic_names.get(entry.topic_id)
+                if topic is None:
+                    continue  # its topic was deleted
+                if check and self._cancelled(txn, entry):
+                    turn.dropped[topic] += 1
+                    continue
+                records.append(_record(entry, topic))
+        return turn
 
     @_guarded
-    def begin_delivery(
-        self, target: TopicPartition, from_offset: int, records: Sequence[DelayedRecord]
-    ) -> None:
-        """Notes, durably, that ``records`` are about to be appended to ``target``, whose
-        log ends at ``from_offset``."""
-        value = keys.encode_int64(from_offset) + b"".join(
-            _LENGTH.pack(len(record.pending_key)) + record.pending_key for record in records
-        )
-        with self._open().begin(write=True, db=self._in_flight) as txn:
-            txn.put(keys.partition_key(target), value)
+    def begin_turn(self, turn: Turn) -> None:
+        """Notes, durably, that ``turn``'s records are about to be appended to their
+        topics, whose logs end at ``turn.from_offsets``."""
+        with self._open().begin(write=True, db=self._state) as txn:
+            txn.put(_TURN_KEY, _encode_turn(turn))
+        self.turn_under_way = True
 
     @_guarded
-    def finish_delivery(
-        self,
-        target: TopicPartition,
-        pending_keys: Sequence[bytes],
-        lateness_ms: Sequence[int] = (),
-    ) -> None:
-        """The records are in ``target`` durably (or were found there after a restart):
-        they stop being pending, with the note of the delivery, atomically; ``lateness_ms``
-        (how long after their due times they were delivered) joins the topic's counts."""
+    def finish_turn(self, turn: Turn, now_ms: int, lateness_ms: Sequence[int] = ()) -> None:
+        """``turn``'s records are in their topics durably (or were found there after a
+        restart): the delivery marks move, the note goes and ``lateness_ms`` (per record,
+        how long after its due time) joins the topics' counts, atomically. Minute buckets
+        past and emptied are removed."""
+        done = [
+            bucket
+            for bucket in self._buckets
+            if bucket.is_minute and self._loaded.get(bucket.start_ms) == 0
+        ]
         with self._open().begin(write=True) as txn:
-            if lateness_ms:
-                self._add_lateness(txn, target.topic, lateness_ms)
-            removed = 0
-            for pending_key in pending_keys:
-                stored = txn.get(pending_key, db=self._pending)
-                if stored is None:
-                    continue  # cancelled while it was being delivered
-                txn.delete(pending_key, db=self._pending)
-                record_key = packed_key(stored)
-                if record_key is not None:
-                    txn.delete(_by_key_key_of(pending_key, record_key), db=self._by_key)
-                removed += 1
-            self._count(txn, target.topic, -removed)
-            txn.delete(keys.partition_key(target), db=self._in_flight)
+            removed = collections.Counter(turn.dropped)
+            late: dict[str, list[int]] = collections.defaultdict(list)
+            for record, lateness in zip(turn.records, lateness_ms, strict=False):
+                late[record.target.topic].append(lateness)
+            for record in turn.records:
+                removed[record.target.topic] += 1
+            for topic, counts in late.items():
+                self._add_lateness(txn, topic, counts)
+            for topic, count in removed.items():
+                self._count(txn, topic, -count)
+            marked = {}
+            for start, mark in turn.marks.items():
+                bucket = Bucket(MINUTE_MS, start)
+                state = self._buckets.get(bucket)
+                if state is not None:
+                    marked[bucket] = dataclasses.replace(state, mark=mark)
+                    txn.put(_bucket_key(bucket), marked[bucket].encode(), db=self._bucket_db)
+            gone = [bucket for bucket in done if bucket.end_ms <= now_ms]
+            for bucket in gone:
+                txn.delete(_bucket_key(bucket), db=self._bucket_db)
+            txn.delete(_TURN_KEY, db=self._state)
+        self.turn_under_way = False
+        self._buckets.update(marked)
+        for bucket in gone:
+            del self._buckets[bucket]
+            del self._loaded[bucket.start_ms]
+            del self._marks[bucket.start_ms]
+            self._fs.remove(self._path(bucket))
+
+    def _add_lateness(self, txn: Any, topic: str, lateness_ms: Sequence[int]) -> None:
+        stored = txn.get(keys.topic_prefix(topic), db=self._lateness)
+        counts = list(_LATENESS.unpack(stored)) if stored else [0] * (len(LATENESS_BOUNDS_MS) + 1)
+        for late in lateness_ms:
+            counts[bisect.bisect_left(LATENESS_BOUNDS_MS, late)] += 1
+        txn.put(keys.topic_prefix(topic), _LATENESS.pack(*counts), db=self._lateness)
 
     @_guarded
-    def deliveries_under_way(self) -> list[Delivery]:
-        """Deliveries begun and not finished (the broker stopped between the two)."""
+    def resume_turn(self, now_ms: int) -> Turn | None:
+        """After a restart or a failed delivery: the turn noted by ``begin_turn`` and not
+        finished, its records taken off the schedule again (None without one). The
+        schedule in memory is rebuilt from the files first."""
+        if not self.exists:
+            return None
+        self._open()
+        self._heap, self._loaded, self._marks = [], {}, {}
+        self.maintain(now_ms, split=False)
+        with self._env.begin(db=self._state) as txn:
+            stored = txn.get(_TURN_KEY)
+            if stored is None:
+                self.turn_under_way = False
+                return None
+            marks, from_offsets, seqs = _decode_turn(bytes(stored))
+        records: list[DelayedRecord] = []
+        turn = Turn(records, marks, collections.Counter(), from_offsets)
+        kept: list[Entry] = []
+        for entry in self._heap:
+            mark = marks.get(entry.bucket_start_ms)
+            if mark is None or (entry.order_ms, entry.seq) > mark:
+                kept.append(entry)
+                continue
+            self._loaded[entry.bucket_start_ms] -= 1
+            topic = self._topic_names.get(entry.topic_id)
+            if entry.seq in seqs and topic is not None:
+                records.append(_record(entry, topic))
+            elif topic is not None:
+                turn.dropped[topic] += 1
+        records.sort(key=lambda record: (record.due_ms, record.seq))
+        heapq.heapify(kept)
+        self._heap = kept
+        self._marks.update(marks)
+        return turn
+
+    @_guarded
+    def peek(self, limit: int) -> list[DelayedRecord]:
+        """The first ``limit`` pending records in due order, left in place: every bucket
+        file is read, so this is for inspection, never for delivery."""
         if not self.exists:
             return []
-        with self._open().begin(db=self._in_flight) as txn:
-            return [_delivery(key, bytes(value)) for key, value in txn.cursor()]
+        entries: list[Entry] = []
+        with self._open().begin() as txn:
+            check = _has_cancels(txn, self._cancels)
+            for bucket, state in self._buckets.items():
+                data = self._fs.read_file(self._path(bucket))[: state.length]
+                mark = self._marks.get(bucket.start_ms, state.mark) if bucket.is_minute else NO_MARK
+                entries += [
+                    entry
+                    for end, entry in iter_entries(data)
+                    if end > state.split_position
+                    and (entry.order_ms, entry.seq) > mark
+                    and entry.topic_id in self._topic_names
+                    and not (check and self._cancelled(txn, entry))
+                ]
+        return [
+            _record(entry, self._topic_names[entry.topic_id])
+            for entry in heapq.nsmallest(limit, entries)
+        ]
 
     # -- statistics and topic deletion ------------------------------------------------------
 
@@ -336,14 +653,17 @@ class DelayStore:
                 _topic(key): keys.decode_int64(value) for key, value in txn.cursor(db=self._counts)
             }
             lateness = {
-                _topic(key): _BUCKETS.unpack(value) for key, value in txn.cursor(db=self._lateness)
+                _topic(key): _LATENESS.unpack(value) for key, value in txn.cursor(db=self._lateness)
             }
-            next_due: dict[str, int] = {}
-            for pending_key in _iter_keys(txn.cursor(db=self._pending)):
-                if len(next_due) == len(counts):
-                    break
-                due_ms, target, _ = keys.split_delay_pending_key(pending_key)
-                next_due.setdefault(target.topic, due_ms)
+            names = {
+                _INT32.unpack(value)[0]: bytes(key).decode("utf-8")
+                for key, value in txn.cursor(db=self._topics)
+            }
+            buckets = [
+                (Bucket(*_BUCKET_KEY.unpack(key)), _bucket_state(bytes(value)))
+                for key, value in txn.cursor(db=self._bucket_db)
+            ]
+        next_due = self._first_due(buckets, names)
         return {
             topic: TopicSummary(
                 counts.get(topic, 0),
@@ -353,23 +673,43 @@ class DelayStore:
             for topic in sorted(counts.keys() | lateness.keys())
         }
 
+    def _first_due(
+        self, buckets: Iterable[tuple[Bucket, BucketState]], names: dict[int, str]
+    ) -> dict[str, int]:
+        """Per topic, the first due time in the buckets: from each bucket's index, but
+        read from the file for a minute bucket delivery has begun on."""
+        first: dict[str, int] = {}
+        for bucket, state in buckets:
+            if state.mark == NO_MARK:
+                found = state.first_due
+            else:
+                found = {}
+                data = self._fs.read_file(self._path(bucket))[: state.length]
+                for _, entry in iter_entries(data):
+                    if (entry.order_ms, entry.seq) > state.mark:
+                        found[entry.topic_id] = min(found.get(entry.topic_id, entry.order_ms),
+                                                    entry.order_ms)  # fmt: skip
+            for topic_id, due in found.items():
+                name = names.get(topic_id)
+                if name is not None and due < first.get(name, due + 1):
+                    first[name] = due
+        return first
+
     @_guarded
     def forget_topic(self, topic: str, delay_topic: str) -> None:
-        """Removes every pending record of ``topic`` and the positions of ``delay_topic``
-        (the topic was deleted: its delayed records go with it)."""
+        """Forgets ``topic``'s pending records (skipped wherever they are met: their
+        topic id is gone) and the positions of ``delay_topic`` (the topic was deleted)."""
         if not self.exists:
             return
         with self._open().begin(write=True) as txn:
-            doomed = [
-                pending_key
-                for pending_key in _iter_keys(txn.cursor(db=self._pending))
-                if keys.split_delay_pending_key(pending_key)[1].topic == topic
-            ]
-            for pending_key in doomed:
-                txn.delete(pending_key, db=self._pending)
-            delete_prefixed(txn.cursor(db=self._by_key), keys.topic_prefix(topic))
-            delete_prefixed(txn.cursor(db=self._positions), keys.topic_prefix(delay_topic))
-            delete_prefixed(txn.cursor(db=self._in_flight), keys.topic_prefix(topic))
+            topic_id = self._topic_ids.pop(topic, None)
+            if topic_id is not None:
+                del self._topic_names[topic_id]
+            txn.delete(topic.encode("utf-8"), db=self._topics)
+            cursor = txn.cursor(db=self._positions)
+            prefix = keys.topic_prefix(delay_topic)
+            while cursor.set_range(prefix) and bytes(cursor.key()).startswith(prefix):
+                cursor.delete()
             txn.delete(keys.topic_prefix(topic), db=self._counts)
             txn.delete(keys.topic_prefix(topic), db=self._lateness)
 
@@ -381,36 +721,175 @@ class DelayStore:
             self._env = None
 
     def release(self) -> None:
-        """Unmaps the schedule's pages until it is next used (module docstring)."""
+        """Closes the environment until it is next used (an open costs ~0.2 ms): LMDB
+        reads through a memory map, and the pages a turn touched (cancellations looked up
+        by hashed key, scattered over the file) would otherwise stay resident."""
         self.close()
 
+    def _mark(self, bucket: Bucket) -> tuple[int, int]:
+        """The last record delivered from a minute bucket (taken, while it is loaded)."""
+        if bucket.start_ms in self._loaded:
+            return self._marks[bucket.start_ms]
+        state = self._buckets.get(bucket)
+        return NO_MARK if state is None else state.mark
 
-def _by_key_key(record: DelayedRecord) -> bytes:
-    assert record.key is not None
-    return _by_key_key_of(record.pending_key, record.key)
+    def _path(self, bucket: Bucket) -> str:
+        return os.path.join(self._buckets_dir, bucket.file_name)
 
 
-def _by_key_key_of(pending_key: bytes, record_key: bytes) -> bytes:
-    due_ms, target, offset = keys.split_delay_pending_key(pending_key)
-    prefix = keys.delay_by_key_prefix(target.topic, keys.key_digest(record_key))
-    return prefix + _ENTRY.pack(due_ms, target.partition, offset)
+class _Filing:
+    """Entries appended to bucket files in one store transaction: written and synced
+    before the transaction commits the new lengths (``commit``), and put in memory
+    after it (``publish``) for the buckets that are loaded."""
+
+    def __init__(self, store: DelayStore) -> None:
+        self._store = store
+        self._parts: dict[Bucket, list[bytes]] = collections.defaultdict(list)
+        self._loaded: list[Entry] = []
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.dropped: collections.Counter[str] = collections.Counter()
+        self._first_due: dict[Bucket, dict[int, int]] = collections.defaultdict(dict)
+        self._min_seq: dict[Bucket, int] = {}
+        self._seq_before = store._next_seq
+        self._written: list[Bucket] = []
+        self.new_topics: list[str] = []
+        self._states: dict[Bucket, BucketState] = {}
+
+    def add(self, bucket: Bucket, order_ms: int, seq: int, topic_id: int, partition: int,
+            source_offset: int, packed: bytes) -> None:  # fmt: skip
+        store = self._store
+        # Never behind what was delivered from the bucket: its mark must stay the boundary
+        # between delivered and pending (a record due in the past, a split catching up, a
+        # wall clock stepped back). It is overdue: it goes next.
+        if bucket.is_minute and (order_ms, seq) <= store._mark(bucket):
+            order_ms = store._mark(bucket)[0] + 1
+        if bucket.is_minute and bucket.start_ms in store._loaded:
+            self._loaded.append(Entry(order_ms, seq, bucket.start_ms, topic_id, partition,
+                                      source_offset, packed))  # fmt: skip
+        self._parts[bucket].append(
+            encode_entry(order_ms, seq, topic_id, partition, source_offset, packed)
+        )
+        firsts = self._first_due[bucket]
+        if order_ms < firsts.get(topic_id, order_ms + 1):
+            firsts[topic_id] = order_ms
+        self._min_seq[bucket] = min(seq, self._min_seq.get(bucket, seq))
+
+    def commit(self, txn: Any) -> None:
+        store = self._store
+        fs = store._fs
+        paths, created = [], False
+        for bucket, parts in self._parts.items():
+            path = store._path(bucket)
+            created |= bucket not in store._buckets
+            self._written.append(bucket)
+            descriptor = fs.open_append(path)
+            try:
+                fs.write(descriptor, list(parts))
+            finally:
+                fs.close(descriptor)
+            paths.append(path)
+        fs.sync_all(paths, [store._buckets_dir] if created else [])
+        for bucket, parts in self._parts.items():
+            old = store._buckets.get(bucket) or BucketState(min_seq=self._min_seq[bucket])
+            min_seq = min(old.min_seq, self._min_seq[bucket])
+            state = BucketState(old.length + sum(map(len, parts)), old.split_position, old.mark,
+                                min_seq, dict(old.first_due))  # fmt: skip
+            for topic_id, due in self._first_due[bucket].items():
+                state.first_due[topic_id] = min(state.first_due.get(topic_id, due), due)
+            txn.put(_bucket_key(bucket), state.encode(), db=store._bucket_db)
+            self._states[bucket] = state
+        for topic, count in self.counts.items():
+            store._count(txn, topic, count)
+        txn.put(_SEQ_KEY, _INT64.pack(store._next_seq), db=store._state)
+
+    def rollback(self) -> None:
+        """Undoes what a transaction that failed left behind: bytes appended past the
+        committed lengths (a retry would commit them as its own), seqs and topic ids."""
+        store = self._store
+        for bucket in self._written:
+            state = store._buckets.get(bucket)
+            try:
+                if state is None:
+                    store._fs.remove(store._path(bucket))
+                else:
+                    store._fs.truncate(store._path(bucket), state.length)
+            except OSError:  # cut back when the store is next opened
+                log.exception("delay schedule: cannot cut back %s", bucket.file_name)
+        store._next_seq = self._seq_before
+        for topic in self.new_topics:
+            del store._topic_names[store._topic_ids.pop(topic)]
+
+    def publish(self) -> None:
+        store = self._store
+        store._buckets.update(self._states)
+        for entry in self._loaded:
+            heapq.heappush(store._heap, entry)
+            store._loaded[entry.bucket_start_ms] += 1
 
 
-def _delivery(key: bytes, value: bytes) -> Delivery:
-    from_offset = keys.decode_int64(value[:8])
-    pending_keys, position = [], 8
-    while position < len(value):
-        (length,) = _LENGTH.unpack_from(value, position)
-        position += _LENGTH.size
-        pending_keys.append(value[position : position + length])
+def _record(entry: Entry, topic: str) -> DelayedRecord:
+    return DelayedRecord(entry.order_ms, TopicPartition(topic, entry.partition),
+                         entry.source_offset, packed_key(entry.packed), entry.packed,
+                         entry.seq)  # fmt: skip
+
+
+def _refuse_old_layout(env: Any) -> None:
+    """Raises if the schedule is in the layout of an older kshim (every pending record in
+    an LMDB table keyed by due time), which this one would not read: better to stop than
+    to drop its records."""
+    try:
+        env.open_db(b"delay_pending", create=False)
+    except lmdb.NotFoundError:
+        return
+    env.close()
+    raise ScheduleLayoutError(
+        "the delay schedule in this data directory was written by an older kshim (one LMDB "
+        "table keyed by due time); deliver or move its pending records with that version"
+    )
+
+
+def _has_cancels(txn: Any, cancels: Any) -> bool:
+    return bool(txn.stat(cancels)["entries"])
+
+
+def _encode_turn(turn: Turn) -> bytes:
+    """The marks, then per target its partition, log end and topic name, then the seqs."""
+    parts = [_INT32.pack(len(turn.marks))]
+    parts += [_MARK.pack(start, *mark) for start, mark in turn.marks.items()]
+    parts.append(_INT32.pack(len(turn.from_offsets)))
+    for target, from_offset in turn.from_offsets.items():
+        name = target.topic.encode("utf-8")
+        parts += [_TARGET.pack(target.partition, from_offset, len(name)), name]
+    parts.append(b"".join(_INT64.pack(record.seq) for record in turn.records))
+    return b"".join(parts)
+
+
+def _decode_turn(
+    data: bytes,
+) -> tuple[dict[int, tuple[int, int]], dict[TopicPartition, int], set[int]]:
+    (count,) = _INT32.unpack_from(data)
+    position = _INT32.size
+    marks = {}
+    for _ in range(count):
+        start, order, seq = _MARK.unpack_from(data, position)
+        marks[start] = (order, seq)
+        position += _MARK.size
+    (count,) = _INT32.unpack_from(data, position)
+    position += _INT32.size
+    from_offsets = {}
+    for _ in range(count):
+        partition, from_offset, length = _TARGET.unpack_from(data, position)
+        position += _TARGET.size
+        topic = data[position : position + length].decode("utf-8")
         position += length
-    return Delivery(keys.split_partition_key(key), from_offset, pending_keys)
+        from_offsets[TopicPartition(topic, partition)] = from_offset
+    seqs = {seq for (seq,) in _INT64.iter_unpack(data[position:])}
+    return marks, from_offsets, seqs
+
+
+def _cancel_key(topic_id: int, key: bytes) -> bytes:
+    return _INT32.pack(topic_id) + keys.key_digest(key)
 
 
 def _topic(prefix: bytes) -> str:
     return bytes(prefix).rstrip(keys.NAME_TERMINATOR).decode("utf-8")
-
-
-def _iter_keys(cursor: Any) -> Iterator[bytes]:
-    for key in cursor.iternext(keys=True, values=False):
-        yield bytes(key)

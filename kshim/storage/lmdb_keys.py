@@ -110,28 +110,10 @@ def full_key_key(topic_partition: TopicPartition, key_digest: bytes) -> bytes:
 
 
 # Delayed delivery (kshim/storage/delay_store.py) keeps its own LMDB environment.
-DELAY_PENDING_DB = b"delay_pending"  # delay_pending_key -> the record, a one-record v2 batch
-DELAY_BY_KEY_DB = b"delay_by_key"  # delay_by_key_key -> empty (pending records by record key)
+DELAY_STATE_DB = b"delay_state"  # next seq, next topic id, the delivery under way
+DELAY_BUCKETS_DB = b"delay_buckets"  # int64 width, int64 start -> the bucket's committed state
 DELAY_POSITIONS_DB = b"delay_positions"  # partition_key of T.delay -> int64 next offset read
-DELAY_IN_FLIGHT_DB = b"delay_in_flight"  # partition_key of T -> a delivery under way
+DELAY_TOPICS_DB = b"delay_topics"  # topic name -> int32 id in bucket entries
+DELAY_CANCELS_DB = b"delay_cancels"  # int32 topic id, key_digest -> int64 seq cancelled below
 DELAY_COUNTS_DB = b"delay_counts"  # topic_prefix of T -> int64 pending records
 DELAY_LATENESS_DB = b"delay_lateness"  # topic_prefix of T -> int64 counts per lateness bucket
-
-
-def delay_pending_key(due_ms: int, target: TopicPartition, source_offset: int) -> bytes:
-    """``int64 due ms, topic NUL int32 partition, int64 offset in T.delay``: pending records
-    in due-time order, ties in produce order within a partition."""
-    return _INT64.pack(due_ms) + partition_key(target) + _INT64.pack(source_offset)
-
-
-def split_delay_pending_key(key: bytes) -> tuple[int, TopicPartition, int]:
-    """Inverse of ``delay_pending_key``: due ms, target partition, offset in T.delay."""
-    due_ms = decode_int64(key[: _INT64.size])
-    target = split_partition_key(key[_INT64.size : -_INT64.size])
-    return due_ms, target, decode_int64(key[-_INT64.size :])
-
-
-def delay_by_key_prefix(topic: str, key_digest: bytes) -> bytes:
-    """``topic NUL digest``: every pending record of a topic with one record key (hashed,
-    as LMDB keys are limited to 511 bytes and Kafka keys are not)."""
-    return topic_prefix(topic) + key_digest

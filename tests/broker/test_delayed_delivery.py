@@ -87,7 +87,7 @@ from kshim.protocol.records import (
     decode_records,
     iter_records,
 )
-from kshim.storage.delay_store import DelayedRecord, DelayStore
+from kshim.storage.delay_store import DelayedRecord, DelayStore, Turn
 from kshim.storage.interface import PartitionLog, TopicPartition
 from kshim.storage.memory_log import MemoryLogStore
 from kshim.testing import FakeClock
@@ -195,7 +195,7 @@ async def schedule(broker: Broker, topic_partition: TopicPartition, records: lis
 
 
 def pending(broker: Broker) -> list[tuple[int, TopicPartition, int]]:
-    return [(r.due_ms, r.target, r.source_offset) for r in store(broker).due(FOREVER, 1 << 20)]
+    return [(r.due_ms, r.target, r.source_offset) for r in store(broker).peek(1 << 20)]
 
 
 def pending_counts(broker: Broker) -> dict[str, int]:
@@ -311,19 +311,19 @@ async def running(broker: Broker) -> AsyncIterator[asyncio.Task[None]]:
             await task
 
 
-def spy_next_due(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
-    """Every answer of the store's ``next_due``: the job asks once per round, as its last
+def spy_next_wake(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """Every answer of the store's ``next_wake``: the job asks once per round, as its last
     look at the store before it sleeps (so the test itself never opens the store while
     the job's threads may)."""
     seen: list[int | None] = []
-    next_due = store(broker).next_due
+    next_wake = store(broker).next_wake
 
     def spied() -> int | None:
-        answer = next_due()
+        answer = next_wake()
         seen.append(answer)
         return answer
 
-    monkeypatch.setattr(store(broker), "next_due", spied)
+    monkeypatch.setattr(store(broker), "next_wake", spied)
     return seen
 
 
@@ -454,7 +454,7 @@ async def test_the_scheduled_record_is_the_record_as_produced(broker: Broker) ->
     headers = (*at(NOW), ("trace", b"abc"), ("empty", None))
     await append(broker, D0, [record(at(NOW), value=b"first"), record(headers, b"second", b"id")])
     await ingest_partition(broker, D0)
-    [_, second] = store(broker).due(FOREVER, 10)
+    [_, second] = store(broker).peek(10)
     stored = unpack_record(second.packed, second.source_offset)
     assert (stored.offset, stored.timestamp, stored.key, stored.value, stored.headers) == (
         1, NOW, b"id", b"second", headers,
@@ -565,7 +565,7 @@ async def test_nothing_is_delivered_before_its_due_time(broker: Broker, clock: F
     assert await values(broker, T0) == [b"later"]
     assert await deliver_due(broker) == 0
     assert pending(broker) == []
-    assert store(broker).deliveries_under_way() == []
+    assert not store(broker).turn_under_way
     assert pending_counts(broker) == {}
 
 
@@ -661,19 +661,27 @@ async def test_records_for_a_deleted_target_are_dropped_not_delivered(broker: Br
     await broker.topics.delete(TOPIC)  # gone without DeleteTopics' clean-up
     assert await deliver_due(broker) == 1
     assert pending(broker) == []
-    assert store(broker).deliveries_under_way() == []
+    assert not store(broker).turn_under_way
 
 
 # == exactly once across a stop in the middle of a delivery =================================
 
 
-async def due_in_t0(broker: Broker, *items: bytes) -> list[DelayedRecord]:
-    """Schedules one record per value for partition 0, all due now."""
+async def due_in_t0(broker: Broker, *items: bytes) -> Turn:
+    """Schedules one record per value for partition 0, all due now, and takes them off
+    the schedule as the dispatcher does."""
     await with_companion(broker)
     await schedule(broker, D0, [record(at(NOW), value) for value in items])
-    due = store(broker).due(NOW, 100)
-    assert len(due) == len(items)
+    store(broker).maintain(NOW)
+    due = store(broker).take_due(NOW, 100)
+    assert len(due.records) == len(items)
     return due
+
+
+def note(broker: Broker, turn: Turn) -> None:
+    """What the dispatcher notes before it appends ``turn``'s records to T0."""
+    turn.from_offsets[T0] = log_of(broker, T0).log_end_offset
+    store(broker).begin_turn(turn)
 
 
 async def append_delivery(broker: Broker, records: list[DelayedRecord]) -> None:
@@ -685,17 +693,17 @@ async def append_delivery(broker: Broker, records: list[DelayedRecord]) -> None:
     await partition_log.wait_durable(offset + header.last_offset_delta)
 
 
-async def test_a_noted_delivery_that_never_reached_the_target_stays_pending(
+async def test_a_noted_delivery_that_never_reached_the_target_is_delivered_at_start(
     broker: Broker,
 ) -> None:
     due = await due_in_t0(broker, b"a", b"b")
     await append(broker, T0, [record((), b"other producer")])
-    store(broker).begin_delivery(T0, log_of(broker, T0).log_end_offset, due)
+    note(broker, due)
     # power cut: the append was never durable, so T holds nothing of it
     await settle_deliveries(broker)
-    assert store(broker).deliveries_under_way() == []
-    assert [r.pending_key for r in store(broker).due(NOW, 10)] == [r.pending_key for r in due]
-    assert await deliver_due(broker) == 2
+    assert not store(broker).turn_under_way
+    assert pending(broker) == []
+    assert store(broker).summary()[TOPIC].delivered == 2
     assert await deliver_due(broker) == 0
     assert await values(broker, T0) == [b"other producer", b"a", b"b"]
 
@@ -705,12 +713,12 @@ async def test_a_noted_delivery_found_in_the_target_is_finished_not_redelivered(
 ) -> None:
     due = await due_in_t0(broker, b"a", b"b")
     await append(broker, T0, [record((), b"before")])
-    store(broker).begin_delivery(T0, log_of(broker, T0).log_end_offset, due)
+    note(broker, due)
     await append(broker, T0, [record((), b"another producer")])
-    await append_delivery(broker, due)
-    # kill -9: finish_delivery never ran
+    await append_delivery(broker, due.records)
+    # kill -9: finish_turn never ran
     await settle_deliveries(broker)
-    assert store(broker).deliveries_under_way() == []
+    assert not store(broker).turn_under_way
     assert pending(broker) == []
     assert pending_counts(broker) == {}
     assert store(broker).summary()[TOPIC].delivered == 2  # counted, as delivered by now
@@ -722,13 +730,12 @@ async def test_a_partly_arrived_delivery_delivers_only_the_missing_records(
     broker: Broker,
 ) -> None:
     due = await due_in_t0(broker, b"a", b"b", b"c")
-    store(broker).begin_delivery(T0, log_of(broker, T0).log_end_offset, due)
-    await append_delivery(broker, [due[0], due[2]])
+    note(broker, due)
+    await append_delivery(broker, [due.records[0], due.records[2]])
     await settle_deliveries(broker)
-    assert store(broker).deliveries_under_way() == []
-    assert pending(broker) == [(NOW, T0, 1)]
-    assert store(broker).summary()[TOPIC].delivered == 2
-    assert await deliver_due(broker) == 1
+    assert not store(broker).turn_under_way
+    assert pending(broker) == []
+    assert store(broker).summary()[TOPIC].delivered == 3
     assert await deliver_due(broker) == 0
     assert await values(broker, T0) == [b"a", b"c", b"b"]
 
@@ -736,23 +743,61 @@ async def test_a_partly_arrived_delivery_delivers_only_the_missing_records(
 async def test_a_delivery_found_before_the_noted_offset_does_not_count(broker: Broker) -> None:
     """Only what T holds from the noted offset on arrived with this delivery."""
     due = await due_in_t0(broker, b"a")
-    await append_delivery(broker, due)  # an identical batch, before the note
-    store(broker).begin_delivery(T0, log_of(broker, T0).log_end_offset, due)
+    await append_delivery(broker, due.records)  # an identical batch, before the note
+    note(broker, due)
     await settle_deliveries(broker)
-    assert pending(broker) == [(NOW, T0, 0)]
+    assert pending(broker) == []
+    assert await values(broker, T0) == [b"a", b"a"]
+
+
+async def test_a_turn_that_failed_after_its_append_is_finished_not_repeated(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await with_companion(broker)
+    await schedule(broker, D0, [record(at(NOW), b"a"), record(at(NOW), b"b")])
+    finish = store(broker).finish_turn
+    monkeypatch.setattr(store(broker), "finish_turn", failing(OSError("disk full")))
+    with pytest.raises(OSError, match="disk full"):
+        await deliver_due(broker)
+    monkeypatch.setattr(store(broker), "finish_turn", finish)
+    assert await deliver_due(broker) == 0  # the failed turn is finished first
+    assert await values(broker, T0) == [b"a", b"b"]
+    assert pending(broker) == [] and pending_counts(broker) == {}
+    assert not store(broker).turn_under_way
+
+
+async def test_a_turn_that_failed_before_its_note_is_delivered_by_the_next(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await with_companion(broker)
+    await schedule(broker, D0, [record(at(NOW), b"a")])
+    begin = store(broker).begin_turn
+    monkeypatch.setattr(store(broker), "begin_turn", failing(OSError("disk full")))
+    with pytest.raises(OSError, match="disk full"):
+        await deliver_due(broker)
+    monkeypatch.setattr(store(broker), "begin_turn", begin)
+    assert await deliver_due(broker) == 1
+    assert await values(broker, T0) == [b"a"]
+
+
+def failing(error: Exception) -> Callable[..., None]:
+    def fail(*_: object) -> None:
+        raise error
+
+    return fail
 
 
 async def test_run_delays_settles_a_delivery_under_way_before_anything_else(
     broker: Broker,
 ) -> None:
     due = await due_in_t0(broker, b"a", b"b")
-    store(broker).begin_delivery(T0, log_of(broker, T0).log_end_offset, due)
-    await append_delivery(broker, due[:1])
+    note(broker, due)
+    await append_delivery(broker, due.records[:1])
     async with running(broker):
         await eventually(lambda: log_of(broker, T0).high_watermark == 2, "b delivered")
     assert await values(broker, T0) == [b"a", b"b"]
     assert pending(broker) == []
-    assert store(broker).deliveries_under_way() == []
+    assert not store(broker).turn_under_way
 
 
 # == the handlers and a delay companion =====================================================
@@ -786,7 +831,7 @@ async def test_produce_to_a_delay_companion_is_delivered_by_the_runner(
     await with_companion(broker)
     written = await produce(broker, D1, [record(after(10), b"soon")])
     assert written.error_code == ErrorCode.none
-    seen = spy_next_due(broker, monkeypatch)
+    seen = spy_next_wake(broker, monkeypatch)
     async with running(broker):
         await eventually(lambda: NOW + 10 in seen, "the record read into the schedule")
         assert log_of(broker, T1).high_watermark == 0
@@ -947,7 +992,7 @@ async def test_run_delays_creates_nothing_when_nothing_is_delayed(
     broker: Broker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await produce(broker, T0, [record((), b"plain")])
-    seen = spy_next_due(broker, monkeypatch)
+    seen = spy_next_wake(broker, monkeypatch)
     async with running(broker) as task:
         await eventually(lambda: len(seen) >= 1, "a first round of the job")
         broker.delays.notify(T0)  # a wake-up for a partition with nothing to delay

@@ -1,13 +1,14 @@
 """From the schedule to ``T``: due records appended in due order, each exactly once.
 
-A delivery notes in the store, durably, where ``T``'s log ended and which records it is
-about to append; appends them as one batch (no producer id, the original timestamps,
-keys, values and headers, plus ``kshim-delayed-from``) and waits until that batch is
-durable; then removes the records and the note in one store transaction. A broker that
-stops in between finds the note at start (``settle_deliveries``) and reads ``T`` from the
-noted offset: the records whose ``kshim-delayed-from`` it finds there arrived, the others
-are still pending and go out again. So each record appears once, across kill -9 and
-power loss, the way the full-data view checks its applied position against its log.
+A turn takes the due records off the schedule (kshim/storage/delay_store.py), notes in
+the store, durably, which they are and where each topic's log ended; appends them (no
+producer id, the original timestamps, keys, values and headers, plus
+``kshim-delayed-from``) and waits until they are durable; then moves the schedule's
+delivery marks past them and drops the note in one store transaction. A broker that
+stops in between finds the note at start (``settle_deliveries``), reads each ``T`` from
+the noted offset and appends only the records whose ``kshim-delayed-from`` it does not
+find there, before finishing the turn. So each record appears once, across kill -9
+and power loss, the way the full-data view checks its applied position against its log.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from kshim.broker.delay.naming import DELAYED_FROM_HEADER, delayed_from
 from kshim.protocol.packed_record import unpack_record
 from kshim.protocol.record_batch import iter_batches, read_header, set_log_append_time
 from kshim.protocol.records import Record, build_batch, decode_records
-from kshim.storage import lmdb_keys as keys
-from kshim.storage.delay_store import DelayedRecord, Delivery
+from kshim.storage.delay_store import DelayedRecord
 from kshim.storage.interface import PartitionLog, TopicPartition, chunks_bytes
 
 log = logging.getLogger(__name__)
@@ -35,28 +35,58 @@ SCAN_BYTES = 1 << 20
 async def deliver_due(host: DelayHost) -> int:
     """Delivers up to DELIVERY_RECORDS records due now; returns how many."""
     schedule = host.delays
+    store = schedule.store
     async with schedule.lock:
-        due = await asyncio.to_thread(schedule.store.due, host.clock(), DELIVERY_RECORDS)
-        by_target: dict[TopicPartition, list[DelayedRecord]] = {}
-        for record in due:
-            by_target.setdefault(record.target, []).append(record)
-        for target, records in by_target.items():
-            await _deliver(host, target, records)
-    return len(due)
+        if store.turn_under_way:  # a turn failed part-way: finish it first
+            await _settle(host)
+        try:
+            return await _turn(host)
+        except BaseException:
+            # Records were taken off the schedule in memory only: it is rebuilt from
+            # disk (and a noted turn finished) before the next turn.
+            store.turn_under_way = True
+            raise
 
 
-async def _deliver(host: DelayHost, target: TopicPartition, records: list[DelayedRecord]) -> None:
-    """One note, the records appended as batches of at most DELIVERY_BYTES, one wait until
-    they are durable, one store transaction: the two store commits and the log's sync
-    are paid once for the lot, which is what keeps a burst falling due together fast."""
+async def _turn(host: DelayHost) -> int:
+    """Takes the records due now off the schedule, notes them, appends them, finishes."""
     store = host.delays.store
-    pending_keys = [record.pending_key for record in records]
+    now = host.clock()
+    await asyncio.to_thread(store.maintain, now, False)  # the minutes falling due
+    turn = await asyncio.to_thread(store.take_due, now, DELIVERY_RECORDS)
+    if not turn.records:
+        if turn.marks:  # only cancelled records were due
+            await asyncio.to_thread(store.finish_turn, turn, host.clock())
+        return 0
+    by_target = _by_target(turn.records)
+    for target in by_target:
+        partition_log = host.topics.log(target)
+        if partition_log is not None:
+            turn.from_offsets[target] = partition_log.log_end_offset
+    await asyncio.to_thread(store.begin_turn, turn)
+    for target, records in by_target.items():
+        await _append(host, target, records)
+    delivered_at = host.clock()
+    lateness = [max(0, delivered_at - record.due_ms) for record in turn.records]
+    await asyncio.to_thread(store.finish_turn, turn, delivered_at, lateness)
+    return len(turn.records)
+
+
+def _by_target(records: Sequence[DelayedRecord]) -> dict[TopicPartition, list[DelayedRecord]]:
+    by_target: dict[TopicPartition, list[DelayedRecord]] = {}
+    for record in records:
+        by_target.setdefault(record.target, []).append(record)
+    return by_target
+
+
+async def _append(host: DelayHost, target: TopicPartition, records: list[DelayedRecord]) -> None:
+    """The records appended as batches of at most DELIVERY_BYTES and made durable (one
+    wait for the lot, which is what keeps a burst falling due together fast); nothing
+    for a topic deleted meanwhile."""
     partition_log = host.topics.log(target)
     topic = host.topics.get(target.topic)
-    if partition_log is None or topic is None:  # deleted meanwhile: nowhere to go
-        await asyncio.to_thread(store.finish_delivery, target, pending_keys)
+    if partition_log is None or topic is None or not records:
         return
-    await asyncio.to_thread(store.begin_delivery, target, partition_log.log_end_offset, records)
     batches = await asyncio.to_thread(lambda: [delivery_batch(part) for part in _parts(records)])
     log_append_time = topic.configs["message.timestamp.type"] == "LogAppendTime"
     last_offset = -1
@@ -67,9 +97,6 @@ async def _deliver(host: DelayHost, target: TopicPartition, records: list[Delaye
         header = read_header(batch)  # built here, CRC and all: nothing to validate
         last_offset = partition_log.append(batch, header) + header.last_offset_delta
     await partition_log.wait_durable(last_offset)
-    delivered_at = host.clock()
-    lateness = [max(0, delivered_at - record.due_ms) for record in records]
-    await asyncio.to_thread(store.finish_delivery, target, pending_keys, lateness)
 
 
 def delivery_batch(records: Sequence[DelayedRecord]) -> bytes:
@@ -98,42 +125,52 @@ def _parts(records: list[DelayedRecord]) -> list[list[DelayedRecord]]:
 
 
 async def settle_deliveries(host: DelayHost) -> None:
-    """At start: a delivery the broker did not finish is finished for the records that
-    reached ``T`` and forgotten for the others, which stay pending."""
+    """At start (under the schedule's lock): rebuilds the schedule in memory and
+    finishes a turn the broker did not, appending the records that had not reached
+    their topics."""
+    async with host.delays.lock:
+        await _settle(host)
+
+
+async def _settle(host: DelayHost) -> None:
     store = host.delays.store
-    for delivery in await asyncio.to_thread(store.deliveries_under_way):
-        arrived = await _arrived(host.topics.log(delivery.target), delivery)
+    turn = await asyncio.to_thread(store.resume_turn, host.clock())
+    if turn is None:
+        return
+    for target, records in _by_target(turn.records).items():
+        from_offset = turn.from_offsets.get(target)
+        arrived = await _arrived(host.topics.log(target), from_offset, records)
         log.info("%s: a delivery of %d delayed records was under way at the last stop; "
-                 "%d had arrived", delivery.target, len(delivery.pending_keys),
-                 len(arrived))  # fmt: skip
-        # When they arrived is not kept: they count as delivered at this start, the
-        # latest they can have been, so ``kshim delays`` counts every delivered record.
-        now = host.clock()
-        lateness = [max(0, now - keys.split_delay_pending_key(key)[0]) for key in arrived]
-        await asyncio.to_thread(store.finish_delivery, delivery.target, arrived, lateness)
+                 "%d had arrived", target, len(records), len(arrived))  # fmt: skip
+        if from_offset is not None:  # no log then: the topic was being deleted
+            await _append(host, target, [r for r in records if r.seq not in arrived])
+    # When they arrived is not kept: they count as delivered at this start, the latest
+    # they can have been, so ``kshim delays`` counts every delivered record.
+    now = host.clock()
+    lateness = [max(0, now - record.due_ms) for record in turn.records]
+    await asyncio.to_thread(store.finish_turn, turn, now, lateness)
 
 
-async def _arrived(partition_log: PartitionLog | None, delivery: Delivery) -> list[bytes]:
-    """The pending keys of ``delivery`` whose records are in ``T`` at or after its offset."""
-    if partition_log is None:
-        return []
-    by_source = {
-        delayed_from(delivery.target.partition, keys.split_delay_pending_key(key)[2]): key
-        for key in delivery.pending_keys
-    }
-    found: list[bytes] = []
-    offset = max(delivery.from_offset, partition_log.log_start_offset)
+async def _arrived(
+    partition_log: PartitionLog | None, from_offset: int | None, records: list[DelayedRecord]
+) -> set[int]:
+    """The seqs of ``records`` found in ``T`` at or after ``from_offset``."""
+    if partition_log is None or from_offset is None:
+        return set()
+    by_source = {delayed_from(r.target.partition, r.source_offset): r.seq for r in records}
+    found: set[int] = set()
+    offset = max(from_offset, partition_log.log_start_offset)
     while offset < partition_log.high_watermark:
         result = await partition_log.read(offset, SCAN_BYTES)
         if result.end_offset <= offset:
             break
         data = await asyncio.to_thread(chunks_bytes, result.chunks)
-        found += _sources_in(data, by_source)
+        found.update(_sources_in(data, by_source))
         offset = result.end_offset
     return found
 
 
-def _sources_in(data: bytes, by_source: dict[bytes, bytes]) -> list[bytes]:
+def _sources_in(data: bytes, by_source: dict[bytes, int]) -> list[int]:
     view = memoryview(data)
     found = []
     for position, header in iter_batches(view):

@@ -63,7 +63,7 @@ async def ingest_partition(host: DelayHost, delay_partition: TopicPartition) -> 
     changes = schedule_changes(data, list(transactions.aborted), target_partition)
     async with schedule.lock:
         await asyncio.to_thread(
-            schedule.store.schedule, delay_partition, changes, result.end_offset
+            schedule.store.schedule, delay_partition, changes, result.end_offset, host.clock()
         )
         schedule.set_position(delay_partition, result.end_offset)
     return True

@@ -86,10 +86,11 @@ def _due_ms(record: Record, headers: dict[str, bytes | None]) -> int:
 
 
 def _decimal(value: bytes | None, name: str) -> int:
-    text = (value or b"").decode("ascii", errors="replace").strip()
-    if not text.isdigit():
+    digits = (value or b"").strip()
+    if not digits.isdigit():  # bytes.isdigit: ASCII digits only, as the header is text
+        text = digits.decode("ascii", errors="replace")
         raise InvalidDelay(f"{name} must be a non-negative whole number of ms, not {text!r}")
-    return int(text)
+    return int(digits)
 
 
 def _in_range(due_ms: int, name: str) -> int:

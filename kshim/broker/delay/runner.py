@@ -30,13 +30,15 @@ async def run_delays(host: DelayHost) -> None:
         for delay_partition in schedule.take_all_new():
             if await ingest_partition(host, delay_partition):
                 schedule.notify(delay_partition)  # more may follow: read on next turn
+        async with schedule.lock:  # load the minutes falling due, split what comes near
+            splitting = await asyncio.to_thread(schedule.store.maintain, host.clock())
         delivered = await deliver_due(host)
         await asyncio.to_thread(schedule.store.release)  # storage/delay_store.py says why
-        if delivered or schedule.wake_up.is_set():
+        if delivered or splitting or schedule.wake_up.is_set():
             continue
-        next_due = await asyncio.to_thread(schedule.store.next_due)
+        next_wake = await asyncio.to_thread(schedule.store.next_wake)
         timeout = None
-        if next_due is not None:
-            timeout = min(MAX_SLEEP_S, max(0.0, (next_due - host.clock()) / 1000))
+        if next_wake is not None:
+            timeout = min(MAX_SLEEP_S, max(0.0, (next_wake - host.clock()) / 1000))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(schedule.wake_up.wait(), timeout)
