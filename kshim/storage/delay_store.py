@@ -399,10 +399,14 @@ class DelayStore:
         once all of it is re-filed. Cancelled records and deleted topics' are dropped."""
         state = self._buckets[bucket]
         data = self._read_split_chunk(bucket, state)
+        # Shorter than committed (a damaged disk): what is there was re-filed, move on.
+        data_end = 0 if data else state.length - state.split_position
+        if not data:
+            log.error("delay schedule bucket %s ends before its committed length", bucket)
         filed = _Filing(self)
         try:
             with self._open().begin(write=True) as txn:
-                used = self._refile(txn, data, filed, now_ms)
+                used = self._refile(txn, data, filed, now_ms) or data_end
                 for topic, dropped in filed.dropped.items():
                     self._count(txn, topic, -dropped)
                 filed.commit(txn)
@@ -505,6 +509,10 @@ class DelayStore:
         order, passing over cancelled ones; they stay in their files until ``finish_turn``."""
         records: list[DelayedRecord] = []
         turn = Turn(records, {}, collections.Counter())
+        # A coarse bucket still being split holds records due from its start on: none
+        # later may go before them (after a long stop, or a split falling behind).
+        unsplit = [b.start_ms - 1 for b in self._buckets if not b.is_minute]
+        now_ms = min(now_ms, *unsplit) if unsplit else now_ms
         if not self._heap or self._heap[0].order_ms > now_ms:
             return turn
         with self._open().begin() as txn:
@@ -595,6 +603,10 @@ class DelayStore:
                 self.turn_under_way = False
                 return None
             marks, from_offsets, seqs = _decode_turn(bytes(stored))
+        for start in marks:  # loaded whatever the clock says now (it may have gone back)
+            bucket = Bucket(MINUTE_MS, start)
+            if bucket in self._buckets and start not in self._loaded:
+                self._load(bucket)
         records: list[DelayedRecord] = []
         turn = Turn(records, marks, collections.Counter(), from_offsets)
         kept: list[Entry] = []
@@ -684,7 +696,7 @@ class DelayStore:
                 found = state.first_due
             else:
                 found = {}
-                data = self._fs.read_file(self._path(bucket))[: state.length]
+                data = self._read_if_there(bucket)[: state.length]
                 for _, entry in iter_entries(data):
                     if (entry.order_ms, entry.seq) > state.mark:
                         found[entry.topic_id] = min(found.get(entry.topic_id, entry.order_ms),
@@ -725,6 +737,13 @@ class DelayStore:
         reads through a memory map, and the pages a turn touched (cancellations looked up
         by hashed key, scattered over the file) would otherwise stay resident."""
         self.close()
+
+    def _read_if_there(self, bucket: Bucket) -> bytes:
+        """The bucket's file; empty if the broker removed it since this reader looked."""
+        try:
+            return self._fs.read_file(self._path(bucket))
+        except FileNotFoundError:
+            return b""
 
     def _mark(self, bucket: Bucket) -> tuple[int, int]:
         """The last record delivered from a minute bucket (taken, while it is loaded)."""
@@ -780,7 +799,11 @@ class _Filing:
         paths, created = [], False
         for bucket, parts in self._parts.items():
             path = store._path(bucket)
-            created |= bucket not in store._buckets
+            committed = store._buckets.get(bucket)
+            created |= committed is None
+            length = 0 if committed is None else committed.length
+            if fs.exists(path) and fs.size(path) != length:  # a failed write's leftovers
+                fs.truncate(path, length)
             self._written.append(bucket)
             descriptor = fs.open_append(path)
             try:

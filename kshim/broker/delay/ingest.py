@@ -62,6 +62,8 @@ async def ingest_partition(host: DelayHost, delay_partition: TopicPartition) -> 
     target_partition = TopicPartition(target, delay_partition.partition)
     changes = schedule_changes(data, list(transactions.aborted), target_partition)
     async with schedule.lock:
+        if host.topics.log(delay_partition) is not partition_log:
+            return False  # deleted (and perhaps re-created) while the chunk was read
         await asyncio.to_thread(
             schedule.store.schedule, delay_partition, changes, result.end_offset, host.clock()
         )
