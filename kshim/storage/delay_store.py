@@ -44,7 +44,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
@@ -269,11 +269,8 @@ class DelayStore:
         for name in self._fs.list_directory(self._buckets_dir):
             path = os.path.join(self._buckets_dir, name)
             state = owned.get(name)
-            if state is None:
-                self._fs.remove(path)
-            elif self._fs.size(path) > state.length:
-                self._fs.truncate(path, state.length)
-            elif self._fs.size(path) < state.length:
+            self._cut_back(path, None if state is None else state.length)
+            if state is not None and self._fs.size(path) < state.length:
                 log.error("delay schedule bucket %s is shorter than committed", path)
         self._state_loaded = True
 
@@ -383,12 +380,7 @@ class DelayStore:
 
     def _load(self, bucket: Bucket) -> None:
         state = self._buckets[bucket]
-        data = self._fs.read_file(self._path(bucket))[: state.length]
-        entries = [
-            entry
-            for _, entry in iter_entries(data, bucket.start_ms)
-            if (entry.order_ms, entry.seq) > state.mark
-        ]
+        entries = list(self._entries_after(bucket, state, state.mark))
         self._heap += entries
         heapq.heapify(self._heap)
         self._loaded[bucket.start_ms] = len(entries)
@@ -637,14 +629,10 @@ class DelayStore:
         with self._open().begin() as txn:
             check = _has_cancels(txn, self._cancels)
             for bucket, state in self._buckets.items():
-                data = self._fs.read_file(self._path(bucket))[: state.length]
-                mark = self._marks.get(bucket.start_ms, state.mark) if bucket.is_minute else NO_MARK
                 entries += [
                     entry
-                    for end, entry in iter_entries(data)
-                    if end > state.split_position
-                    and (entry.order_ms, entry.seq) > mark
-                    and entry.topic_id in self._topic_names
+                    for entry in self._entries_after(bucket, state, self._mark(bucket))
+                    if entry.topic_id in self._topic_names
                     and not (check and self._cancelled(txn, entry))
                 ]
         return [
@@ -696,11 +684,9 @@ class DelayStore:
                 found = state.first_due
             else:
                 found = {}
-                data = self._read_if_there(bucket)[: state.length]
-                for _, entry in iter_entries(data):
-                    if (entry.order_ms, entry.seq) > state.mark:
-                        found[entry.topic_id] = min(found.get(entry.topic_id, entry.order_ms),
-                                                    entry.order_ms)  # fmt: skip
+                for entry in self._entries_after(bucket, state, state.mark, missing_ok=True):
+                    found[entry.topic_id] = min(found.get(entry.topic_id, entry.order_ms),
+                                                entry.order_ms)  # fmt: skip
             for topic_id, due in found.items():
                 name = names.get(topic_id)
                 if name is not None and due < first.get(name, due + 1):
@@ -738,12 +724,31 @@ class DelayStore:
         by hashed key, scattered over the file) would otherwise stay resident."""
         self.close()
 
-    def _read_if_there(self, bucket: Bucket) -> bytes:
-        """The bucket's file; empty if the broker removed it since this reader looked."""
+    def _entries_after(
+        self, bucket: Bucket, state: BucketState, mark: tuple[int, int], missing_ok: bool = False
+    ) -> Iterator[Entry]:
+        """The bucket's committed entries after ``mark`` not yet re-filed by a split;
+        none if ``missing_ok`` and the file is gone (the broker removed it since a
+        reader in another process looked)."""
         try:
-            return self._fs.read_file(self._path(bucket))
+            data = self._fs.read_file(self._path(bucket))[: state.length]
         except FileNotFoundError:
-            return b""
+            if not missing_ok:
+                raise
+            return
+        for end, entry in iter_entries(data, bucket.start_ms):
+            if end > state.split_position and (entry.order_ms, entry.seq) > mark:
+                yield entry
+
+    def _cut_back(self, path: str, length: int | None) -> None:
+        """Cuts a bucket file to its committed ``length``, or removes it if no bucket owns
+        it (None): what a write that was never committed left there."""
+        if not self._fs.exists(path):
+            return
+        if length is None:
+            self._fs.remove(path)
+        elif self._fs.size(path) > length:
+            self._fs.truncate(path, length)
 
     def _mark(self, bucket: Bucket) -> tuple[int, int]:
         """The last record delivered from a minute bucket (taken, while it is loaded)."""
@@ -780,8 +785,9 @@ class _Filing:
         # Never behind what was delivered from the bucket: its mark must stay the boundary
         # between delivered and pending (a record due in the past, a split catching up, a
         # wall clock stepped back). It is overdue: it goes next.
-        if bucket.is_minute and (order_ms, seq) <= store._mark(bucket):
-            order_ms = store._mark(bucket)[0] + 1
+        mark = store._mark(bucket) if bucket.is_minute else NO_MARK
+        if (order_ms, seq) <= mark:
+            order_ms = mark[0] + 1
         if bucket.is_minute and bucket.start_ms in store._loaded:
             self._loaded.append(Entry(order_ms, seq, bucket.start_ms, topic_id, partition,
                                       source_offset, packed))  # fmt: skip
@@ -801,9 +807,8 @@ class _Filing:
             path = store._path(bucket)
             committed = store._buckets.get(bucket)
             created |= committed is None
-            length = 0 if committed is None else committed.length
-            if fs.exists(path) and fs.size(path) != length:  # a failed write's leftovers
-                fs.truncate(path, length)
+            # Appends land at the committed end even if a failed write's cut-back failed.
+            store._cut_back(path, 0 if committed is None else committed.length)
             self._written.append(bucket)
             descriptor = fs.open_append(path)
             try:
@@ -832,11 +837,8 @@ class _Filing:
         for bucket in self._written:
             state = store._buckets.get(bucket)
             try:
-                if state is None:
-                    store._fs.remove(store._path(bucket))
-                else:
-                    store._fs.truncate(store._path(bucket), state.length)
-            except OSError:  # cut back when the store is next opened
+                store._cut_back(store._path(bucket), None if state is None else state.length)
+            except OSError:  # cut back before the next append to it, or at the next start
                 log.exception("delay schedule: cannot cut back %s", bucket.file_name)
         store._next_seq = self._seq_before
         for topic in self.new_topics:
