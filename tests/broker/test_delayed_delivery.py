@@ -1045,3 +1045,22 @@ async def test_the_largest_max_delay_still_refuses_what_does_not_fit(
 def test_a_max_delay_past_a_century_is_a_configuration_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"kshim\.delay\.max\.ms"):
         BrokerConfig.load([{"log.dirs": str(tmp_path), "kshim.delay.max.ms": str(FOREVER)}])
+
+
+async def test_a_chunk_read_while_its_delay_topic_is_deleted_is_not_scheduled(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await with_companion(broker)
+    await append(broker, D0, [record(at(NOW + 10))])
+    delay_log = log_of(broker, D0)
+    read = delay_log.read
+
+    async def read_then_delete(*args: Any, **kwargs: Any) -> Any:
+        result = await read(*args, **kwargs)
+        await broker.topics.delete(D0.topic)  # DeleteTopics while the chunk is in hand
+        return result
+
+    monkeypatch.setattr(delay_log, "read", read_then_delete)
+    assert not await ingest_partition(broker, D0)
+    assert pending(broker) == []
+    assert store(broker).position(D0) == 0
