@@ -40,8 +40,10 @@ def fill(directory: Path) -> None:
     """Three records of ``orders``: two delivered 3 and 700 ms late, one pending far ahead."""
     store = DelayStore(str(directory / "delays"))
     records = [record(0, 1_000), record(1, 2_000), record(2, FAR_MS)]
-    changes = [ScheduleChange(r.source_offset, r.key, False, r, "orders") for r in records]
-    store.schedule(TopicPartition("orders.delay", 0), changes, 3, 2_000)
+    changes = [ScheduleChange(r.source_offset, r.key, False, r.due_ms, r.packed) for r in records]
+    store.schedule(
+        TopicPartition("orders.delay", 0), TopicPartition("orders", 0), changes, 3, 2_000
+    )
     store.maintain(2_000)
     turn = store.take_due(2_000, 10)
     assert [r.source_offset for r in turn.records] == [0, 1]

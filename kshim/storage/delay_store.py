@@ -58,7 +58,6 @@ from kshim.storage.delay_buckets import (
     Bucket,
     Entry,
     bucket_for,
-    encode_entry,
     iter_entries,
 )
 from kshim.storage.filesystem import FileSystem, OsFileSystem
@@ -103,16 +102,23 @@ class DelayedRecord(NamedTuple):  # a tuple: one is built for every record
     seq: int = -1
 
 
-class ScheduleChange(NamedTuple):  # a tuple: one is built for every record
-    """What one record of ``T.delay`` does to the schedule of ``topic`` (``T``), in offset
-    order: ``cancels`` cancels every pending record of the topic with the same key first;
-    ``record`` (None for a cancel) is then scheduled."""
+class ScheduleChange(NamedTuple):
+    """What one record of ``T.delay`` partition p does to the schedule of ``T`` partition
+    p, in offset order: ``cancels`` cancels every pending record of the topic with the
+    same key first; then, unless ``due_ms`` is None (a cancel), the record (``packed``,
+    kshim.protocol.packed_record) is scheduled."""
 
     source_offset: int
     key: bytes | None
     cancels: bool
-    record: DelayedRecord | None
-    topic: str
+    due_ms: int | None
+    packed: bytes | None
+
+
+# ScheduleChange(...) runs a Python-level __new__; this builds the same tuple in C, for
+# code that makes one per record of a delay topic (kshim/broker/delay/ingest.py).
+new_change: Callable[[tuple[int, bytes | None, bool, int | None, bytes | None]],
+                     ScheduleChange] = functools.partial(tuple.__new__, ScheduleChange)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -289,13 +295,15 @@ class DelayStore:
     def schedule(
         self,
         delay_partition: TopicPartition,
+        target: TopicPartition,
         changes: Sequence[ScheduleChange],
         next_position: int,
         now_ms: int,
     ) -> None:
-        """Applies ``changes`` (in offset order) and moves the partition's position to
-        ``next_position``, atomically; changes below the stored position were applied
-        before (a replay after a crash) and are skipped."""
+        """Applies ``changes`` of ``delay_partition`` (in offset order) to the schedule of
+        ``target`` and moves the partition's position to ``next_position``, atomically;
+        changes below the stored position were applied before (a replay after a crash)
+        and are skipped."""
         env = self._open()
         filed = _Filing(self)
         try:
@@ -303,10 +311,17 @@ class DelayStore:
                 position_key = keys.partition_key(delay_partition)
                 stored = txn.get(position_key, db=self._positions)
                 start = 0 if stored is None else keys.decode_int64(stored)
-                for change in changes:
-                    if change.source_offset < start:
-                        continue
-                    self._apply(txn, change, filed, now_ms)
+                topic_id = self._topic_id(txn, target.topic, filed.new_topics)
+                if changes and changes[0].source_offset < start:
+                    changes = [change for change in changes if change.source_offset >= start]
+                # Each change takes the next seq, a cancel too: it cancels what is older.
+                first_seq = self._next_seq
+                for index, change in enumerate(changes):
+                    if change.cancels and change.key is not None:
+                        txn.put(_cancel_key(topic_id, change.key),
+                                _INT64.pack(first_seq + index), db=self._cancels)  # fmt: skip
+                scheduled = filed.file_changes(changes, topic_id, target.partition, now_ms)
+                filed.counts[target.topic] += scheduled
                 filed.commit(txn)
                 if next_position > start:
                     txn.put(position_key, keys.encode_int64(next_position), db=self._positions)
@@ -314,23 +329,6 @@ class DelayStore:
             filed.rollback()
             raise
         filed.publish()
-
-    def _apply(self, txn: Any, change: ScheduleChange, filed: _Filing, now_ms: int) -> None:
-        seq = self._take_seq()
-        topic_id = self._topic_id(txn, change.topic, filed.new_topics)
-        if change.cancels and change.key is not None:
-            txn.put(_cancel_key(topic_id, change.key), _INT64.pack(seq), db=self._cancels)
-        record = change.record
-        if record is not None:
-            bucket = bucket_for(record.due_ms, now_ms)
-            filed.add(bucket, record.due_ms, seq, topic_id, record.target.partition,
-                      record.source_offset, record.packed)  # fmt: skip
-            filed.counts[change.topic] += 1
-
-    def _take_seq(self) -> int:
-        seq = self._next_seq
-        self._next_seq += 1
-        return seq
 
     def _topic_id(self, txn: Any, topic: str, created: list[str]) -> int:
         """The id of ``topic``, given one (and appended to ``created``) if it has none."""
@@ -761,6 +759,19 @@ class DelayStore:
         return os.path.join(self._buckets_dir, bucket.file_name)
 
 
+class _BucketFiling:
+    """What one bucket receives in one store transaction."""
+
+    __slots__ = ("first_due", "loaded", "mark", "min_seq", "parts")
+
+    def __init__(self, mark: tuple[int, int], loaded: bool, min_seq: int) -> None:
+        self.parts: list[bytes] = []
+        self.mark = mark
+        self.loaded = loaded
+        self.min_seq = min_seq
+        self.first_due: dict[int, int] = {}  # per topic id
+
+
 class _Filing:
     """Entries appended to bucket files in one store transaction: written and synced
     before the transaction commits the new lengths (``commit``), and put in memory
@@ -768,42 +779,77 @@ class _Filing:
 
     def __init__(self, store: DelayStore) -> None:
         self._store = store
-        self._parts: dict[Bucket, list[bytes]] = collections.defaultdict(list)
+        self._buckets: dict[Bucket, _BucketFiling] = {}
         self._loaded: list[Entry] = []
         self.counts: collections.Counter[str] = collections.Counter()
         self.dropped: collections.Counter[str] = collections.Counter()
-        self._first_due: dict[Bucket, dict[int, int]] = collections.defaultdict(dict)
-        self._min_seq: dict[Bucket, int] = {}
         self._seq_before = store._next_seq
         self._written: list[Bucket] = []
         self.new_topics: list[str] = []
         self._states: dict[Bucket, BucketState] = {}
 
+    def file_changes(
+        self, changes: Sequence[ScheduleChange], topic_id: int, partition: int, now_ms: int
+    ) -> int:
+        """Files the records ``changes`` schedule, each change taking the next seq;
+        returns how many were filed. Runs for every record a delay topic receives, so the
+        bucket is found once per minute of due time, not once per record."""
+        store = self._store
+        seq = store._next_seq
+        by_minute: dict[int, tuple[Bucket, _BucketFiling]] = {}
+        filed = 0
+        for source_offset, _, _, due_ms, packed in changes:
+            if due_ms is not None and packed is not None:
+                # Every due time in one minute goes to the same bucket: the buckets of
+                # each level are whole minutes aligned on the epoch.
+                route = due_ms if due_ms > now_ms else now_ms
+                found = by_minute.get(route // MINUTE_MS)
+                if found is None:
+                    bucket = bucket_for(due_ms, now_ms)
+                    found = by_minute[route // MINUTE_MS] = (bucket, self._bucket(bucket, seq))
+                self._append(*found, due_ms, seq, topic_id, partition, source_offset, packed)
+                filed += 1
+            seq += 1
+        store._next_seq = seq
+        return filed
+
     def add(self, bucket: Bucket, order_ms: int, seq: int, topic_id: int, partition: int,
             source_offset: int, packed: bytes) -> None:  # fmt: skip
-        store = self._store
+        """Files one entry already numbered (``seq``), as a split re-files them."""
+        filing = self._bucket(bucket, seq)
+        filing.min_seq = min(filing.min_seq, seq)
+        self._append(bucket, filing, order_ms, seq, topic_id, partition, source_offset, packed)
+
+    def _bucket(self, bucket: Bucket, seq: int) -> _BucketFiling:
+        filing = self._buckets.get(bucket)
+        if filing is None:
+            store = self._store
+            loaded = bucket.is_minute and bucket.start_ms in store._loaded
+            mark = store._mark(bucket) if bucket.is_minute else NO_MARK
+            filing = self._buckets[bucket] = _BucketFiling(mark, loaded, seq)
+        return filing
+
+    def _append(self, bucket: Bucket, filing: _BucketFiling, order_ms: int, seq: int,
+                topic_id: int, partition: int, source_offset: int,
+                packed: bytes) -> None:  # fmt: skip
         # Never behind what was delivered from the bucket: its mark must stay the boundary
         # between delivered and pending (a record due in the past, a split catching up, a
         # wall clock stepped back). It is overdue: it goes next.
-        mark = store._mark(bucket) if bucket.is_minute else NO_MARK
-        if (order_ms, seq) <= mark:
-            order_ms = mark[0] + 1
-        if bucket.is_minute and bucket.start_ms in store._loaded:
+        if (order_ms, seq) <= filing.mark:
+            order_ms = filing.mark[0] + 1
+        if filing.loaded:
             self._loaded.append(Entry(order_ms, seq, bucket.start_ms, topic_id, partition,
                                       source_offset, packed))  # fmt: skip
-        self._parts[bucket].append(
-            encode_entry(order_ms, seq, topic_id, partition, source_offset, packed)
-        )
-        firsts = self._first_due[bucket]
-        if order_ms < firsts.get(topic_id, order_ms + 1):
-            firsts[topic_id] = order_ms
-        self._min_seq[bucket] = min(seq, self._min_seq.get(bucket, seq))
+        filing.parts += (ENTRY.pack(order_ms, seq, topic_id, partition, source_offset,
+                                    len(packed)), packed)  # fmt: skip
+        if order_ms < filing.first_due.get(topic_id, order_ms + 1):
+            filing.first_due[topic_id] = order_ms
 
     def commit(self, txn: Any) -> None:
         store = self._store
         fs = store._fs
         paths, created = [], False
-        for bucket, parts in self._parts.items():
+        for bucket, filing in self._buckets.items():
             path = store._path(bucket)
             committed = store._buckets.get(bucket)
             created |= committed is None
@@ -812,17 +858,17 @@ class _Filing:
             self._written.append(bucket)
             descriptor = fs.open_append(path)
             try:
-                fs.write(descriptor, list(parts))
+                fs.write(descriptor, [b"".join(filing.parts)])  # one buffer, not a view each
             finally:
                 fs.close(descriptor)
             paths.append(path)
         fs.sync_all(paths, [store._buckets_dir] if created else [])
-        for bucket, parts in self._parts.items():
-            old = store._buckets.get(bucket) or BucketState(min_seq=self._min_seq[bucket])
-            min_seq = min(old.min_seq, self._min_seq[bucket])
-            state = BucketState(old.length + sum(map(len, parts)), old.split_position, old.mark,
-                                min_seq, dict(old.first_due))  # fmt: skip
-            for topic_id, due in self._first_due[bucket].items():
+        for bucket, filing in self._buckets.items():
+            old = store._buckets.get(bucket) or BucketState(min_seq=filing.min_seq)
+            min_seq = min(old.min_seq, filing.min_seq)
+            state = BucketState(old.length + sum(map(len, filing.parts)), old.split_position,
+                                old.mark, min_seq, dict(old.first_due))  # fmt: skip
+            for topic_id, due in filing.first_due.items():
                 state.first_due[topic_id] = min(state.first_due.get(topic_id, due), due)
             txn.put(_bucket_key(bucket), state.encode(), db=store._bucket_db)
             self._states[bucket] = state

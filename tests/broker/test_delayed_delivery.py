@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
@@ -33,7 +35,13 @@ from kshim.broker.delay.naming import (
     DELIVER_AT_HEADER,
     REPLACE_HEADER,
 )
-from kshim.broker.delay.requests import DelayRequest, InvalidDelay, check_batch, read_request
+from kshim.broker.delay.requests import (
+    MAX_DUE_MS,
+    DelayRequest,
+    InvalidDelay,
+    check_batch,
+    read_request,
+)
 from kshim.broker.delay.runner import run_delays
 from kshim.broker.handlers import (
     add_partitions_to_txn,
@@ -390,6 +398,33 @@ def test_a_replace_with_a_key_is_scheduled_and_cancels() -> None:
 def test_cancel_and_replace_need_a_key(header: str) -> None:
     with pytest.raises(InvalidDelay, match=f"{header} needs a record key"):
         read_request(record((*at(NOW), (header, b"")), key=None))
+
+
+def outcome(headers: tuple[Header, ...]) -> DelayRequest | str:
+    try:
+        return read_request(record(headers))
+    except InvalidDelay as error:
+        return str(error)
+
+
+@given(
+    st.one_of(
+        st.integers(min_value=0, max_value=(1 << 64)).map(lambda due: str(due).encode()),
+        st.integers(min_value=10**17, max_value=10**20).map(lambda due: str(due).encode()),
+        st.binary(max_size=21),
+        st.from_regex(rb"\A\s*[0-9]{1,20}\s*\Z"),
+        st.none(),
+    )
+)
+@example(str(MAX_DUE_MS).encode())
+@example(str(MAX_DUE_MS + 1).encode())
+@example(b"9" * 19)
+def test_a_lone_due_time_reads_as_it_does_among_other_headers(value: bytes | None) -> None:
+    # A record whose only header is kshim-deliver-at is read by a shortcut: it must give
+    # what the full rules give when another header makes them run.
+    assert outcome(((DELIVER_AT_HEADER, value),)) == outcome(
+        (("trace", b"x"), (DELIVER_AT_HEADER, value))
+    )
 
 
 def check(records: list[Record], spec: BatchSpec = PLAIN, max_delay_ms: int = 1000) -> str | None:

@@ -79,29 +79,33 @@ def delay_partition(target: TopicPartition) -> TopicPartition:
 
 
 def add(record: DelayedRecord) -> ScheduleChange:
-    return ScheduleChange(record.source_offset, record.key, False, record, record.target.topic)
+    return ScheduleChange(record.source_offset, record.key, False, record.due_ms, record.packed)
 
 
 def replace(record: DelayedRecord) -> ScheduleChange:
-    return ScheduleChange(record.source_offset, record.key, True, record, record.target.topic)
+    return ScheduleChange(record.source_offset, record.key, True, record.due_ms, record.packed)
 
 
-def cancel(offset: int, key: bytes | None, topic: str = ORDERS_0.topic) -> ScheduleChange:
-    return ScheduleChange(offset, key, True, None, topic)
+def cancel(offset: int, key: bytes | None) -> ScheduleChange:
+    return ScheduleChange(offset, key, True, None, None)
 
 
 def schedule(store: DelayStore, *records: DelayedRecord, now_ms: int = NOW) -> None:
     """Schedules each record alone, moving its delay partition past it (offset order)."""
     for record in records:
         store.schedule(
-            delay_partition(record.target), [add(record)], record.source_offset + 1, now_ms
+            delay_partition(record.target),
+            record.target,
+            [add(record)],
+            record.source_offset + 1,
+            now_ms,
         )
 
 
 def change(store: DelayStore, target: TopicPartition, *changes: ScheduleChange) -> None:
     """Applies ``changes`` to ``target``'s delay partition, moving it past the last."""
     next_position = changes[-1].source_offset + 1
-    store.schedule(delay_partition(target), list(changes), next_position, NOW)
+    store.schedule(delay_partition(target), target, list(changes), next_position, NOW)
 
 
 def settle(store: DelayStore, now_ms: int) -> None:
@@ -353,27 +357,27 @@ def test_null_value_and_null_key_survive(store: DelayStore) -> None:
 
 
 def test_schedule_moves_the_position(store: DelayStore) -> None:
-    store.schedule(delay_partition(ORDERS_0), [add(delayed(ORDERS_0, 4, NOW))], 7, NOW)
+    store.schedule(delay_partition(ORDERS_0), ORDERS_0, [add(delayed(ORDERS_0, 4, NOW))], 7, NOW)
     assert store.position(delay_partition(ORDERS_0)) == 7
     assert store.position(delay_partition(ORDERS_1)) == 0
 
 
 def test_schedule_with_no_changes_moves_the_position(store: DelayStore) -> None:
-    store.schedule(delay_partition(ORDERS_0), [], 12, NOW)
+    store.schedule(delay_partition(ORDERS_0), ORDERS_0, [], 12, NOW)
     assert store.position(delay_partition(ORDERS_0)) == 12
     assert pending(store) == []
 
 
 def test_position_never_moves_back(store: DelayStore) -> None:
-    store.schedule(delay_partition(ORDERS_0), [], 12, NOW)
-    store.schedule(delay_partition(ORDERS_0), [], 5, NOW)
+    store.schedule(delay_partition(ORDERS_0), ORDERS_0, [], 12, NOW)
+    store.schedule(delay_partition(ORDERS_0), ORDERS_0, [], 5, NOW)
     assert store.position(delay_partition(ORDERS_0)) == 12
 
 
 def test_replaying_the_same_changes_changes_nothing(store: DelayStore) -> None:
     changes = [add(delayed(ORDERS_0, offset, NOW + offset)) for offset in range(3)]
-    store.schedule(delay_partition(ORDERS_0), changes, 3, NOW)
-    store.schedule(delay_partition(ORDERS_0), changes, 3, NOW)
+    store.schedule(delay_partition(ORDERS_0), ORDERS_0, changes, 3, NOW)
+    store.schedule(delay_partition(ORDERS_0), ORDERS_0, changes, 3, NOW)
     assert pending(store) == [(NOW + offset, ORDERS_0, offset) for offset in range(3)]
     assert counts(store) == {"orders": 3}
     assert store.position(delay_partition(ORDERS_0)) == 3
@@ -382,9 +386,9 @@ def test_replaying_the_same_changes_changes_nothing(store: DelayStore) -> None:
 
 def test_replay_overlapping_the_position_applies_only_new_changes(store: DelayStore) -> None:
     first = [add(delayed(ORDERS_0, offset, NOW)) for offset in range(2)]
-    store.schedule(delay_partition(ORDERS_0), first, 2, NOW)
+    store.schedule(delay_partition(ORDERS_0), ORDERS_0, first, 2, NOW)
     overlapping = [add(delayed(ORDERS_0, offset, NOW)) for offset in range(4)]
-    store.schedule(delay_partition(ORDERS_0), overlapping, 4, NOW)
+    store.schedule(delay_partition(ORDERS_0), ORDERS_0, overlapping, 4, NOW)
     assert offsets(deliver(store, NOW)) == [0, 1, 2, 3]
     assert counts(store) == {}
 
@@ -395,7 +399,9 @@ def test_replayed_cancel_below_the_position_is_skipped(store: DelayStore) -> Non
     change(store, ORDERS_0, add(old), replace(delayed(ORDERS_0, 1, NOW, b"a")))
     change(store, ORDERS_0, add(newer))
     # A replay of offset 1 (a replace of key a) must not cancel the record at offset 2.
-    store.schedule(delay_partition(ORDERS_0), [replace(delayed(ORDERS_0, 1, NOW, b"a"))], 2, NOW)
+    store.schedule(
+        delay_partition(ORDERS_0), ORDERS_0, [replace(delayed(ORDERS_0, 1, NOW, b"a"))], 2, NOW
+    )
     assert [offset for _, _, offset in pending(store)] == [1, 2]
     assert offsets(deliver(store, NOW)) == [1, 2]
 

@@ -23,8 +23,8 @@ from kshim.broker.transactions.partition_state import is_aborted
 from kshim.protocol.packed_record import pack_record
 from kshim.protocol.primitives import DecodeError
 from kshim.protocol.record_batch import iter_batches
-from kshim.protocol.records import Record, decode_records
-from kshim.storage.delay_store import DelayedRecord, ScheduleChange
+from kshim.protocol.records import RecordView, decode_views
+from kshim.storage.delay_store import ScheduleChange, new_change
 from kshim.storage.interface import TopicPartition, chunks_bytes
 from kshim.storage.transaction_store import AbortedTransaction
 
@@ -60,46 +60,54 @@ async def ingest_partition(host: DelayHost, delay_partition: TopicPartition) -> 
         return False
     data = await asyncio.to_thread(chunks_bytes, result.chunks)
     target_partition = TopicPartition(target, delay_partition.partition)
-    changes = schedule_changes(data, list(transactions.aborted), target_partition)
+    changes = schedule_changes(data, list(transactions.aborted), delay_partition)
     async with schedule.lock:
         if host.topics.log(delay_partition) is not partition_log:
             return False  # deleted (and perhaps re-created) while the chunk was read
         await asyncio.to_thread(
-            schedule.store.schedule, delay_partition, changes, result.end_offset, host.clock()
+            schedule.store.schedule,
+            delay_partition,
+            target_partition,
+            changes,
+            result.end_offset,
+            host.clock(),
         )
         schedule.set_position(delay_partition, result.end_offset)
     return True
 
 
 def schedule_changes(
-    batches: bytes, aborted: Sequence[AbortedTransaction], target: TopicPartition
+    batches: bytes, aborted: Sequence[AbortedTransaction], source: TopicPartition
 ) -> list[ScheduleChange]:
-    """The changes of the decided records in ``batches`` (stored batches of ``T.delay``
-    partition p; ``target`` is ``T`` partition p), in offset order."""
+    """The changes of the decided records in ``batches`` (stored batches of the
+    ``source`` partition of a delay topic), in offset order."""
     view = memoryview(batches)
-    changes = []
+    changes: list[ScheduleChange] = []
     for position, header in iter_batches(view):
         if header.is_control or is_aborted(header, aborted):
             continue
         try:
-            _, records = decode_records(view[position : position + header.size])
+            _, records = decode_views(view[position : position + header.size])
         except DecodeError as error:  # Produce checked it: only a damaged disk gets here
             log.error("%s: batch at %d unreadable, not scheduled: %s",
-                      target, header.base_offset, error)  # fmt: skip
+                      source, header.base_offset, error)  # fmt: skip
             continue
-        changes += [change for record in records if (change := _change(record, target))]
+        _add_changes(changes, records, source)
     return changes
 
 
-def _change(record: Record, target: TopicPartition) -> ScheduleChange | None:
-    try:
-        request = read_request(record)
-    except InvalidDelay as error:  # accepted under other rules, or by an older kshim
-        log.warning("%s: record %d of its delay topic not scheduled: %s",
-                    target, record.offset, error)  # fmt: skip
-        return None
-    scheduled = None
-    if request.due_ms is not None:
-        packed = pack_record(record)
-        scheduled = DelayedRecord(request.due_ms, target, record.offset, record.key, packed)
-    return ScheduleChange(record.offset, record.key, request.cancels, scheduled, target.topic)
+def _add_changes(
+    changes: list[ScheduleChange], records: list[RecordView], source: TopicPartition
+) -> None:
+    # Nothing per record that is not needed: this runs for every record of every delay
+    # topic, and sets the rate at which the schedule fills.
+    append = changes.append
+    for record in records:
+        try:
+            due_ms, cancels = read_request(record)
+        except InvalidDelay as error:  # accepted under other rules, or by an older kshim
+            log.warning("%s: record %d of its delay topic not scheduled: %s",
+                        source.topic, record.offset, error)  # fmt: skip
+            continue
+        packed = None if due_ms is None else pack_record(record)
+        append(new_change((record.offset, record.key, cancels, due_ms, packed)))
