@@ -20,6 +20,8 @@ _LENGTH = struct.Struct(">i")
 _NAME_LENGTH = struct.Struct(">H")
 _NULL = _LENGTH.pack(-1)
 MAX_HEADERS = 0xFFFF
+_MAX_PACKED_NAMES = 1024
+_packed_names: dict[str, bytes] = {}
 
 
 def pack_record(record: RecordView) -> bytes:
@@ -34,9 +36,23 @@ def pack_record(record: RecordView) -> bytes:
              key or b"", _NULL if value is None else _LENGTH.pack(len(value)),
              value or b""]  # fmt: skip
     for name, header_value in headers:
-        encoded = name.encode()
-        parts += [_NAME_LENGTH.pack(len(encoded)), encoded, _nullable(header_value)]
+        packed_name = _packed_names.get(name)
+        if packed_name is None:
+            packed_name = _pack_name(name)
+        if header_value is None:
+            parts += (packed_name, _NULL)
+        else:
+            parts += (packed_name, _LENGTH.pack(len(header_value)), header_value)
     return b"".join(parts)
+
+
+def _pack_name(name: str) -> bytes:
+    """A header name as packed; the few names a topic's records use are kept packed."""
+    encoded = name.encode()
+    packed = _NAME_LENGTH.pack(len(encoded)) + encoded
+    if len(_packed_names) < _MAX_PACKED_NAMES:
+        _packed_names[name] = packed
+    return packed
 
 
 def unpack_record(packed: bytes, offset: int) -> Record:
@@ -62,10 +78,6 @@ def unpack_record(packed: bytes, offset: int) -> Record:
 def packed_key(packed: bytes) -> bytes | None:
     """The record key of a packed record, without unpacking the rest."""
     return _read_nullable(packed, _FIXED.size)[0]
-
-
-def _nullable(data: bytes | None) -> bytes:
-    return _NULL if data is None else _LENGTH.pack(len(data)) + data
 
 
 def _read_nullable(packed: bytes, position: int) -> tuple[bytes | None, int]:

@@ -58,6 +58,7 @@ from kshim.storage.delay_buckets import (
     Bucket,
     Entry,
     bucket_for,
+    entry_parts,
     iter_entries,
 )
 from kshim.storage.filesystem import FileSystem, OsFileSystem
@@ -311,17 +312,11 @@ class DelayStore:
                 position_key = keys.partition_key(delay_partition)
                 stored = txn.get(position_key, db=self._positions)
                 start = 0 if stored is None else keys.decode_int64(stored)
-                topic_id = self._topic_id(txn, target.topic, filed.new_topics)
+                # In offset order, so only a prefix can lie below the position.
                 if changes and changes[0].source_offset < start:
                     changes = [change for change in changes if change.source_offset >= start]
-                # Each change takes the next seq, a cancel too: it cancels what is older.
-                first_seq = self._next_seq
-                for index, change in enumerate(changes):
-                    if change.cancels and change.key is not None:
-                        txn.put(_cancel_key(topic_id, change.key),
-                                _INT64.pack(first_seq + index), db=self._cancels)  # fmt: skip
-                scheduled = filed.file_changes(changes, topic_id, target.partition, now_ms)
-                filed.counts[target.topic] += scheduled
+                if changes:
+                    self._apply(txn, filed, changes, target, now_ms)
                 filed.commit(txn)
                 if next_position > start:
                     txn.put(position_key, keys.encode_int64(next_position), db=self._positions)
@@ -329,6 +324,25 @@ class DelayStore:
             filed.rollback()
             raise
         filed.publish()
+
+    def _apply(
+        self,
+        txn: Any,
+        filed: _Filing,
+        changes: Sequence[ScheduleChange],
+        target: TopicPartition,
+        now_ms: int,
+    ) -> None:
+        topic_id = self._topic_id(txn, target.topic, filed.new_topics)
+        # Each change takes the next seq, a cancel too: it cancels the records before it.
+        first_seq = self._next_seq
+        for index, change in enumerate(changes):
+            if change.cancels and change.key is not None:
+                txn.put(_cancel_key(topic_id, change.key), _INT64.pack(first_seq + index),
+                        db=self._cancels)  # fmt: skip
+        scheduled = filed.file_changes(changes, first_seq, topic_id, target.partition, now_ms)
+        filed.counts[target.topic] += scheduled
+        self._next_seq = first_seq + len(changes)
 
     def _topic_id(self, txn: Any, topic: str, created: list[str]) -> int:
         """The id of ``topic``, given one (and appended to ``created``) if it has none."""
@@ -789,13 +803,18 @@ class _Filing:
         self._states: dict[Bucket, BucketState] = {}
 
     def file_changes(
-        self, changes: Sequence[ScheduleChange], topic_id: int, partition: int, now_ms: int
+        self,
+        changes: Sequence[ScheduleChange],
+        first_seq: int,
+        topic_id: int,
+        partition: int,
+        now_ms: int,
     ) -> int:
-        """Files the records ``changes`` schedule, each change taking the next seq;
-        returns how many were filed. Runs for every record a delay topic receives, so the
-        bucket is found once per minute of due time, not once per record."""
-        store = self._store
-        seq = store._next_seq
+        """Files the records ``changes`` schedule, the change at index i as seq
+        ``first_seq`` + i; returns how many were filed. Runs for every record a delay
+        topic receives, so the bucket is found once per minute of due time, not once per
+        record."""
+        seq = first_seq
         by_minute: dict[int, tuple[Bucket, _BucketFiling]] = {}
         filed = 0
         for source_offset, _, _, due_ms, packed in changes:
@@ -810,14 +829,12 @@ class _Filing:
                 self._append(*found, due_ms, seq, topic_id, partition, source_offset, packed)
                 filed += 1
             seq += 1
-        store._next_seq = seq
         return filed
 
     def add(self, bucket: Bucket, order_ms: int, seq: int, topic_id: int, partition: int,
             source_offset: int, packed: bytes) -> None:  # fmt: skip
         """Files one entry already numbered (``seq``), as a split re-files them."""
         filing = self._bucket(bucket, seq)
-        filing.min_seq = min(filing.min_seq, seq)
         self._append(bucket, filing, order_ms, seq, topic_id, partition, source_offset, packed)
 
     def _bucket(self, bucket: Bucket, seq: int) -> _BucketFiling:
@@ -827,6 +844,8 @@ class _Filing:
             loaded = bucket.is_minute and bucket.start_ms in store._loaded
             mark = store._mark(bucket) if bucket.is_minute else NO_MARK
             filing = self._buckets[bucket] = _BucketFiling(mark, loaded, seq)
+        elif seq < filing.min_seq:
+            filing.min_seq = seq
         return filing
 
     def _append(self, bucket: Bucket, filing: _BucketFiling, order_ms: int, seq: int,
@@ -840,8 +859,7 @@ class _Filing:
         if filing.loaded:
             self._loaded.append(Entry(order_ms, seq, bucket.start_ms, topic_id, partition,
                                       source_offset, packed))  # fmt: skip
-        filing.parts += (ENTRY.pack(order_ms, seq, topic_id, partition, source_offset,
-                                    len(packed)), packed)  # fmt: skip
+        filing.parts += entry_parts(order_ms, seq, topic_id, partition, source_offset, packed)
         if order_ms < filing.first_due.get(topic_id, order_ms + 1):
             filing.first_due[topic_id] = order_ms
 

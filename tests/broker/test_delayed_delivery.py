@@ -1051,6 +1051,15 @@ async def test_a_delay_relative_to_no_timestamp_is_refused(broker: Broker) -> No
     assert pending(broker) == []
 
 
+@pytest.mark.parametrize("header", [DELIVER_AT_HEADER, DELAY_MS_HEADER])
+def test_thousands_of_digits_are_refused_as_out_of_range(header: str) -> None:
+    # Past 4,300 digits int() raises a plain ValueError (CPython's limit on conversions),
+    # which would escape the checks that catch InvalidDelay.
+    with pytest.raises(InvalidDelay, match="largest"):
+        read_request(record(((header, b"1" * 5000),)))
+    assert "largest" in (check([record(((header, b"1" * 5000),))]) or "")
+
+
 def test_a_due_time_beyond_int64_is_invalid() -> None:
     with pytest.raises(InvalidDelay, match="largest"):
         read_request(record(at(1 << 63)))

@@ -49,3 +49,10 @@ def test_more_headers_than_fit_are_refused() -> None:
     record = Record(0, 1, None, None, (("h", None),) * (MAX_HEADERS + 1))
     with pytest.raises(ValueError, match="at most"):
         pack_record(record)
+
+
+def test_records_with_thousands_of_header_names_round_trip() -> None:
+    # Packed header names are kept for reuse up to a bound; names past it are packed anew.
+    records = [Record(0, 1, None, b"v", ((f"name-{index}", b"x"),)) for index in range(3000)]
+    for record in records + records:
+        assert unpack_record(pack_record(record), 0) == record

@@ -17,7 +17,7 @@ from kshim.storage.delay_buckets import (
     Bucket,
     Entry,
     bucket_for,
-    encode_entry,
+    entry_parts,
     iter_entries,
 )
 
@@ -25,6 +25,12 @@ from kshim.storage.delay_buckets import (
 NOW = 2_812 * WEEK_MS + 12_345
 SECOND_MS = 1000
 YEAR_MS = 365 * DAY_MS
+
+
+def encoded_entry(
+    order_ms: int, seq: int, topic_id: int, partition: int, source_offset: int, packed: bytes
+) -> bytes:
+    return b"".join(entry_parts(order_ms, seq, topic_id, partition, source_offset, packed))
 
 
 def start_of(width_ms: int, at_ms: int) -> int:
@@ -203,7 +209,7 @@ ENTRIES = [
 
 
 def encoded(entries: list[tuple[int, int, int, int, int, bytes]]) -> bytes:
-    return b"".join(encode_entry(*entry) for entry in entries)
+    return b"".join(encoded_entry(*entry) for entry in entries)
 
 
 def test_entries_read_back_as_written() -> None:
@@ -222,12 +228,12 @@ def test_entries_come_with_their_end_positions() -> None:
 
 
 def test_entry_is_its_header_then_the_packed_record() -> None:
-    data = encode_entry(NOW, 3, 1, 2, 9, b"packed")
+    data = encoded_entry(NOW, 3, 1, 2, 9, b"packed")
     assert data == ENTRY.pack(NOW, 3, 1, 2, 9, 6) + b"packed"
 
 
 def test_bucket_start_defaults_to_zero() -> None:
-    [(_, entry)] = iter_entries(encode_entry(NOW, 3, 1, 2, 9, b"x"))
+    [(_, entry)] = iter_entries(encoded_entry(NOW, 3, 1, 2, 9, b"x"))
     assert entry.bucket_start_ms == 0
 
 

@@ -24,7 +24,7 @@ from kshim.storage.delay_buckets import (
     WEEK_MS,
     Bucket,
     bucket_for,
-    encode_entry,
+    entry_parts,
 )
 from kshim.storage.delay_store import (
     LATENESS_BOUNDS_MS,
@@ -1021,7 +1021,7 @@ def test_crash_between_append_and_commit_loses_nothing_committed(
     store.close()
     bucket = directory / "buckets" / minute_file(NOW)
     committed = bucket.stat().st_size
-    uncommitted = encode_entry(NOW, 99, 0, 0, 99, records[0].packed)
+    uncommitted = b"".join(entry_parts(NOW, 99, 0, 0, 99, records[0].packed))
     with bucket.open("ab") as file:
         file.write(uncommitted + uncommitted[:7])
     (directory / "buckets" / minute_file(NOW + MINUTE_MS)).write_bytes(uncommitted)

@@ -107,7 +107,7 @@ def _add_changes(
             due_ms, cancels = read_request(record)
         except InvalidDelay as error:  # accepted under other rules, or by an older kshim
             log.warning("%s: record %d of its delay topic not scheduled: %s",
-                        source.topic, record.offset, error)  # fmt: skip
+                        source, record.offset, error)  # fmt: skip
             continue
         packed = None if due_ms is None else pack_record(record)
         append(new_change((record.offset, record.key, cancels, due_ms, packed)))

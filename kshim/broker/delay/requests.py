@@ -112,12 +112,14 @@ def check_batch(batch: memoryview, now_ms: int, max_delay_ms: int) -> str | None
 
 
 def _decimal(value: bytes | None, name: str) -> int:
-    if value is not None and value.isdigit():  # bytes.isdigit: ASCII digits only
-        return int(value)
+    if value is not None and value.isdigit() and len(value) <= _SAFE_DIGITS:
+        return int(value)  # bytes.isdigit: ASCII digits only
     digits = (value or b"").strip()
     if not digits.isdigit():
         text = digits.decode("ascii", errors="replace")
         raise InvalidDelay(f"{name} must be a non-negative whole number of ms, not {text!r}")
+    if len(digits) > len(str(MAX_DUE_MS)):  # and int() refuses past 4,300 digits
+        raise InvalidDelay(f"{name} puts the due time past {MAX_DUE_MS}, the largest there is")
     return int(digits)
 
 
