@@ -59,7 +59,7 @@ def test_dockerfile_image_shape() -> None:
     assert only(parsed, "FROM") == "python:3.11-slim"
     assert only(parsed, "USER") not in {"root", "0"}
     assert exec_form(only(parsed, "VOLUME")) == [DATA_DIR]
-    assert only(parsed, "EXPOSE") == "9092"
+    assert only(parsed, "EXPOSE") == "9092 9308"
     assert "useradd" in " ".join(arguments for name, arguments in parsed if name == "RUN")
     for name, arguments in parsed:
         if name == "COPY":
@@ -90,16 +90,19 @@ def test_dockerfile_command_matches_the_cli() -> None:
         DATA_DIR,
     )
     assert config.values["listeners"] == "PLAINTEXT://0.0.0.0:9092"
+    assert config.metrics_address() == ("0.0.0.0", 9308)  # for Prometheus outside
     assert config.values["log.dirs"] == DATA_DIR
     assert from_environment(environment) == {"advertised.listeners": "PLAINTEXT://localhost:9092"}
     assert config.values["advertised.listeners"] == "PLAINTEXT://localhost:9092"
 
 
-def test_dockerfile_health_check_runs_the_protocol_probe() -> None:
+def test_dockerfile_health_check_runs_the_protocol_probe_and_asks_readiness() -> None:
     health = only(instructions(DOCKER / "Dockerfile"), "HEALTHCHECK")
     options, _, command = health.partition(" CMD ")
 
-    assert exec_form(command) == ["python", "-m", "kshim.healthcheck", "127.0.0.1:9092"]
+    assert exec_form(command) == [
+        "python", "-m", "kshim.healthcheck", "127.0.0.1:9092", "http://127.0.0.1:9308/healthz",
+    ]  # fmt: skip
     assert re.search(r"--timeout=(\d+)s", options) and re.search(r"--interval=\d+s", options)
 
 

@@ -1,4 +1,5 @@
-"""``python -m kshim.healthcheck [HOST:PORT]``: exits 0 when a Kafka broker answers there.
+"""``python -m kshim.healthcheck [HOST:PORT] [URL ...]``: exits 0 when a Kafka broker
+answers at HOST:PORT and every readiness URL (the broker's ``/healthz``) answers 200.
 
 A health check that speaks the protocol rather than probing the port: it sends
 ApiVersions v0 (request header v1, empty body) and requires a well-formed answer with the
@@ -11,6 +12,9 @@ HEALTHCHECK, one blocking round trip through ``kshim.wire_client`` bounded by a 
 from __future__ import annotations
 
 import sys
+import urllib.error
+import urllib.request
+from http import HTTPStatus
 
 from kshim.protocol.apis import API_VERSIONS_KEY
 from kshim.wire_client import MalformedResponseError, WireConnection
@@ -43,15 +47,33 @@ def probe(host: str, port: int, timeout_s: float = TIMEOUT_S) -> list[int]:
     return keys
 
 
+def ready(url: str, timeout_s: float = TIMEOUT_S) -> None:
+    """Raises UnhealthyError unless ``url`` (the metrics endpoint's /healthz, which answers
+    503 until the broker serves and while its event loop does not answer) answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            status = answer.status
+    except urllib.error.HTTPError as error:
+        raise UnhealthyError(f"{url}: {error.code} {error.reason}") from error
+    except (OSError, ValueError) as error:
+        raise UnhealthyError(f"{url}: {error}") from error
+    if status != HTTPStatus.OK:
+        raise UnhealthyError(f"{url}: {status}")
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
-    host, _, port = (arguments[0] if arguments else DEFAULT_ADDRESS).rpartition(":")
+    urls = [argument for argument in arguments if argument.startswith(("http://", "https://"))]
+    addresses = [argument for argument in arguments if argument not in urls]
+    host, _, port = (addresses[0] if addresses else DEFAULT_ADDRESS).rpartition(":")
     try:
         keys = probe(host or DEFAULT_HOST, int(port))
+        for url in urls:
+            ready(url)
     except (UnhealthyError, ValueError) as error:
         print(f"unhealthy: {error}", file=sys.stderr)
         return 1
-    print(f"healthy: {len(keys)} APIs advertised")
+    print(f"healthy: {len(keys)} APIs advertised" + (", ready" if urls else ""))
     return 0
 
 

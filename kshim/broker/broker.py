@@ -28,6 +28,7 @@ from kshim.broker.producer_state import PartitionProducerState
 from kshim.broker.topic_descriptions import TopicDescriptions
 from kshim.broker.topic_resolver import TopicResolver
 from kshim.broker.topics import Topic, TopicManager
+from kshim.broker.traffic import TopicTraffic
 from kshim.broker.transactions.coordinator import TransactionCoordinator
 from kshim.broker.transactions.review_hooks import load_review_hook
 from kshim.broker.transactions.reviewer import TransactionReviewer
@@ -89,6 +90,7 @@ class Broker:
         self.producer_states: dict[TopicPartition, PartitionProducerState] = {}
         self.append_waiters = AppendWaiters()
         self.full_view = self._open_full_view(os.path.join(data_dir, "full_view"))
+        self.traffic = TopicTraffic()  # records and bytes in and out per topic (the metrics)
         # Opened lazily: a broker nobody delays anything on has no delays/ directory.
         self.delays = DelaySchedule(
             DelayStore(os.path.join(data_dir, "delays"), filesystem=filesystem),

@@ -49,6 +49,7 @@ from kshim.cli.errors import (
 from kshim.cli.event_loop import run_on, running_loop_name
 from kshim.cli.group_query import QueryError, query_status
 from kshim.server.listener import KafkaServer, ListenError
+from kshim.server.metrics.service import MetricsUnavailable
 from kshim.storage.data_directory_lock import DataDirectoryInUse
 from kshim.storage.delay_store import DelayStore, ScheduleLayoutError
 from kshim.storage.log_store import DiskLogStore
@@ -223,7 +224,7 @@ async def _start(config: BrokerConfig) -> tuple[KafkaServer, tuple[str, int]]:
     try:
         server = KafkaServer(Broker(config))
         return server, await server.start()
-    except ListenError as error:
+    except (ListenError, MetricsUnavailable) as error:
         # asyncio's own message repeats the address; the errno's text says just the reason.
         raise CommandFailed(f"{error}: {reason(error.cause)}") from error
     except DataDirectoryInUse as error:

@@ -17,7 +17,7 @@ from kshim.broker.broker import Broker
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.framing import FrameError
 from kshim.protocol.headers import RequestHeader
-from kshim.server.dispatch import ProtocolViolation, decode, respond
+from kshim.server.dispatch import Observer, ProtocolViolation, decode, respond
 from kshim.server.region_sender import send_region
 from kshim.server.request_stream import RequestStream
 from kshim.storage.interface import FileRegion
@@ -30,8 +30,11 @@ ResponseTask = asyncio.Task[list[Part] | None]
 InFlight = tuple[RequestHeader, ResponseTask]
 
 
-async def serve_connection(stream: RequestStream, broker: Broker) -> None:
-    """Serves one connection until the peer closes it or breaks the protocol."""
+async def serve_connection(
+    stream: RequestStream, broker: Broker, observe: Observer | None = None
+) -> None:
+    """Serves one connection until the peer closes it or breaks the protocol; ``observe``
+    is told of each request answered (the metrics)."""
     transport = stream.transport
     assert transport is not None
     peer = transport.get_extra_info("peername")
@@ -39,7 +42,7 @@ async def serve_connection(stream: RequestStream, broker: Broker) -> None:
     writer_task = asyncio.create_task(_write_responses(in_flight, stream, transport, peer))
     try:
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
-        await _read_requests(stream, broker, in_flight, client_host)
+        await _read_requests(stream, broker, in_flight, client_host, observe)
     except (FrameError, ProtocolViolation) as error:
         log.info("closing connection from %s: %s", peer, error)
     except ConnectionError:
@@ -61,10 +64,11 @@ async def _read_requests(
     broker: Broker,
     in_flight: asyncio.Queue[InFlight | None],
     client_host: str,
+    observe: Observer | None,
 ) -> None:
     while (request_frame := await stream.next_frame()) is not None:
         call = decode(request_frame)
-        task = asyncio.create_task(respond(call, broker, client_host))
+        task = asyncio.create_task(respond(call, broker, client_host, observe))
         await in_flight.put((call.header, task))
 
 

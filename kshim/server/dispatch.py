@@ -9,6 +9,8 @@ response, produced by the handler.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,13 +85,23 @@ def _decode_body(
     return serial.decode_request(route.request_type, api_key, version, frame_bytes, offset)
 
 
-async def respond(call: Call, broker: Broker, client_host: str = "") -> list[Part] | None:
+# Told of every request answered: (api key, version, top-level error code, seconds).
+Observer = Callable[[int, int, int, float], None]
+
+
+async def respond(
+    call: Call, broker: Broker, client_host: str = "", observe: Observer | None = None
+) -> list[Part] | None:
     """Runs the handler and returns the framed response, or None when none is due (acks=0)."""
     header = call.header
     if call.request is None:
         return _api_versions_fallback(header)
+    started = time.perf_counter()
     route = ROUTES[header.api_key]
     body = await route.handle(call.request, RequestContext(header, broker, client_host))
+    if observe is not None:
+        error_code = 0 if body is None or isinstance(body, list) else getattr(body, "error_code", 0)
+        observe(header.api_key, header.api_version, error_code, time.perf_counter() - started)
     if body is None:
         return None
     flexible = codec.is_flexible(header.api_key, header.api_version)

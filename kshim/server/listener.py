@@ -11,6 +11,7 @@ from kshim.broker.lifecycle import BrokerRunner
 from kshim.protocol import schema_preload
 from kshim.protocol.apis import served_versions
 from kshim.server.connection import serve_connection
+from kshim.server.metrics.service import BrokerMetrics
 from kshim.server.request_stream import RequestStream
 
 
@@ -31,6 +32,8 @@ class KafkaServer:
         self._connections: set[asyncio.Task[None]] = set()
         self._max_connections = broker.config.get_int("max.connections")
         self._max_frame_size = broker.config.get_int("socket.request.max.bytes")
+        self.metrics: BrokerMetrics | None = None
+        self._listener = ""  # host:port bound, the connections' label in the metrics
 
     async def start(self) -> tuple[str, int]:
         """Starts the broker and listening; returns the bound (host, port)."""
@@ -52,7 +55,17 @@ class KafkaServer:
         # No listening line here: the caller reports the address (``kshim serve`` prints
         # it once, with the data directory).
         bound = self._server.sockets[0].getsockname()
+        self._listener = f"{bound[0]}:{bound[1]}"
+        self.metrics = BrokerMetrics(self.broker, self._connection_counts)
+        try:
+            self.metrics.start()
+        except Exception:
+            await self.stop()
+            raise
         return bound[0], bound[1]
+
+    def _connection_counts(self) -> dict[str, int]:
+        return {self._listener: len(self._connections)}
 
     def _accept(self, stream: RequestStream) -> None:
         transport = stream.transport
@@ -70,11 +83,14 @@ class KafkaServer:
     async def _serve(self, stream: RequestStream) -> None:
         # stop() cancels open connections; that is a normal end, not an error.
         with contextlib.suppress(asyncio.CancelledError):
-            await serve_connection(stream, self.broker)
+            observe = None if self.metrics is None else self.metrics.requests.observe
+            await serve_connection(stream, self.broker, observe)
 
     async def stop(self) -> None:
         """Stops accepting, drops open connections, then stops the broker (its background
         jobs, then its stores)."""
+        if self.metrics is not None:
+            self.metrics.stop()
         if self._server is not None:
             self._server.close()
         for task in self._connections:

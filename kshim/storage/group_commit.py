@@ -69,6 +69,8 @@ class GroupCommit:
         self._appends = 0  # batches appended so far (how a loop turn shows it brought more)
         self._inline_write_us = 0.0  # moving average of an inline round's write and fsync
         self._last_inline_write = 0.0  # time.monotonic() of the last inline round
+        # Told of each round: (seconds to write and sync it, batches it made durable).
+        self.on_round: Callable[[float, int], None] | None = None
 
     def appended(self, log: DiskPartitionLog) -> None:
         """``log`` has a batch for the next round."""
@@ -101,28 +103,34 @@ class GroupCommit:
             await self._gather_appends()
             while self._waiting or self._extra_records:
                 await self._before_round()
-                await self._round()
+                started = time.perf_counter()
+                batches = await self._round()
+                if self.on_round is not None:
+                    self.on_round(time.perf_counter() - started, batches)
         except Exception as error:  # a disk error: the store refuses further appends
             self._on_failure(error)
         finally:
             self._task = None
 
-    async def _round(self) -> None:
+    async def _round(self) -> int:
+        """Writes (and, when due, syncs) what is waiting; returns how many batches."""
         if len(self._waiting) == 1 and not self._extra_records:
             (log,) = self._waiting
             # Unsynced records in the write-ahead log (flush.messages > 1) wait for a
             # round that syncs it; a round that only syncs segment files would not.
             if not self._unsynced and log.sync_due() and self._direct.may_write_directly(log):
                 async with self._direct.lock:  # free: taken without waiting
-                    await self._round_to_segments(log)
-                return
+                    return await self._round_to_segments(log)
         logs = list(self._waiting)
         self._waiting.clear()
         parts: list[bytes | memoryview] = list(self._extra_records)
         self._extra_records = []
         targets = []
+        batches = 0
         for log in logs:
-            for _, data, _ in log.take_unlogged():
+            unlogged = log.take_unlogged()
+            batches += len(unlogged)
+            for _, data, _ in unlogged:
                 parts += batch_record(log.wal_prefix, data)
             targets.append(log.log_end_offset)
         self._unsynced.update(logs)
@@ -140,8 +148,9 @@ class GroupCommit:
         for log, target in zip(logs, targets, strict=True):
             log.logged(target)
         self._after_round(logs, self._wal.end)
+        return batches
 
-    async def _round_to_segments(self, log: DiskPartitionLog) -> None:
+    async def _round_to_segments(self, log: DiskPartitionLog) -> int:
         """Writes and fsyncs ``log``'s new batches in its segment files (module docstring)."""
         self._waiting.clear()
         pending = log.take_for_segment()
@@ -154,6 +163,7 @@ class GroupCommit:
         self._direct.written_directly(log, sum(len(data) for _, data, _ in pending), target)
         log.logged(target)
         self._after_round([log], self._wal.end)
+        return len(pending)
 
     async def _gather_appends(self) -> None:
         """Lets the loop turn a few times before an inline round, so that requests a

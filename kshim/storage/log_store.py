@@ -109,6 +109,11 @@ class DiskLogStore:
     def wal_bytes_written(self) -> int:
         return self._wal.bytes_written
 
+    def observe_rounds(self, observer: Callable[[float, int], None] | None) -> None:
+        """``observer`` is told of each group-commit round: (seconds it took to write and
+        sync, batches it made durable)."""
+        self._commit.on_round = observer
+
     # -- opening and recovery ------------------------------------------------------------
 
     def directory_of(self, topic_partition: TopicPartition) -> str:

@@ -279,3 +279,23 @@ def test_environment_value_is_validated() -> None:
     arguments = build_parser().parse_args(["serve"])
     with pytest.raises(ConfigError, match=r"log\.retention\.ms"):
         load_config(arguments, {"KSHIM_LOG_RETENTION_MS": "soon"})
+
+
+def test_metrics_are_served_on_loopback_by_default() -> None:
+    assert BrokerConfig.load([]).metrics_address() == ("127.0.0.1", 9308)
+
+
+@pytest.mark.parametrize(
+    ("value", "address"),
+    [("", None), ("0.0.0.0:9400", ("0.0.0.0", 9400)), (":0", ("0.0.0.0", 0)),
+     ("[::1]:9308", ("::1", 9308))],
+)  # fmt: skip
+def test_metrics_address(value: str, address: tuple[str, int] | None) -> None:
+    config = BrokerConfig.load([{"kshim.metrics.listen": value}])
+    assert config.metrics_address() == address
+
+
+@pytest.mark.parametrize("value", ["9308", "localhost:", "host:port", "127.0.0.1:65536"])
+def test_a_metrics_address_that_is_not_host_port_is_refused(value: str) -> None:
+    with pytest.raises(ConfigError, match="host:port"):
+        BrokerConfig.load([{"kshim.metrics.listen": value}])

@@ -76,6 +76,15 @@ class BrokerConfig:
     def listen_address(self) -> tuple[str, int]:
         return parse_listener(self.values["listeners"])
 
+    def metrics_address(self) -> tuple[str, int] | None:
+        """Where /metrics and /healthz are served (kshim.metrics.listen), or None for
+        nowhere."""
+        value = self.values["kshim.metrics.listen"]
+        if not value:
+            return None
+        host, _, port = value.rpartition(":")
+        return host.strip("[]") or "0.0.0.0", int(port)
+
     def advertised_address(self) -> tuple[str, int]:
         """The address clients are told to connect to; defaults to the listen address."""
         advertised = self.values["advertised.listeners"]

@@ -64,6 +64,14 @@ def _boolean(value: str) -> str:
     return value.strip().lower()
 
 
+def _optional_address(value: str) -> str:
+    value = value.strip()
+    _, separator, port = value.rpartition(":")
+    if value and not (separator and port.isascii() and port.isdigit() and int(port) <= 65535):
+        raise ConfigError(f"{value!r} is not host:port (port 0-65535) or empty")
+    return value
+
+
 def _any_string(value: str) -> str:
     return value
 
@@ -157,6 +165,10 @@ BROKER_DEFAULTS: dict[str, str] = {
     # C) takes about a quarter less CPU per request than asyncio's own selector loop
     # (python -m benchmarks.event_loops); "asyncio" is the fallback where uvloop is missing.
     "kshim.event.loop": "uvloop",
+    # Prometheus metrics (/metrics) and a readiness answer (/healthz) over HTTP; empty for
+    # none. The default address, when already in use (another broker on the machine), is
+    # skipped with a warning; an address set by the operator must be bound.
+    "kshim.metrics.listen": "127.0.0.1:9308",
     "socket.request.max.bytes": "104857600",
     "max.connections": "10000",
     "cluster.id": "kshim-cluster",
@@ -196,6 +208,7 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "kshim.full.view.process": _boolean,
     "kshim.delay.max.ms": _integer(0, 100 * 365 * 24 * 3600 * 1000),  # up to a century
     "kshim.event.loop": _choice("uvloop", "asyncio"),
+    "kshim.metrics.listen": _optional_address,
     "transaction.max.timeout.ms": _integer(1, INT_MAX),
     "transactional.id.expiration.ms": _integer(1, INT_MAX),
     "producer.id.expiration.ms": _integer(1),

@@ -43,6 +43,9 @@ async def handle(request: FetchRequest, context: RequestContext) -> list[Part]:
             break
         _release(partitions)
         await broker.append_waiters.wait_any([tp for tp, _ in wanted], remaining)
+    for topic, response in partitions:
+        if response.records_size:
+            broker.traffic.fetched(topic, response.records_size)
     return encode_fetch_response(context.version, _group_by_topic(partitions))
 
 

@@ -131,6 +131,7 @@ def _append(
         broker.transactions.partition(topic_partition).on_append(header, result.base_offset)
     result.durable_offset = result.base_offset + header.last_offset_delta
     result.log = log
+    broker.traffic.produced(topic_name, header.records_count, header.size)
     return result
 
 

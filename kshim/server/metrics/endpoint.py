@@ -1,0 +1,87 @@
+"""The HTTP side: ``/metrics`` in Prometheus' text format and ``/healthz``, the readiness
+answer a container's health check asks for.
+
+Served by the standard library's threaded WSGI server with prometheus_client's WSGI app,
+as prometheus_client's own ``start_http_server`` does, in a thread of its own: a slow
+scraper never holds the event loop. What a scrape reads of the broker is read on the
+event loop's thread (broker_collector.py); ``/healthz`` answers 200 only while the
+broker is started and its event loop answers within a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
+
+READY_TIMEOUT_S = 1.0
+
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """No access log: a scrape every few seconds would fill the broker's log."""
+
+
+class MetricsEndpoint:
+    def __init__(self, registry: CollectorRegistry, loop: asyncio.AbstractEventLoop) -> None:
+        self._metrics = make_wsgi_app(registry)
+        self._loop = loop
+        self.started = False  # set once the broker serves clients
+        self._server: ThreadingWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, host: str, port: int) -> tuple[str, int]:
+        """Binds ``host:port`` (port 0: any free one) and serves in a thread; returns the
+        bound address. Raises OSError when it cannot be bound."""
+        server = make_server(host, port, self._app, ThreadingWSGIServer, _QuietHandler)
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, name="kshim-metrics", daemon=True
+        )
+        self._thread.start()
+        bound = server.server_address
+        return str(bound[0]), int(bound[1])
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = None
+
+    def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == "/healthz":
+            ready = self._ready()
+            body = b"ready\n" if ready else b"not ready\n"
+            return _answer(start_response, "200 OK" if ready else "503 Service Unavailable", body)
+        if path in ("/metrics", "/"):
+            answer: Iterable[bytes] = self._metrics(environ, start_response)
+            return answer
+        return _answer(start_response, "404 Not Found", b"not found: try /metrics or /healthz\n")
+
+    def _ready(self) -> bool:
+        """Started, and the event loop runs a coroutine within READY_TIMEOUT_S."""
+        if not self.started or self._loop.is_closed():
+            return False
+        try:
+            asyncio.run_coroutine_threadsafe(asyncio.sleep(0), self._loop).result(READY_TIMEOUT_S)
+        except Exception:  # a loop that is stopping, stopped or stuck: not ready
+            return False
+        return True
+
+
+def _answer(start_response: StartResponse, status: str, body: bytes) -> list[bytes]:
+    start_response(
+        status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))]
+    )
+    return [body]

@@ -1,0 +1,106 @@
+"""The metrics of one broker: what is observed as it happens (requests, group-commit
+rounds), what is read at each scrape (the broker's state, its process tree), and the HTTP
+endpoint serving them (``kshim.metrics.listen``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Histogram
+
+from kshim.broker.broker import Broker
+from kshim.server.metrics.broker_collector import BrokerCollector
+from kshim.server.metrics.endpoint import MetricsEndpoint
+from kshim.server.metrics.process_tree import ProcessTreeCollector
+from kshim.server.metrics.request_metrics import RequestMetrics
+from kshim.storage.log_store import DiskLogStore
+
+log = logging.getLogger(__name__)
+
+# A group-commit round writes the write-ahead log (or one partition's segment file) and
+# fsyncs it: about a millisecond on an SSD, tens on a disk or a loaded VM.
+FLUSH_BUCKETS_S = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+)
+FLUSH_BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+
+
+class MetricsUnavailable(Exception):
+    """The metrics address set by the operator cannot be bound; ``cause`` says why."""
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        super().__init__(f"cannot serve metrics on {host}:{port}")
+        self.cause = cause
+
+
+class BrokerMetrics:
+    def __init__(self, broker: Broker, connections: Callable[[], dict[str, int]]) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = RequestMetrics(self.registry)
+        loop = asyncio.get_running_loop()
+        self.registry.register(BrokerCollector(broker, loop, connections))
+        self.registry.register(ProcessTreeCollector(broker.config.data_dir))
+        self._flush_seconds = Histogram(
+            "kshim_log_flush_duration_seconds",
+            "Time to write one group-commit round and fsync it",
+            buckets=FLUSH_BUCKETS_S,
+            registry=self.registry,
+        )
+        self._flush_batches = Histogram(
+            "kshim_log_flush_batches",
+            "Record batches one group-commit round made durable",
+            buckets=FLUSH_BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        if isinstance(broker.logs, DiskLogStore):
+            broker.logs.observe_rounds(self._flushed)
+        self.endpoint = MetricsEndpoint(self.registry, loop)
+        self.address: tuple[str, int] | None = None
+        self._broker = broker
+
+    def _flushed(self, seconds: float, batches: int) -> None:
+        self._flush_seconds.observe(seconds)
+        self._flush_batches.observe(batches)
+
+    def start(self) -> None:
+        """Serves the endpoint at ``kshim.metrics.listen``, if set. Raises
+        MetricsUnavailable when an address the operator set cannot be bound; the default
+        address in use (another broker on this machine) is skipped with a warning."""
+        config = self._broker.config
+        address = config.metrics_address()
+        if address is None:
+            return
+        try:
+            self.address = self.endpoint.start(*address)
+        except OSError as error:
+            if "kshim.metrics.listen" in config.explicit:
+                raise MetricsUnavailable(*address, error) from error
+            log.warning(
+                "metrics not served: %s:%d: %s (set kshim.metrics.listen to serve "
+                "them elsewhere, or to nothing)",
+                *address,
+                error.strerror,
+            )
+            return
+        self.endpoint.started = True
+        log.info("metrics on http://%s:%d/metrics, readiness on /healthz", *self.address)
+
+    def stop(self) -> None:
+        self.endpoint.started = False
+        self.endpoint.stop()
+        if isinstance(self._broker.logs, DiskLogStore):
+            self._broker.logs.observe_rounds(None)
