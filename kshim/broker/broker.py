@@ -15,6 +15,9 @@ import os
 import time
 from collections.abc import Callable
 
+from kshim.broker.alarms.checks import RecentRounds
+from kshim.broker.alarms.registry import Alarms
+from kshim.broker.alarms.webhook import Webhook, WebhookSettings
 from kshim.broker.append_waiters import AppendWaiters
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.delay.naming import reserved_for_delay
@@ -91,6 +94,11 @@ class Broker:
         self.append_waiters = AppendWaiters()
         self.full_view = self._open_full_view(os.path.join(data_dir, "full_view"))
         self.traffic = TopicTraffic()  # records and bytes in and out per topic (the metrics)
+        self.webhook = alarm_webhook(config)
+        self.alarms = Alarms(None if self.webhook is None else self.webhook.notify)
+        self.flush_rounds = RecentRounds()  # for the alarm on slow group-commit rounds
+        if isinstance(self.logs, DiskLogStore):
+            self.logs.observe_rounds(self.flush_rounds.add)
         # Opened lazily: a broker nobody delays anything on has no delays/ directory.
         self.delays = DelaySchedule(
             DelayStore(os.path.join(data_dir, "delays"), filesystem=filesystem),
@@ -114,6 +122,7 @@ class Broker:
             load_review_hook(config.values["kshim.review.hook"]),
             review_settings(config),
             clock,
+            self.alarms,
         )
 
     def _open_full_view(self, directory: str) -> FullView:
@@ -214,3 +223,17 @@ class Broker:
             self.delays.store.close()
         finally:
             self.data_dir_lock.release()
+
+
+def alarm_webhook(config: BrokerConfig) -> Webhook | None:
+    """The receiver of ``kshim.alarm.webhook``, or None when none is set."""
+    url = config.values["kshim.alarm.webhook"]
+    if not url:
+        return None
+    return Webhook(
+        WebhookSettings(
+            url,
+            config.get_int("kshim.alarm.webhook.timeout.ms") / 1000,
+            config.get_int("kshim.alarm.webhook.retries"),
+        )
+    )

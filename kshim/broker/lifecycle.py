@@ -16,6 +16,7 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 
+from kshim.broker.alarms.checks import run_alarm_checks
 from kshim.broker.broker import Broker
 from kshim.broker.delay.runner import run_delays
 from kshim.broker.full_view.applier import run_full_view
@@ -37,7 +38,14 @@ def _review(broker: Broker) -> Awaitable[None]:
     return broker.reviewer.run()
 
 
+async def _alarm_webhook(broker: Broker) -> None:
+    if broker.webhook is not None:
+        await broker.webhook.run()
+
+
 BACKGROUND_JOBS: dict[str, Job] = {
+    "alarm checks": run_alarm_checks,
+    "alarm webhook": _alarm_webhook,
     "log retention": _retention,
     "group coordinator": run_group_coordinator,
     "transaction review": _review,

@@ -70,7 +70,7 @@ class GroupCommit:
         self._inline_write_us = 0.0  # moving average of an inline round's write and fsync
         self._last_inline_write = 0.0  # time.monotonic() of the last inline round
         # Told of each round: (seconds to write and sync it, batches it made durable).
-        self.on_round: Callable[[float, int], None] | None = None
+        self.round_observers: list[Callable[[float, int], None]] = []
 
     def appended(self, log: DiskPartitionLog) -> None:
         """``log`` has a batch for the next round."""
@@ -105,8 +105,8 @@ class GroupCommit:
                 await self._before_round()
                 started = time.perf_counter()
                 batches = await self._round()
-                if self.on_round is not None:
-                    self.on_round(time.perf_counter() - started, batches)
+                for observe in self.round_observers:
+                    observe(time.perf_counter() - started, batches)
         except Exception as error:  # a disk error: the store refuses further appends
             self._on_failure(error)
         finally:

@@ -109,10 +109,13 @@ class DiskLogStore:
     def wal_bytes_written(self) -> int:
         return self._wal.bytes_written
 
-    def observe_rounds(self, observer: Callable[[float, int], None] | None) -> None:
+    def observe_rounds(self, observer: Callable[[float, int], None]) -> None:
         """``observer`` is told of each group-commit round: (seconds it took to write and
         sync, batches it made durable)."""
-        self._commit.on_round = observer
+        self._commit.round_observers.append(observer)
+
+    def unobserve_rounds(self, observer: Callable[[float, int], None]) -> None:
+        self._commit.round_observers.remove(observer)
 
     # -- opening and recovery ------------------------------------------------------------
 

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -33,7 +34,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from kshim.testing import BrokerProcess
+from kshim.testing import BrokerProcess, free_port
 from kshim.wire_client import connect
 from tests.e2e.client_helpers import unique_topic
 from tests.e2e.review_hooks import DIRECTORY_VARIABLE, recorded_calls, set_answers
@@ -354,6 +355,41 @@ def test_review_gives_up_after_max_checks(review_broker: BrokerProcess, hooks_di
     alarm = f"ALARM: transaction {transactional_id} undecided after {MAX_CHECKS} reviews"
     assert alarm in review_broker.log_text()
     assert_outcome(review_broker, topic, committed=False)
+
+
+def test_an_undecided_transaction_raises_an_alarm_in_log_metrics_and_webhook(
+    tmp_path: Path,
+) -> None:
+    # The hook never decides; after the last review the broker aborts the transaction and
+    # says so three ways: the ALARM line, the metric, and a POST to the alarm webhook.
+    metrics_port = free_port()
+    with serving([(200, b'{"decision": "unknown"}')]) as hook, serving([(200, b"")]) as webhook:
+        settings = [
+            f"kshim.review.hook={hook.url}", *REVIEW_SETTINGS,
+            f"kshim.alarm.webhook={webhook.url}",
+            f"kshim.metrics.listen=127.0.0.1:{metrics_port}",
+        ]  # fmt: skip
+        broker = BrokerProcess(tmp_path / "data", settings=settings).start()
+        try:
+            topic, transactional_id, _ = start_open_transaction(broker, "alarm", TIMEOUT_MS)
+            assert wait_decided(broker, transactional_id).state == "CompleteAbort"
+            assert_outcome(broker, topic, committed=False)
+            wait_for(lambda: webhook.received, "the alarm's POST")
+            scrape = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10)
+            metrics = scrape.read().decode()
+            log_text = broker.log_text()
+        finally:
+            broker.stop()
+    alarm = f"ALARM: transaction {transactional_id} undecided after {MAX_CHECKS} reviews"
+    assert alarm in log_text
+    assert f"kind=transaction_undecided subject={transactional_id}" in log_text
+    assert 'kshim_alarms_raised_total{kind="transaction_undecided"} 1.0' in metrics.splitlines()
+    [(path, content_type, body)] = webhook.received
+    assert (path, content_type) == ("/review", "application/json")
+    assert {key: body[key] for key in ("kind", "subject", "value", "threshold", "state")} == {
+        "kind": "transaction_undecided", "subject": transactional_id, "value": MAX_CHECKS,
+        "threshold": MAX_CHECKS, "state": "happened",
+    }  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------

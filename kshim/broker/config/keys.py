@@ -72,6 +72,13 @@ def _optional_address(value: str) -> str:
     return value
 
 
+def _optional_http_url(value: str) -> str:
+    value = value.strip()
+    if value and not value.startswith(("http://", "https://")):
+        raise ConfigError(f"{value!r} is not an http:// or https:// URL, or empty")
+    return value
+
+
 def _any_string(value: str) -> str:
     return value
 
@@ -169,6 +176,18 @@ BROKER_DEFAULTS: dict[str, str] = {
     # none. The default address, when already in use (another broker on the machine), is
     # skipped with a warning; an address set by the operator must be bound.
     "kshim.metrics.listen": "127.0.0.1:9308",
+    # Alarms (kshim/broker/alarms/): checked every interval; a threshold of 0 turns its
+    # check off. The webhook, when set, receives each alarm as a JSON POST.
+    "kshim.alarm.webhook": "",
+    "kshim.alarm.webhook.timeout.ms": "5000",
+    "kshim.alarm.webhook.retries": "3",
+    "kshim.alarm.check.interval.ms": "10000",
+    "kshim.alarm.group.lag.records": "100000",
+    "kshim.alarm.group.lag.duration.ms": "300000",
+    "kshim.alarm.view.lag.records": "100000",
+    "kshim.alarm.view.lag.duration.ms": "60000",
+    "kshim.alarm.disk.free.bytes": str(1 << 30),
+    "kshim.alarm.fsync.p99.ms": "1000",
     "socket.request.max.bytes": "104857600",
     "max.connections": "10000",
     "cluster.id": "kshim-cluster",
@@ -209,6 +228,16 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "kshim.delay.max.ms": _integer(0, 100 * 365 * 24 * 3600 * 1000),  # up to a century
     "kshim.event.loop": _choice("uvloop", "asyncio"),
     "kshim.metrics.listen": _optional_address,
+    "kshim.alarm.webhook": _optional_http_url,
+    "kshim.alarm.webhook.timeout.ms": _integer(1, INT_MAX),
+    "kshim.alarm.webhook.retries": _integer(0, 100),
+    "kshim.alarm.check.interval.ms": _integer(1, INT_MAX),
+    "kshim.alarm.group.lag.records": _integer(0),
+    "kshim.alarm.group.lag.duration.ms": _integer(0),
+    "kshim.alarm.view.lag.records": _integer(0),
+    "kshim.alarm.view.lag.duration.ms": _integer(0),
+    "kshim.alarm.disk.free.bytes": _integer(0),
+    "kshim.alarm.fsync.p99.ms": _integer(0),
     "transaction.max.timeout.ms": _integer(1, INT_MAX),
     "transactional.id.expiration.ms": _integer(1, INT_MAX),
     "producer.id.expiration.ms": _integer(1),

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kshim.broker.alarms.registry import Alarms
 from kshim.broker.transactions import transaction_states as states
 from kshim.broker.transactions.coordinator import TransactionCoordinator
 from kshim.broker.transactions.review_hooks import ABORT, COMMIT, ReviewHook
@@ -27,6 +28,7 @@ from kshim.storage.interface import TopicPartition
 from kshim.storage.transaction_store import TransactionRecord
 
 log = logging.getLogger(__name__)
+UNDECIDED = "transaction_undecided"  # the alarm: the review's last check could not decide
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +45,13 @@ class TransactionReviewer:
         hook: ReviewHook | None,
         settings: ReviewSettings,
         clock: Callable[[], int],
+        alarms: Alarms | None = None,
     ) -> None:
         self._coordinator = coordinator
         self.hook = hook
         self.settings = settings
         self._clock = clock
-        self.alarms = 0
+        self._alarms = Alarms() if alarms is None else alarms
 
     def review_request(self, record: TransactionRecord, reason: str) -> dict[str, Any]:
         """What the hook is told: who, which epoch, and the offsets written per partition."""
@@ -83,9 +86,11 @@ class TransactionReviewer:
                 record.next_review_ms = self._clock() + self.settings.retry_ms
                 await self._coordinator.persist(record)
                 return False
-            self.alarms += 1
-            log.error("ALARM: transaction %s undecided after %d reviews; aborting it",
-                      record.transactional_id, record.reviews)  # fmt: skip
+            self._alarms.happened(
+                UNDECIDED, record.transactional_id, record.reviews, self.settings.max_reviews,
+                f"transaction {record.transactional_id} undecided after {record.reviews} "
+                "reviews; aborting it",
+            )  # fmt: skip
             decision = ABORT
         log.info("review of %s (%s): %s", record.transactional_id, reason, decision)
         await self._coordinator.new_epoch(record)

@@ -58,6 +58,7 @@ class BrokerCollector(Collector):
         families += _traffic(broker)
         families += _groups(broker)
         families += _transactions(broker)
+        families += _alarms(broker)
         families += await _views(broker)
         families += await _delays(broker)
         families += _storage(broker)
@@ -171,12 +172,23 @@ def _transactions(broker: Broker) -> Families:
         "Open transactions past their time, to be reviewed",
         value=due,
     )
-    alarms = CounterMetricFamily(
-        "kshim_review_alarms",
-        "Transactions the review could not decide, aborted with an ALARM line",
-        value=broker.reviewer.alarms,
+    return [count, open_, reviews]
+
+
+def _alarms(broker: Broker) -> Families:
+    raised = CounterMetricFamily(
+        "kshim_alarms_raised",
+        "Alarms raised (or, for events, said) since the broker started",
+        labels=["kind"],
     )
-    return [count, open_, reviews, alarms]
+    for kind, count in broker.alarms.raised.items():
+        raised.add_metric([kind], count)
+    active = GaugeMetricFamily(
+        "kshim_alarms_active", "Alarms raised and not cleared: 1 each", labels=["kind", "subject"]
+    )
+    for kind, subject in broker.alarms.active:
+        active.add_metric([kind, subject], 1)
+    return [raised, active]
 
 
 async def _views(broker: Broker) -> Families:

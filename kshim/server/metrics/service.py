@@ -103,4 +103,4 @@ class BrokerMetrics:
         self.endpoint.started = False
         self.endpoint.stop()
         if isinstance(self._broker.logs, DiskLogStore):
-            self._broker.logs.observe_rounds(None)
+            self._broker.logs.unobserve_rounds(self._flushed)
