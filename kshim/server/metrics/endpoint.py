@@ -11,6 +11,7 @@ broker is started and its event loop answers within a second.
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -22,6 +23,10 @@ from prometheus_client.exposition import ThreadingWSGIServer
 READY_TIMEOUT_S = 1.0
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+
+class _ThreadingWSGIServerV6(ThreadingWSGIServer):
+    address_family = socket.AF_INET6  # the standard library's servers bind IPv4 otherwise
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -40,7 +45,8 @@ class MetricsEndpoint:
     def start(self, host: str, port: int) -> tuple[str, int]:
         """Binds ``host:port`` (port 0: any free one) and serves in a thread; returns the
         bound address. Raises OSError when it cannot be bound."""
-        server = make_server(host, port, self._app, ThreadingWSGIServer, _QuietHandler)
+        server_class = _ThreadingWSGIServerV6 if ":" in host else ThreadingWSGIServer
+        server = make_server(host, port, self._app, server_class, _QuietHandler)
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, name="kshim-metrics", daemon=True
