@@ -384,6 +384,8 @@ def test_an_undecided_transaction_raises_an_alarm_in_log_metrics_and_webhook(
     assert alarm in log_text
     assert f"kind=transaction_undecided subject={transactional_id}" in log_text
     assert 'kshim_alarms_raised_total{kind="transaction_undecided"} 1.0' in metrics.splitlines()
+    reviews = f'kshim_transaction_reviews_total{{outcome="unknown"}} {float(MAX_CHECKS)}'
+    assert reviews in metrics.splitlines()
     [(path, content_type, body)] = webhook.received
     assert (path, content_type) == ("/review", "application/json")
     assert {key: body[key] for key in ("kind", "subject", "value", "threshold", "state")} == {

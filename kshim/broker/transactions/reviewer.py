@@ -15,6 +15,7 @@ InitProducerId.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ class TransactionReviewer:
         self.settings = settings
         self._clock = clock
         self._alarms = Alarms() if alarms is None else alarms
+        # Reviews by outcome (commit, abort, unknown: asked again later), for the metrics.
+        self.outcomes: collections.Counter[str] = collections.Counter()
 
     def review_request(self, record: TransactionRecord, reason: str) -> dict[str, Any]:
         """What the hook is told: who, which epoch, and the offsets written per partition."""
@@ -80,6 +83,7 @@ class TransactionReviewer:
         decision = (
             ABORT if self.hook is None else await self.hook(self.review_request(record, reason))
         )
+        self.outcomes[decision if decision in (COMMIT, ABORT) else "unknown"] += 1
         if decision not in (COMMIT, ABORT):
             record.reviews += 1
             if record.reviews < self.settings.max_reviews:

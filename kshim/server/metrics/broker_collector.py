@@ -172,7 +172,14 @@ def _transactions(broker: Broker) -> Families:
         "Open transactions past their time, to be reviewed",
         value=due,
     )
-    return [count, open_, reviews]
+    outcomes = CounterMetricFamily(
+        "kshim_transaction_reviews",
+        "Reviews of overdue transactions, by outcome (unknown: asked again later)",
+        labels=["outcome"],
+    )
+    for outcome, total in broker.reviewer.outcomes.items():
+        outcomes.add_metric([outcome], total)
+    return [count, open_, reviews, outcomes]
 
 
 def _alarms(broker: Broker) -> Families:
