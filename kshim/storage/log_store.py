@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 
+from kshim.progress import Progress, to_log
 from kshim.protocol.record_batch import BatchHeader
 from kshim.storage import interface
 from kshim.storage.checkpointer import Checkpointer
@@ -43,6 +44,7 @@ from kshim.storage.segment_writer import SegmentWriter
 from kshim.storage.write_ahead_log import WalTail, WriteAheadLog, delete_record
 
 log = logging.getLogger(__name__)
+RECOVERY_PROGRESS_INTERVAL_S = 2.0  # a start that takes longer says how far it is
 
 PARTITION_DIRECTORY = re.compile(r"^.+-\d+$")  # {topic}-{partition}, Kafka's naming
 
@@ -172,8 +174,17 @@ class DiskLogStore:
             if name not in listed and PARTITION_DIRECTORY.match(name):
                 log.warning("%s: no such partition any more; deleting its files", name)
                 self._fs.remove_directory(os.path.join(self.logs_dir, name))
+        progress = Progress(
+            "recovering logs", len(partitions), "partitions", to_log(log),
+            RECOVERY_PROGRESS_INTERVAL_S,
+        )  # fmt: skip
         try:
-            return [self._recover_one(spec, tail) for spec in partitions]
+            recovered = []
+            for spec in partitions:
+                recovered.append(self._recover_one(spec, tail))
+                progress.advance()
+            progress.finish()
+            return recovered
         finally:
             self._wal.close_readers()
 

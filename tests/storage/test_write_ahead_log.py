@@ -8,12 +8,14 @@ kill -9 is tests/test_kill9.py's.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 from pathlib import Path
 
 import pytest
 
+from kshim.storage import log_store
 from kshim.storage.descriptor_cache import DescriptorCache
 from kshim.storage.filesystem import OsFileSystem
 from kshim.storage.interface import (
@@ -322,3 +324,23 @@ async def test_appends_wait_while_spills_fall_behind(tmp_path: Path) -> None:
     values = values_of(await read_everything(log))
     assert len(values) == log.log_end_offset
     await store.close()
+
+
+async def test_a_long_recovery_says_how_far_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = DiskLogStore(str(tmp_path), FakeClock())
+    for partition in (FIRST, SECOND):
+        await append_durable(await store.open(partition, LARGE_MEMTABLE, 0), 2)
+    await store.close()
+    monkeypatch.setattr(log_store, "RECOVERY_PROGRESS_INTERVAL_S", 0.0)  # a line per partition
+    restarted = DiskLogStore(str(tmp_path), FakeClock())
+    with caplog.at_level(logging.INFO, log_store.__name__):
+        await restarted.recover([PartitionToOpen(p, LARGE_MEMTABLE, 0) for p in (FIRST, SECOND)])
+    lines = [record.getMessage() for record in caplog.records if "recovering" in record.message]
+    assert [line.split(" partitions,")[0] for line in lines[:2]] == [
+        "recovering logs: 50% (1 of 2",
+        "recovering logs: 100% (2 of 2",
+    ]
+    assert lines[2].startswith("recovering logs: done, 2 partitions in ")
+    await restarted.close()
