@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from pathlib import Path
 
+import pytest
+
 from kshim.broker.broker import Broker
+from kshim.broker.full_view import applier
 from kshim.broker.full_view.applier import run_full_view
 from kshim.broker.full_view.worker import ProcessApplier
 from kshim.broker.partition_reads import ReadablePartition
@@ -153,4 +157,24 @@ async def test_retention_waits_for_a_view_once_read(tmp_path: Path) -> None:
     assert as_dict(await fetch_everything(broker)) == {
         key: (offset, b"1") for offset, key in enumerate([b"a", b"b", b"c", b"d"])
     }
+    await broker.close()
+
+
+async def test_a_long_build_says_how_far_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(applier, "CHUNK_BYTES", 1)  # a batch a chunk: a line each
+    monkeypatch.setattr(applier, "BUILD_PROGRESS_INTERVAL_S", 0.0)
+    broker = await open_broker(tmp_path, FakeClock(), eager=False)
+    await broker.topics.create(TOPIC, 1, {})
+    for index in range(4):
+        await append(broker, [(b"k%d" % index, b"v")])
+    with caplog.at_level(logging.INFO, applier.__name__):
+        assert (await view_partition(broker).offsets()).high_watermark == 4
+    lines = [record.getMessage() for record in caplog.records if "building" in record.message]
+    assert [line.split(" records,")[0] for line in lines[:4]] == [
+        f"building {TOPIC}.full partition 0: {share}% ({done} of 4"
+        for share, done in ((25, 1), (50, 2), (75, 3), (100, 4))
+    ]
+    assert lines[4].startswith(f"building {TOPIC}.full partition 0: done, 4 records in ")
     await broker.close()

@@ -24,6 +24,7 @@ from kshim.broker.full_view.naming import view_name
 from kshim.broker.full_view.view import FullView
 from kshim.broker.topics import TopicManager
 from kshim.broker.transactions.coordinator import TransactionCoordinator
+from kshim.progress import Progress, to_log
 from kshim.storage.interface import TopicPartition, chunks_bytes
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 # benchmarks/full_view.py); when it is not behind, a chunk is whatever is new.
 CHUNK_BYTES = 8 << 20
 TOMBSTONE_PURGE_INTERVAL_S = 1.0
+BUILD_PROGRESS_INTERVAL_S = 2.0
 
 
 class ViewHost(Protocol):
@@ -107,14 +109,26 @@ async def catch_up(
 
 async def build_view(broker: ViewHost, topic_name: str) -> None:
     """Applies every partition of the topic's view up to its last stable offset as of now
-    (the first read of a view not kept so far waits for this)."""
+    (the first read of a view not kept so far waits for this); a build that takes longer
+    than BUILD_PROGRESS_INTERVAL_S says how far it is."""
     topic = broker.topics.get(topic_name)
     if topic is None:
         return
+    view = broker.full_view
     for partition_log in topic.logs:
-        transactions = broker.transactions.partition(partition_log.topic_partition)
+        topic_partition = partition_log.topic_partition
+        transactions = broker.transactions.partition(topic_partition)
         stable = transactions.last_stable_offset(partition_log.high_watermark)
-        await catch_up(broker, partition_log.topic_partition, until=stable)
+        position = await view.applied_position(topic_partition)
+        progress = Progress(
+            f"building {view_name(topic_name)} partition {topic_partition.partition}",
+            max(stable - position, 0), "records", to_log(log), BUILD_PROGRESS_INTERVAL_S,
+        )  # fmt: skip
+        while position < stable and await apply_partition_once(broker, topic_partition):
+            applied = await view.applied_position(topic_partition)
+            progress.advance(applied - position)
+            position = applied
+        progress.finish()
 
 
 async def purge_tombstones_once(broker: ViewHost) -> None:
