@@ -48,6 +48,7 @@ from kshim.cli.errors import (
 )
 from kshim.cli.event_loop import run_on, running_loop_name
 from kshim.cli.group_query import QueryError, query_status
+from kshim.cli.topics_command import TOPICS_PROGRAM, add_topics_parser, run_topics
 from kshim.server.listener import KafkaServer, ListenError
 from kshim.server.metrics.service import MetricsUnavailable
 from kshim.storage.data_directory_lock import DataDirectoryInUse
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     groups.add_argument("--group", help="only this group (default: every group)")
     groups.error_program = GROUPS_PROGRAM
+    add_topics_parser(commands, bootstrap_argument)
     delays = commands.add_parser(
         "delays", help="delayed delivery: pending records per topic, next due, lateness"
     )
@@ -262,10 +264,13 @@ def main(argv: list[str] | None = None) -> int:
     """Runs the command ``argv`` (default: this process's arguments); returns the exit
     status."""
     arguments = build_parser().parse_args(argv)
-    program = {"groups": GROUPS_PROGRAM, "delays": DELAYS_PROGRAM}.get(arguments.command, PROGRAM)
+    programs = {"groups": GROUPS_PROGRAM, "delays": DELAYS_PROGRAM, "topics": TOPICS_PROGRAM}
+    program = programs.get(arguments.command, PROGRAM)
     try:
         if arguments.command == "groups":
             show_groups(arguments)
+        elif arguments.command == "topics":
+            run_topics(arguments)
         elif arguments.command == "delays":
             show_delays(arguments)
         else:

@@ -1,0 +1,288 @@
+"""``kshim topics``: list, describe, create, delete and reconfigure the topics of a running
+broker (kshim or any Kafka broker), as Kafka's kafka-topics.sh and kafka-configs.sh do.
+
+Lists and descriptions print as aligned tables, changes as one line; ``--json`` prints one
+JSON object per line instead. ``--command-config`` takes the client properties file those
+Kafka tools take; only a PLAINTEXT connection is supported yet, so any other security
+protocol, or any setting other than ``security.protocol`` and ``client.id``, is refused
+rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterator
+
+from kshim.broker.config.keys import ConfigError, parse_properties
+from kshim.broker.text_table import fixed_width_table
+from kshim.cli.config_sources import DEFAULT_LISTEN
+from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, reason
+from kshim.cli.topic_admin import (
+    BROKER_DEFAULT,
+    AdminError,
+    ConfigEntry,
+    TopicAdmin,
+    TopicDescription,
+    TopicListing,
+    topic_admin,
+)
+
+TOPICS_PROGRAM = "kshim topics"
+SUPPORTED_PROTOCOL = "PLAINTEXT"
+# Accepted so that a Kafka tool's properties file works unchanged; the requests keep
+# kshim's own client id.
+IGNORED_SETTINGS = frozenset({"client.id"})
+NO_VALUE = "-"
+
+
+def add_topics_parser(
+    commands: argparse._SubParsersAction[OneLineArgumentParser],
+    bootstrap_type: Callable[[str], str],
+) -> None:
+    """Adds ``topics`` and its subcommands to the ``kshim`` parser's ``commands``;
+    ``bootstrap_type`` checks --bootstrap (host:port)."""
+    topics = commands.add_parser("topics", help="topics: list, describe, create, delete, configs")
+    topics.error_program = TOPICS_PROGRAM
+    common = OneLineArgumentParser(add_help=False)
+    common.add_argument(
+        "--bootstrap",
+        default=DEFAULT_LISTEN,
+        type=bootstrap_type,
+        help=f"a running broker, host:port (default {DEFAULT_LISTEN})",
+    )
+    common.add_argument(
+        "--command-config", metavar="FILE", help="a Kafka client properties file (PLAINTEXT only)"
+    )
+    common.add_argument("--json", action="store_true", help="one JSON object per line")
+    actions = topics.add_subparsers(
+        dest="topics_command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}"
+    )
+
+    def add(name: str, help_text: str) -> OneLineArgumentParser:
+        action = actions.add_parser(name, parents=[common], help=help_text)
+        action.error_program = TOPICS_PROGRAM
+        return action
+
+    add("list", "topic names, partition counts, internal or not")
+    _add_describe(add("describe", "partitions, leaders, replicas, ISR and configs"))
+    _add_create(add("create", "create a topic"))
+    add("delete", "delete a topic").add_argument("--topic", required=True)
+    _add_alter(add("alter-config", "set or delete configs of a topic"))
+
+
+def _add_describe(describe: OneLineArgumentParser) -> None:
+    describe.add_argument(
+        "--topic", action="extend", nargs="+", help="only these topics (default: every topic)"
+    )
+    describe.add_argument(
+        "--all-configs", action="store_true", help="every config, not only those set"
+    )
+
+
+def _add_create(create: OneLineArgumentParser) -> None:
+    create.add_argument("--topic", required=True)
+    create.add_argument(
+        "--partitions", type=int, default=BROKER_DEFAULT, help="default: the broker's"
+    )
+    create.add_argument(
+        "--replication-factor", type=int, default=BROKER_DEFAULT, help="default: the broker's"
+    )
+    create.add_argument(
+        "--config", action="extend", nargs="+", type=config_pair, default=[], metavar="KEY=VALUE"
+    )
+
+
+def _add_alter(alter: OneLineArgumentParser) -> None:
+    alter.add_argument("--topic", required=True)
+    alter.add_argument(
+        "--add-config",
+        action="extend",
+        nargs="+",
+        type=config_pair,
+        default=[],
+        metavar="KEY=VALUE",
+        help="set these configs",
+    )
+    alter.add_argument(
+        "--delete-config",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="KEY",
+        help="go back to the default of these",
+    )
+
+
+def config_pair(text: str) -> tuple[str, str]:
+    """argparse type of KEY=VALUE: (key, value), the value everything after the first ``=``."""
+    key, equals, value = text.partition("=")
+    if not key.strip() or not equals:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value
+
+
+def run_topics(arguments: argparse.Namespace) -> None:
+    """Runs one ``kshim topics`` subcommand and prints its result.
+
+    Raises UsageError for a --command-config that asks for what is not supported, or an
+    alter-config that changes nothing or both sets and deletes a key; CommandFailed when
+    the broker cannot be reached or answers with an error.
+    """
+    check_command_config(arguments.command_config)
+    if arguments.topics_command == "alter-config":
+        check_changes(arguments.add_config, arguments.delete_config)
+    try:
+        with topic_admin(arguments.bootstrap) as admin:
+            lines = list(SUBCOMMANDS[arguments.topics_command](admin, arguments))
+    except OSError as error:
+        raise CommandFailed(f"cannot reach {arguments.bootstrap}: {reason(error)}") from error
+    except AdminError as error:
+        raise CommandFailed(str(error)) from error
+    for line in lines:
+        print(line)
+
+
+def check_changes(add_configs: list[tuple[str, str]], delete_configs: list[str]) -> None:
+    """Raises UsageError for an alter-config that changes nothing, or that both sets and
+    deletes one key: Kafka refuses a key named twice in one request (INVALID_REQUEST,
+    ConfigAdminManager.preprocess), so the command says so before asking."""
+    if not (add_configs or delete_configs):
+        raise UsageError("alter-config needs --add-config or --delete-config")
+    both = sorted({key for key, _ in add_configs} & set(delete_configs))
+    if both:
+        raise UsageError(f"both added and deleted: {', '.join(both)}")
+
+
+def check_command_config(path: str | None) -> None:
+    """Raises UsageError unless the properties file at ``path`` (when given) asks for a
+    PLAINTEXT connection, or says nothing of the protocol, and sets nothing else but
+    settings kshim may ignore. Only security.protocol's value is repeated in the error:
+    other values may be secrets (sasl.jaas.config)."""
+    if path is None:
+        return
+    for key, value in _read_properties(path).items():
+        if key == "security.protocol":
+            # Kafka reads the protocol name case-insensitively (SecurityProtocol.forName).
+            if value.upper() != SUPPORTED_PROTOCOL:
+                raise UsageError(
+                    f"--command-config {path}: security.protocol={value} is not supported; "
+                    f"only {SUPPORTED_PROTOCOL} is supported yet"
+                )
+        elif key not in IGNORED_SETTINGS:
+            raise UsageError(
+                f"--command-config {path}: {key} is not supported; only "
+                f"security.protocol={SUPPORTED_PROTOCOL} and client.id are supported yet"
+            )
+
+
+def _read_properties(path: str) -> dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return parse_properties(handle.read())
+    except OSError as error:
+        raise UsageError(f"cannot read --command-config {path}: {reason(error)}") from None
+    except (UnicodeDecodeError, ConfigError) as error:
+        raise UsageError(f"--command-config {path}: {error}") from None
+
+
+def _list(admin: TopicAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    listings = admin.list_topics()
+    if arguments.json:
+        yield from (json.dumps(listing.to_json()) for listing in listings)
+    else:
+        yield listing_table(listings)
+
+
+def _describe(admin: TopicAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    descriptions = admin.describe_topics(arguments.topic, arguments.all_configs)
+    if arguments.json:
+        yield from (json.dumps(description.to_json()) for description in descriptions)
+    else:
+        yield partition_table(descriptions)
+        yield ""
+        yield config_table(descriptions)
+
+
+def _create(admin: TopicAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    created = admin.create_topic(
+        arguments.topic, arguments.partitions, arguments.replication_factor, dict(arguments.config)
+    )
+    if arguments.json:
+        yield json.dumps(created.to_json())
+    else:
+        yield (
+            f"created topic {created.topic} ({created.partitions} partitions, "
+            f"replication factor {created.replication_factor})"
+        )
+
+
+def _delete(admin: TopicAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    admin.delete_topic(arguments.topic)
+    if arguments.json:
+        yield json.dumps({"topic": arguments.topic, "deleted": True})
+    else:
+        yield f"deleted topic {arguments.topic}"
+
+
+def _alter(admin: TopicAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    set_configs = dict(arguments.add_config)
+    admin.alter_configs(arguments.topic, set_configs, arguments.delete_config)
+    if arguments.json:
+        change = {"topic": arguments.topic, "set": set_configs, "deleted": arguments.delete_config}
+        yield json.dumps(change)
+    else:
+        yield f"altered configs of topic {arguments.topic}"
+
+
+SUBCOMMANDS: dict[str, Callable[[TopicAdmin, argparse.Namespace], Iterator[str]]] = {
+    "list": _list,
+    "describe": _describe,
+    "create": _create,
+    "delete": _delete,
+    "alter-config": _alter,
+}
+
+
+def listing_table(listings: list[TopicListing]) -> str:
+    rows = [
+        (listing.topic, str(listing.partitions), "yes" if listing.internal else "no")
+        for listing in listings
+    ]
+    return fixed_width_table(("TOPIC", "PARTITIONS", "INTERNAL"), rows, left_aligned={0, 2})
+
+
+def partition_table(descriptions: list[TopicDescription]) -> str:
+    """One row per partition; replicas and ISR as comma-separated broker ids."""
+    rows = [
+        (
+            description.topic,
+            str(partition.partition),
+            str(partition.leader),
+            ",".join(map(str, partition.replicas)),
+            ",".join(map(str, partition.isr)),
+        )
+        for description in descriptions
+        for partition in description.partitions
+    ]
+    header = ("TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR")
+    return fixed_width_table(header, rows, left_aligned={0, 3, 4})
+
+
+def config_table(descriptions: list[TopicDescription]) -> str:
+    """One row per config described, with where its value comes from (Kafka's names)."""
+    rows = [
+        (description.topic, entry.name, _shown_value(entry), entry.source)
+        for description in descriptions
+        for entry in description.configs
+    ]
+    header = ("TOPIC", "CONFIG", "VALUE", "SOURCE")
+    return fixed_width_table(header, rows, left_aligned={0, 1, 2, 3})
+
+
+def _shown_value(entry: ConfigEntry) -> str:
+    """The value, ``-`` for none (a sensitive config's is never sent), and the empty
+    string as ``""`` so that it does not read as a missing column."""
+    if entry.value is None:
+        return NO_VALUE
+    return entry.value or '""'
