@@ -229,25 +229,53 @@ async def test_incremental_alter_configs(broker: Broker, version: int) -> None:
     append_compact = [change("cleanup.policy", 2, "compact")]
     resources = [resource(VIEW, configs=[change("retention.ms", SET, "1")]),
                  resource(TOPIC, configs=append_compact),
-                 resource("nope", configs=append_compact),
-                 resource(TOPIC, configs=[change("segment.bytes", 2, "1")]),
-                 resource(TOPIC, configs=[change("retention.ms", SET, None)])]  # fmt: skip
+                 resource("nope", configs=append_compact)]  # fmt: skip
     response = await call(broker, INCREMENTAL_ALTER_CONFIGS, version, {"resources": resources})
-    view, appended, unknown, not_a_list, null = response.responses
+    view, appended, unknown = response.responses
     assert (view.error_code, view.error_message) == VIEW_IS_READ_ONLY
     assert appended.error_code == ErrorCode.none
     assert (unknown.error_code, unknown.error_message) == NOPE_IS_UNKNOWN
+    request = {"resources": [resource(TOPIC, configs=[change("segment.bytes", 2, "1")])]}
+    [not_a_list] = (await call(broker, INCREMENTAL_ALTER_CONFIGS, version, request)).responses
     assert (not_a_list.error_code, not_a_list.error_message) == (
         ErrorCode.invalid_config,
         "operation 2 invalid for segment.bytes",
     )
-    assert null.error_code == ErrorCode.invalid_config
     resolved = broker.resolver.resolve(TOPIC)
     assert resolved is not None
     assert resolved.configs().overrides() == {
         "retention.ms": "3600000",
         "cleanup.policy": "delete,compact",
     }
+
+
+@pytest.mark.parametrize("version", edges(INCREMENTAL_ALTER_CONFIGS))
+async def test_incremental_alter_configs_refuses_what_kafka_refuses_first(
+    broker: Broker, version: int
+) -> None:
+    # Kafka's ConfigAdminManager.preprocess: nothing of such a resource is changed.
+    def change(name: str, operation: int, value: str | None) -> dict[str, Any]:
+        return {"name": name, "config_operation": operation, "value": value}
+
+    set_one = [change("retention.ms", SET, "1")]
+    cases = {
+        "Each resource must appear at most once.": [resource(TOPIC, configs=set_one)] * 2,
+        "Error due to duplicate config keys": [
+            resource(
+                TOPIC, configs=[change("retention.ms", SET, "1"), change("retention.ms", 1, None)]
+            )
+        ],
+        "Null value not supported for : retention.ms": [
+            resource(TOPIC, configs=[change("retention.ms", SET, None)])
+        ],
+    }
+    for message, resources in cases.items():
+        response = await call(broker, INCREMENTAL_ALTER_CONFIGS, version, {"resources": resources})
+        assert [(answer.error_code, answer.error_message) for answer in response.responses] == [
+            (ErrorCode.invalid_request, message)
+        ] * len(resources)
+    resolved = broker.resolver.resolve(TOPIC)
+    assert resolved is not None and resolved.configs().overrides() == {"retention.ms": "3600000"}
 
 
 def records_request(name: str, *partitions: tuple[int, int]) -> dict[str, Any]:

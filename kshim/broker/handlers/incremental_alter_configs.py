@@ -1,12 +1,20 @@
-"""IncrementalAlterConfigs (key 44): SET, DELETE, APPEND, SUBTRACT on a topic's overrides."""
+"""IncrementalAlterConfigs (key 44): SET, DELETE, APPEND, SUBTRACT on a topic's overrides.
+
+Requests Kafka refuses before changing anything are refused the same way, each with
+INVALID_REQUEST (Kafka's ConfigAdminManager.preprocess): a resource named twice (every
+one of its answers), a config named twice in one resource, a SET without a value.
+"""
 
 from __future__ import annotations
+
+import collections
 
 from kshim.broker.config.changes import change_resource
 from kshim.broker.config.keys import LIST, TOPIC_CONFIGS
 from kshim.broker.context import RequestContext
 from kshim.broker.topic_resolver import ResolvedTopic
 from kshim.broker.topics import INVALID_CONFIG, UNKNOWN_TOPIC, TopicError
+from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.incremental_alter_configs import (
     AlterableConfig,
     AlterConfigsResource,
@@ -23,11 +31,18 @@ async def handle(
 ) -> IncrementalAlterConfigsResponse:
     broker = context.broker
     responses = []
+    named = collections.Counter(
+        (resource.resource_type, resource.resource_name) for resource in request.resources
+    )
     for resource in request.resources:
+        twice = named[(resource.resource_type, resource.resource_name)] > 1
 
         async def apply(
-            topic: ResolvedTopic | None, resource: AlterConfigsResource = resource
+            topic: ResolvedTopic | None,
+            resource: AlterConfigsResource = resource,
+            twice: bool = twice,
         ) -> None:
+            _refuse_malformed(resource, twice)
             if topic is None:
                 raise TopicError(UNKNOWN_TOPIC, f"unknown topic {resource.resource_name!r}")
             configs = topic.configs()
@@ -40,6 +55,19 @@ async def handle(
             await change_resource(broker.resolver, resource, apply, AlterConfigsResourceResponse)
         )
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+def _refuse_malformed(resource: AlterConfigsResource, named_twice: bool) -> None:
+    if named_twice:
+        raise TopicError(ErrorCode.invalid_request, "Each resource must appear at most once.")
+    names = [change.name for change in resource.configs]
+    if len(names) != len(set(names)):
+        raise TopicError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    for change in resource.configs:
+        if change.config_operation == SET and change.value is None:
+            raise TopicError(
+                ErrorCode.invalid_request, f"Null value not supported for : {change.name}"
+            )
 
 
 def _apply(
