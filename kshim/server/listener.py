@@ -56,12 +56,20 @@ class KafkaServer:
         # it once, with the data directory).
         bound = self._server.sockets[0].getsockname()
         self._listener = f"{bound[0]}:{bound[1]}"
-        self.metrics = BrokerMetrics(self.broker, self._connection_counts)
-        try:
-            self.metrics.start()
-        except Exception:
-            await self.stop()
-            raise
+        # Nothing is counted for metrics nobody can scrape (kshim.metrics.listen empty, or
+        # its default address taken): requests then pay nothing for them.
+        if self.broker.config.metrics_address() is not None:
+            metrics = BrokerMetrics(self.broker, self._connection_counts)
+            try:
+                served = metrics.start()
+            except Exception:
+                metrics.stop()
+                await self.stop()
+                raise
+            if served:
+                self.metrics = metrics
+            else:
+                metrics.stop()
         return bound[0], bound[1]
 
     def _connection_counts(self) -> dict[str, int]:

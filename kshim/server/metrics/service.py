@@ -76,14 +76,14 @@ class BrokerMetrics:
         self._flush_seconds.observe(seconds)
         self._flush_batches.observe(batches)
 
-    def start(self) -> None:
-        """Serves the endpoint at ``kshim.metrics.listen``, if set. Raises
+    def start(self) -> bool:
+        """Serves the endpoint at ``kshim.metrics.listen``; returns whether it does. Raises
         MetricsUnavailable when an address the operator set cannot be bound; the default
         address in use (another broker on this machine) is skipped with a warning."""
         config = self._broker.config
         address = config.metrics_address()
         if address is None:
-            return
+            return False
         try:
             self.address = self.endpoint.start(*address)
         except OSError as error:
@@ -95,9 +95,10 @@ class BrokerMetrics:
                 *address,
                 error.strerror,
             )
-            return
+            return False
         self.endpoint.started = True
         log.info("metrics on http://%s:%d/metrics, readiness on /healthz", *self.address)
+        return True
 
     def stop(self) -> None:
         self.endpoint.started = False
