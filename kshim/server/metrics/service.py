@@ -50,9 +50,9 @@ class MetricsUnavailable(Exception):
 class BrokerMetrics:
     def __init__(self, broker: Broker, connections: Callable[[], dict[str, int]]) -> None:
         self.registry = CollectorRegistry()
-        self.requests = RequestMetrics(self.registry)
+        self.requests = RequestMetrics()
         loop = asyncio.get_running_loop()
-        self.registry.register(BrokerCollector(broker, loop, connections))
+        self.registry.register(BrokerCollector(broker, loop, connections, self.requests.families))
         self.registry.register(ProcessTreeCollector(broker.config.data_dir))
         self._flush_seconds = Histogram(
             "kshim_log_flush_duration_seconds",
