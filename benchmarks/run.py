@@ -41,6 +41,7 @@ from benchmarks.workloads import (
     produce_transactional,
 )
 from compat_tests.brokers import BROKER_NAMES, unavailable_reason
+from kshim.progress import Progress, to_stream
 
 RESULTS = Path(__file__).parent / "results"
 Metrics = dict[str, float]
@@ -232,14 +233,20 @@ def main() -> None:
         "samples": {name: {broker: [] for broker in brokers} for name in WORKLOADS},
         "full_view": [],
     }
+    chosen = [name for name in WORKLOADS if name in workloads]
+    # A bar on a terminal, a line per sample otherwise: share done, samples a second.
+    progress = Progress("samples", scale.repeats * len(chosen) * len(brokers), "samples",
+                        to_stream(sys.stdout), interval_s=0.0)  # fmt: skip
     for repeat in range(scale.repeats):
-        for workload in (name for name in WORKLOADS if name in workloads):
+        for workload in chosen:
             for broker in brokers:
-                print(f"[{time.monotonic() - started:6.0f} s] repeat {repeat + 1}: "
-                      f"{workload} on {broker}", flush=True)  # fmt: skip
+                progress.what = f"repeat {repeat + 1}: {workload} on {broker}"
                 results["samples"][workload][broker].append(run_sample(broker, workload, scale))
+                progress.advance()
         if "full_view" in workloads:
             results["full_view"].append(full_view_apply(scale))
+    progress.what = "samples"
+    progress.finish()
     results["elapsed_s"] = time.monotonic() - started
     write(results, arguments.output)
 
