@@ -61,6 +61,7 @@ async def apply_partition_once(broker: ViewHost, topic_partition: TopicPartition
     transactions = broker.transactions.partition(topic_partition)
     stable = transactions.last_stable_offset(partition_log.high_watermark)
     if position >= stable:
+        view.caught_up_ms[topic_partition] = broker.clock()
         return False
     result = await partition_log.read(position, CHUNK_BYTES, stable)
     data = await asyncio.to_thread(chunks_bytes, result.chunks)

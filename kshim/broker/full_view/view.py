@@ -44,6 +44,9 @@ class FullView:
         self.lock = asyncio.Lock()  # serialises applying a chunk with deleting a view
         self._positions: dict[TopicPartition, int] = {}
         self._starts: dict[TopicPartition, int] = {}  # the view's log start offsets
+        # When each partition's view last held every decided record (wall-clock ms): how
+        # long a lagging view has been behind (the metrics).
+        self.caught_up_ms: dict[TopicPartition, int] = {}
         self._read: set[str] = set()  # topics whose view was read (or holds data already)
         self._builds: dict[str, asyncio.Task[None]] = {}
         # Applies a topic's view up to its source's last stable offset (set by the broker).
@@ -113,7 +116,7 @@ class FullView:
         """Deletes the view data of a deleted topic."""
         self._read.discard(topic)
         async with self.lock:
-            for cache in (self._positions, self._starts):
+            for cache in (self._positions, self._starts, self.caught_up_ms):
                 for topic_partition in [tp for tp in cache if tp.topic == topic]:
                     del cache[topic_partition]
             self.pending = {tp for tp in self.pending if tp.topic != topic}

@@ -205,7 +205,14 @@ async def _views(broker: Broker) -> Families:
         "kshim_full_view_lag_records",
         "Decided records of a topic not yet applied to its full-data view (T.full)",
     )
+    behind = _partition_gauge(
+        "kshim_full_view_lag_seconds",
+        "How long a full-data view has been behind its topic (0 when it holds every "
+        "decided record); counted from its last catch-up, or from the first scrape that "
+        "saw it behind",
+    )
     view = broker.full_view
+    now_ms = broker.clock()
     for name, topic in list(broker.topics.by_name.items()):
         if not view.keeps(topic):
             continue
@@ -214,9 +221,13 @@ async def _views(broker: Broker) -> Families:
             stable = broker.transactions.partition(topic_partition).last_stable_offset(
                 log.high_watermark
             )
-            applied = await view.applied_position(topic_partition)
-            lag.add_metric([name, str(index)], max(stable - applied, 0))
-    return [lag]
+            records = max(stable - await view.applied_position(topic_partition), 0)
+            lag.add_metric([name, str(index)], records)
+            if not records:
+                view.caught_up_ms[topic_partition] = now_ms
+            since = view.caught_up_ms.setdefault(topic_partition, now_ms)
+            behind.add_metric([name, str(index)], (now_ms - since) / 1000)
+    return [lag, behind]
 
 
 async def _delays(broker: Broker) -> Families:
