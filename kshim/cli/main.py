@@ -48,7 +48,14 @@ from kshim.cli.errors import (
 )
 from kshim.cli.event_loop import run_on, running_loop_name
 from kshim.cli.group_query import QueryError, query_status
+from kshim.cli.groups_command import add_group_admin_parsers, run_group_admin
+from kshim.cli.tail_command import TAIL_PROGRAM, add_tail_parser, run_tail
 from kshim.cli.topics_command import TOPICS_PROGRAM, add_topics_parser, run_topics
+from kshim.cli.transactions_command import (
+    TRANSACTIONS_PROGRAM,
+    add_transactions_parser,
+    run_transactions,
+)
 from kshim.server.listener import KafkaServer, ListenError
 from kshim.server.metrics.service import MetricsUnavailable
 from kshim.storage.data_directory_lock import DataDirectoryInUse
@@ -100,7 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     groups.add_argument("--group", help="only this group (default: every group)")
     groups.error_program = GROUPS_PROGRAM
+    add_group_admin_parsers(groups, bootstrap_argument)
+    add_tail_parser(commands, bootstrap_argument)
     add_topics_parser(commands, bootstrap_argument)
+    add_transactions_parser(commands, bootstrap_argument)
     delays = commands.add_parser(
         "delays", help="delayed delivery: pending records per topic, next due, lateness"
     )
@@ -265,12 +275,20 @@ def main(argv: list[str] | None = None) -> int:
     status."""
     arguments = build_parser().parse_args(argv)
     programs = {"groups": GROUPS_PROGRAM, "delays": DELAYS_PROGRAM, "topics": TOPICS_PROGRAM}
+    programs["transactions"] = TRANSACTIONS_PROGRAM
+    programs["tail"] = TAIL_PROGRAM
     program = programs.get(arguments.command, PROGRAM)
     try:
-        if arguments.command == "groups":
+        if arguments.command == "groups" and arguments.groups_command:
+            run_group_admin(arguments)
+        elif arguments.command == "groups":
             show_groups(arguments)
+        elif arguments.command == "tail":
+            run_tail(arguments)
         elif arguments.command == "topics":
             run_topics(arguments)
+        elif arguments.command == "transactions":
+            run_transactions(arguments)
         elif arguments.command == "delays":
             show_delays(arguments)
         else:

@@ -1,0 +1,191 @@
+"""``kshim groups reset-offsets`` and ``kshim groups delete``: their wire requests.
+
+Requests go through kshim's own blocking client (``kshim.wire_client``), so the commands
+need no client library and work against any Kafka broker. Each request is sent at a version
+that kshim and Apache Kafka 3.x and 4.x all serve (Kafka 4.0 dropped the oldest ones,
+KIP-896): Metadata v11, DescribeGroups v5, OffsetFetch v7, ListOffsets v5, OffsetCommit v8
+and DeleteGroups v2. Everything goes to the bootstrap broker: kshim coordinates every group
+itself, and a Kafka cluster of one broker does too (FindCoordinator is not asked). Every
+socket operation has a timeout; a connection is used by one thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kshim.protocol.errors import ErrorCode
+from kshim.wire_client import (
+    ConnectionClosedError,
+    MalformedResponseError,
+    WireConnection,
+    connect,
+)
+
+CLIENT_ID = "kshim-groups"
+METADATA = (3, 11)
+LIST_OFFSETS = (2, 5)
+OFFSET_COMMIT = (8, 8)
+OFFSET_FETCH = (9, 7)
+DESCRIBE_GROUPS = (15, 5)
+DELETE_GROUPS = (42, 2)
+READ_TIMEOUT_S = 30.0
+# ListOffsets' special timestamps (ListOffsetsRequest.EARLIEST_TIMESTAMP, LATEST_TIMESTAMP),
+# and its answer when no record has a timestamp at or after the one asked for.
+EARLIEST, LATEST = -2, -1
+UNKNOWN_OFFSET = -1
+READ_UNCOMMITTED = 0
+# The admin client's commit (AdminClient.alterConsumerGroupOffsets): no generation, no
+# member; a coordinator takes it only while the group is Empty or unknown
+# (GroupCoordinator.validateOffsetCommit).
+ADMIN_GENERATION = -1
+ADMIN_MEMBER_ID = ""
+NO_LEADER_EPOCH = -1
+
+
+class GroupAdminError(Exception):
+    """The broker answered with an error code, closed the connection, or broke the protocol."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """What DescribeGroups says of a group: its state as Kafka names it (``Dead`` for one
+    that does not exist) and how many members it has."""
+
+    group: str
+    state: str
+    members: int
+
+
+@contextlib.contextmanager
+def group_admin(bootstrap: str, timeout_s: float = READ_TIMEOUT_S) -> Iterator[GroupAdmin]:
+    """A GroupAdmin on a connection to the first broker of ``bootstrap``, closed after.
+
+    Raises ValueError for a bootstrap that is not host:port, OSError when the broker cannot
+    be reached or does not answer in time, GroupAdminError on an error answer or when the
+    broker closes the connection or answers something malformed.
+    """
+    try:
+        with connect(bootstrap, timeout_s, client_id=CLIENT_ID) as connection:
+            yield GroupAdmin(connection)
+    except (ConnectionClosedError, MalformedResponseError) as error:
+        # A broker closes the connection on a request version it does not serve.
+        raise GroupAdminError(f"{bootstrap} broke off the request: {error}") from error
+
+
+class GroupAdmin:
+    """The group requests, over one connection; each raises GroupAdminError on an error
+    answer. Offsets are of one topic at a time, by partition."""
+
+    def __init__(self, connection: WireConnection) -> None:
+        self._connection = connection
+
+    def describe(self, group: str) -> GroupDescription:
+        [described] = self._call(DESCRIBE_GROUPS, {"groups": [group]}).groups
+        _check(described.error_code, f"cannot describe group {group}")
+        return GroupDescription(group, str(described.group_state), len(described.members))
+
+    def partitions(self, topic: str) -> list[int]:
+        """The topic's partition numbers, in order; raises GroupAdminError for a topic
+        that does not exist (it is never created: auto-creation is refused)."""
+        request = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+        [described] = self._call(METADATA, request).topics
+        _check(described.error_code, f"cannot describe topic {topic}")
+        return sorted(int(partition.partition_index) for partition in described.partitions)
+
+    def committed(self, group: str, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        """The group's committed offset of each partition that has one."""
+        topics = [{"name": topic, "partition_indexes": list(partitions)}]
+        response = self._call(OFFSET_FETCH, {"group_id": group, "topics": topics})
+        _check(response.error_code, f"cannot fetch the offsets of group {group}")
+        committed = {}
+        for index, partition in _answered_partitions(response.topics):
+            _check(
+                partition.error_code, f"cannot fetch the offset of group {group} on {topic}-{index}"
+            )
+            if partition.committed_offset >= 0:  # -1: nothing committed
+                committed[index] = int(partition.committed_offset)
+        return committed
+
+    def log_offsets(self, topic: str, partitions: Sequence[int], timestamp: int) -> dict[int, int]:
+        """ListOffsets of each partition: EARLIEST (the log start), LATEST (the high
+        watermark, as Kafka's admin tools read it: read_uncommitted) or the first offset
+        whose timestamp is at or after ``timestamp`` (UNKNOWN_OFFSET when there is none)."""
+        wanted = [
+            {
+                "partition_index": index,
+                "current_leader_epoch": NO_LEADER_EPOCH,
+                "timestamp": timestamp,
+            }
+            for index in partitions
+        ]
+        request = {
+            "replica_id": -1,
+            "isolation_level": READ_UNCOMMITTED,
+            "topics": [{"name": topic, "partitions": wanted}],
+        }
+        offsets = {}
+        for index, partition in _answered_partitions(self._call(LIST_OFFSETS, request).topics):
+            _check(partition.error_code, f"cannot list offsets of {topic}-{index}")
+            offsets[index] = int(partition.offset)
+        return offsets
+
+    def commit(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        """Commits ``offsets`` for the group as the admin client does (no generation, no
+        member), all or none of them: a coordinator refuses such a commit while the group
+        has members (UNKNOWN_MEMBER_ID)."""
+        partitions = [
+            {
+                "partition_index": index,
+                "committed_offset": offset,
+                "committed_leader_epoch": NO_LEADER_EPOCH,
+                "committed_metadata": "",
+            }
+            for index, offset in sorted(offsets.items())
+        ]
+        request = {
+            "group_id": group,
+            "generation_id_or_member_epoch": ADMIN_GENERATION,
+            "member_id": ADMIN_MEMBER_ID,
+            "group_instance_id": None,
+            "topics": [{"name": topic, "partitions": partitions}],
+        }
+        for index, partition in _answered_partitions(self._call(OFFSET_COMMIT, request).topics):
+            _check(
+                partition.error_code, f"cannot commit offsets of group {group} on {topic}-{index}"
+            )
+
+    def delete_groups(self, groups: Sequence[str]) -> dict[str, str | None]:
+        """Deletes the groups in one request; returns, per group, None once deleted or
+        Kafka's name of the error that kept it (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)."""
+        response = self._call(DELETE_GROUPS, {"groups_names": list(dict.fromkeys(groups))})
+        return {
+            str(result.group_id): None if result.error_code == 0 else error_name(result.error_code)
+            for result in response.results
+        }
+
+    def _call(self, api: tuple[int, int], fields: Mapping[str, Any]) -> Any:
+        api_key, version = api
+        return self._connection.call(api_key, version, fields)
+
+
+def _answered_partitions(topics: Any) -> Iterator[tuple[int, Any]]:
+    """(partition number, answer) of every partition of a one-topic response."""
+    for topic in topics:
+        for partition in topic.partitions:
+            yield int(partition.partition_index), partition
+
+
+def error_name(error_code: int) -> str:
+    """Kafka's name of an error code (NON_EMPTY_GROUP), or its number when unknown."""
+    try:
+        return ErrorCode(error_code).name.upper()
+    except ValueError:
+        return f"error code {error_code}"
+
+
+def _check(error_code: int, what: str) -> None:
+    if error_code != 0:
+        raise GroupAdminError(f"{what}: {error_name(error_code)}")

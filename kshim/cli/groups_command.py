@@ -1,0 +1,193 @@
+"""``kshim groups reset-offsets`` and ``kshim groups delete``: change the consumer groups of a
+running broker (kshim or any Kafka broker), as Kafka's kafka-consumer-groups.sh does with
+``--reset-offsets`` and ``--delete``.
+
+``kshim groups`` without a subcommand still prints the status table (kshim/cli/main.py).
+A reset prints its plan as an aligned table and changes nothing unless ``--execute`` is
+given, Kafka's dry-run default; ``--json`` prints one JSON object per line instead.
+``--command-config`` takes the same client properties file, with the same PLAINTEXT-only
+rule, as ``kshim topics``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from collections.abc import Callable, Iterator
+
+from kshim.broker.text_table import fixed_width_table
+from kshim.cli.errors import GROUPS_PROGRAM, CommandFailed, OneLineArgumentParser, reason
+from kshim.cli.group_admin import GroupAdmin, GroupAdminError, group_admin
+from kshim.cli.offset_reset import (
+    PlannedOffset,
+    ResetRefused,
+    ResetTarget,
+    TargetKind,
+    execute,
+    plan_reset,
+)
+from kshim.cli.topics_command import check_command_config
+
+NO_OFFSET = "-"
+
+
+def add_group_admin_parsers(
+    groups: OneLineArgumentParser, bootstrap_type: Callable[[str], str]
+) -> None:
+    """Adds the optional ``reset-offsets`` and ``delete`` subcommands to the ``kshim groups``
+    parser; ``bootstrap_type`` checks --bootstrap (host:port)."""
+    common = OneLineArgumentParser(add_help=False)
+    # No default here: a --bootstrap given before the subcommand, or the groups parser's
+    # default, is kept unless the subcommand names one itself.
+    common.add_argument(
+        "--bootstrap",
+        default=argparse.SUPPRESS,
+        type=bootstrap_type,
+        help="a running broker, host:port (default 127.0.0.1:9092)",
+    )
+    common.add_argument(
+        "--command-config", metavar="FILE", help="a Kafka client properties file (PLAINTEXT only)"
+    )
+    common.add_argument("--json", action="store_true", help="one JSON object per line")
+    actions = groups.add_subparsers(
+        dest="groups_command", metavar="{" + ",".join(SUBCOMMANDS) + "}"
+    )
+
+    def add(name: str, help_text: str) -> OneLineArgumentParser:
+        action = actions.add_parser(name, parents=[common], help=help_text)
+        action.error_program = GROUPS_PROGRAM
+        return action
+
+    _add_reset(add("reset-offsets", "set a group's committed offsets (dry run unless --execute)"))
+    add("delete", "delete groups and their committed offsets").add_argument(
+        "--group", dest="groups", action="append", required=True, metavar="GROUP"
+    )
+
+
+def _add_reset(reset: OneLineArgumentParser) -> None:
+    reset.add_argument("--group", required=True)
+    reset.add_argument("--topic", required=True)
+    reset.add_argument(
+        "--partition",
+        dest="partitions",
+        action="append",
+        type=partition_argument,
+        metavar="P",
+        help="only this partition, repeatable (default: every partition)",
+    )
+    targets = reset.add_mutually_exclusive_group(required=True)
+    targets.add_argument("--to-earliest", action="store_true", help="the log start")
+    targets.add_argument("--to-latest", action="store_true", help="the log end")
+    targets.add_argument(
+        "--to-datetime",
+        type=datetime_argument,
+        metavar="ISO8601",
+        help="the first record at or after it (local time unless it has a zone or Z)",
+    )
+    targets.add_argument(
+        "--shift-by", type=int, metavar="N", help="the committed offset plus N (may be negative)"
+    )
+    reset.add_argument(
+        "--execute", action="store_true", help="commit the new offsets (default: only show them)"
+    )
+
+
+def partition_argument(text: str) -> int:
+    """argparse type of --partition: a partition number, 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a partition number")
+    return int(text)
+
+
+def datetime_argument(text: str) -> int:
+    """argparse type of --to-datetime: epoch milliseconds of an ISO 8601 date and time, such
+    as 2024-05-01T10:00:00.000Z. Without a zone it is local time, as Kafka's tool reads it
+    (Utils.getDateTime)."""
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 date and time") from None
+    return round(moment.timestamp() * 1000)
+
+
+def run_group_admin(arguments: argparse.Namespace) -> None:
+    """Runs one ``kshim groups`` subcommand and prints its result.
+
+    Raises UsageError for a --command-config that asks for what is not supported;
+    CommandFailed when the broker cannot be reached, answers with an error, or the reset
+    is refused (an active group), and after printing the groups it did delete when it
+    could not delete every one.
+    """
+    check_command_config(arguments.command_config)
+    try:
+        with group_admin(arguments.bootstrap) as admin:
+            for line in SUBCOMMANDS[arguments.groups_command](admin, arguments):
+                print(line, flush=True)
+    except OSError as error:
+        raise CommandFailed(f"cannot reach {arguments.bootstrap}: {reason(error)}") from error
+    except (GroupAdminError, ResetRefused) as error:
+        raise CommandFailed(str(error)) from error
+
+
+def _reset(admin: GroupAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    plan = plan_reset(
+        admin, arguments.group, arguments.topic, arguments.partitions, reset_target(arguments)
+    )
+    if arguments.execute:
+        execute(admin, plan)
+    if arguments.json:
+        for row in plan:
+            yield json.dumps({**row.to_json(), "executed": arguments.execute})
+        return
+    yield plan_table(plan)
+    if arguments.execute:
+        yield f"committed the new offsets of group {arguments.group}"
+    else:
+        yield "dry run: nothing changed; add --execute to commit these offsets"
+
+
+def reset_target(arguments: argparse.Namespace) -> ResetTarget:
+    if arguments.to_earliest:
+        return ResetTarget(TargetKind.EARLIEST)
+    if arguments.to_latest:
+        return ResetTarget(TargetKind.LATEST)
+    if arguments.to_datetime is not None:
+        return ResetTarget(TargetKind.DATETIME, arguments.to_datetime)
+    return ResetTarget(TargetKind.SHIFT, arguments.shift_by)
+
+
+def _delete(admin: GroupAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    """Deletes every group named; the ones deleted are printed before the error line that
+    says which were not and why, as Kafka deletes each group on its own."""
+    results = admin.delete_groups(arguments.groups)
+    for group in [group for group, error in results.items() if error is None]:
+        if arguments.json:
+            yield json.dumps({"group": group, "deleted": True})
+        else:
+            yield f"deleted group {group}"
+    failures = [f"{group}: {error}" for group, error in results.items() if error is not None]
+    if failures:
+        raise GroupAdminError("cannot delete group " + "; ".join(failures))
+
+
+SUBCOMMANDS: dict[str, Callable[[GroupAdmin, argparse.Namespace], Iterator[str]]] = {
+    "reset-offsets": _reset,
+    "delete": _delete,
+}
+
+
+def plan_table(plan: list[PlannedOffset]) -> str:
+    """One row per partition: the committed offset (``-`` for none) and the new one."""
+    rows = [
+        (
+            row.group,
+            row.topic,
+            str(row.partition),
+            NO_OFFSET if row.committed is None else str(row.committed),
+            str(row.new_offset),
+        )
+        for row in plan
+    ]
+    header = ("GROUP", "TOPIC", "PARTITION", "COMMITTED", "NEW-OFFSET")
+    return fixed_width_table(header, rows, left_aligned={0, 1})

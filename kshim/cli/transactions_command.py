@@ -1,0 +1,466 @@
+"""``kshim transactions``: list, describe and find hanging transactions of a running broker
+(kshim or any Kafka broker of 3.0 or later), as Kafka's kafka-transactions.sh does, and
+abort one where the broker lets a client do that.
+
+Lists and descriptions print as aligned tables; ``--json`` prints one JSON object per
+line instead. ``--command-config`` takes a Kafka client properties file, PLAINTEXT only,
+as ``kshim topics`` does.
+
+**Hanging**, as kafka-transactions.sh find-hanging defines it (KIP-664): a transaction
+open on a partition that its coordinator will never end there. A producer's transaction
+on a partition is reported when all three hold:
+
+1. the partition's leader has it open: DescribeProducers gives the producer a
+   current_txn_start_offset of 0 or more;
+2. it is older than ``--max-transaction-timeout`` (minutes, default 15, Kafka's default
+   transaction.max.timeout.ms): now minus the producer's last_timestamp (the max
+   timestamp of its last batch there, not the transaction's start) is more than that;
+3. its coordinator will not write its marker there: no broker lists a transactional id
+   for the producer id (ListTransactions filtered by producer id), or the coordinator
+   does not know that id (DescribeTransactions: TRANSACTIONAL_ID_NOT_FOUND), or the
+   transaction the coordinator describes for it does not include this partition (the
+   producer has moved on, or its transaction ended without a marker here).
+
+So an open transaction that its coordinator still lists with the partition is not
+hanging however old it is, since the coordinator still owes it a marker (Kafka aborts it
+at its timeout; kshim reviews it, README "Transactions and review"), and a transaction
+is judged by the producer's last write, so one still being written to is not a candidate.
+``--max-transaction-timeout`` takes fractional minutes (Kafka's takes whole ones).
+
+``abort`` writes an ABORT marker for one partition's open transaction with
+WriteTxnMarkers, as Kafka's tool does (named by ``--start-offset``, or by
+``--producer-id``, ``--producer-epoch`` and ``--coordinator-epoch``). It first asks the
+partition's leader (ApiVersions) whether it serves WriteTxnMarkers; kshim does not, since
+its coordinator decides an overdue transaction by its review, so against kshim the
+command fails saying so, and changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from kshim.broker.text_table import fixed_width_table
+from kshim.cli.config_sources import DEFAULT_LISTEN
+from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, reason
+from kshim.cli.topic_admin import AdminError
+from kshim.cli.topics_command import check_command_config
+from kshim.cli.transaction_admin import (
+    WRITE_TXN_MARKERS,
+    BrokerLacksApi,
+    PartitionLeader,
+    ProducerState,
+    TransactionAdmin,
+    TransactionDescription,
+    TransactionListing,
+    transaction_admin,
+)
+
+TRANSACTIONS_PROGRAM = "kshim transactions"
+DEFAULT_MAX_TIMEOUT_MINUTES = 15.0
+MINUTE_MS = 60_000
+NO_VALUE = "-"
+# Kafka's TransactionState names, which ListTransactions filters by.
+STATES = (
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+)
+LACKS_ABORT = (
+    "; kshim ends an overdue transaction by its review (kshim.review.hook), "
+    "not by a client's marker"
+)
+
+
+def add_transactions_parser(
+    commands: argparse._SubParsersAction[OneLineArgumentParser],
+    bootstrap_type: Callable[[str], str],
+) -> None:
+    """Adds ``transactions`` and its subcommands to the ``kshim`` parser's ``commands``;
+    ``bootstrap_type`` checks --bootstrap (host:port)."""
+    transactions = commands.add_parser(
+        "transactions", help="transactions: list, describe, find-hanging, abort"
+    )
+    transactions.error_program = TRANSACTIONS_PROGRAM
+    common = OneLineArgumentParser(add_help=False)
+    common.add_argument(
+        "--bootstrap",
+        default=DEFAULT_LISTEN,
+        type=bootstrap_type,
+        help=f"a running broker, host:port (default {DEFAULT_LISTEN})",
+    )
+    common.add_argument(
+        "--command-config", metavar="FILE", help="a Kafka client properties file (PLAINTEXT only)"
+    )
+    common.add_argument("--json", action="store_true", help="one JSON object per line")
+    actions = transactions.add_subparsers(
+        dest="transactions_command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}"
+    )
+
+    def add(name: str, help_text: str) -> OneLineArgumentParser:
+        action = actions.add_parser(name, parents=[common], help=help_text)
+        action.error_program = TRANSACTIONS_PROGRAM
+        return action
+
+    _add_list(add("list", "transactional ids: coordinator, state, producer id"))
+    add("describe", "one transactional id's transaction").add_argument(
+        "--transactional-id", required=True
+    )
+    _add_find_hanging(add("find-hanging", "open transactions no coordinator will end"))
+    _add_abort(add("abort", "abort a hanging transaction (brokers serving WriteTxnMarkers)"))
+
+
+def _add_list(list_parser: OneLineArgumentParser) -> None:
+    list_parser.add_argument(
+        "--state",
+        action="extend",
+        nargs="+",
+        type=state_name,
+        default=[],
+        metavar="STATE",
+        help=f"only these states: {', '.join(STATES)}",
+    )
+    list_parser.add_argument(
+        "--producer-id",
+        action="extend",
+        nargs="+",
+        type=int,
+        default=[],
+        metavar="ID",
+        help="only these producer ids",
+    )
+
+
+def _add_find_hanging(find: OneLineArgumentParser) -> None:
+    find.add_argument("--topic", required=True)
+    find.add_argument("--partition", type=int, help="only this partition (default: every one)")
+    find.add_argument(
+        "--max-transaction-timeout",
+        type=minutes,
+        default=DEFAULT_MAX_TIMEOUT_MINUTES,
+        metavar="MINUTES",
+        help="only transactions older than this, in minutes (default 15; fractions allowed)",
+    )
+
+
+def _add_abort(abort: OneLineArgumentParser) -> None:
+    abort.add_argument("--topic", required=True)
+    abort.add_argument("--partition", type=int, required=True)
+    abort.add_argument("--start-offset", type=int, help="where the transaction to abort starts")
+    abort.add_argument("--producer-id", type=int, help="or the producer id, with the two below")
+    abort.add_argument("--producer-epoch", type=int)
+    abort.add_argument("--coordinator-epoch", type=int)
+
+
+def state_name(text: str) -> str:
+    """argparse type of --state: Kafka's name of the state, whatever its case."""
+    for state in STATES:
+        if state.lower() == text.lower():
+            return state
+    raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(STATES)}")
+
+
+def minutes(text: str) -> float:
+    """argparse type of --max-transaction-timeout: a finite number of minutes, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes (0 or more)")
+    return value
+
+
+def run_transactions(arguments: argparse.Namespace) -> None:
+    """Runs one ``kshim transactions`` subcommand and prints its result.
+
+    Raises UsageError for a --command-config that asks for what is not supported, or an
+    abort that does not name one transaction; CommandFailed when the broker cannot be
+    reached, answers with an error, or does not serve what the command needs.
+    """
+    check_command_config(arguments.command_config)
+    if arguments.transactions_command == "abort":
+        check_abort_target(arguments)
+    try:
+        with transaction_admin(arguments.bootstrap) as admin:
+            lines = list(SUBCOMMANDS[arguments.transactions_command](admin, arguments))
+    except OSError as error:
+        raise CommandFailed(f"cannot reach {arguments.bootstrap}: {reason(error)}") from error
+    except AdminError as error:
+        raise CommandFailed(str(error)) from error
+    for line in lines:
+        print(line)
+
+
+def check_abort_target(arguments: argparse.Namespace) -> None:
+    """Raises UsageError unless abort names its transaction one way: --start-offset, or
+    --producer-id with --producer-epoch and --coordinator-epoch."""
+    by_producer = (arguments.producer_id, arguments.producer_epoch, arguments.coordinator_epoch)
+    if arguments.start_offset is not None:
+        if any(value is not None for value in by_producer):
+            raise UsageError("abort takes --start-offset or --producer-id, not both")
+    elif arguments.producer_id is None:
+        raise UsageError(
+            "abort needs --start-offset, or --producer-id with --producer-epoch and "
+            "--coordinator-epoch"
+        )
+    elif None in by_producer:
+        raise UsageError("--producer-id needs --producer-epoch and --coordinator-epoch")
+
+
+def _list(admin: TransactionAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    listings = admin.list_transactions(arguments.state, arguments.producer_id)
+    if arguments.json:
+        yield from (json.dumps(listing.to_json()) for listing in listings)
+    else:
+        yield listing_table(listings)
+
+
+def _describe(admin: TransactionAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    description = admin.describe_transaction(arguments.transactional_id)
+    now_ms = wall_clock_ms()
+    if arguments.json:
+        yield json.dumps(description_json(description, now_ms))
+    else:
+        yield description_table(description, now_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTransaction:
+    """A producer's transaction open on one partition (find-hanging)."""
+
+    topic: str
+    partition: int
+    producer: ProducerState
+
+    def to_json(self, now_ms: int) -> dict[str, object]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "producer_id": self.producer.producer_id,
+            "producer_epoch": self.producer.producer_epoch,
+            "coordinator_epoch": self.producer.coordinator_epoch,
+            "start_offset": self.producer.transaction_start_offset,
+            "last_timestamp": self.producer.last_timestamp,
+            "duration_ms": now_ms - self.producer.last_timestamp,
+        }
+
+
+def _find_hanging(admin: TransactionAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    topic = arguments.topic
+    leaders = admin.partition_leaders(topic, arguments.partition)
+    producers = admin.describe_producers(topic, leaders)
+    now_ms = wall_clock_ms()
+    max_timeout_ms = arguments.max_transaction_timeout * MINUTE_MS
+    candidates = open_transactions(topic, producers, now_ms, max_timeout_ms)
+    found: list[OpenTransaction] = []
+    if candidates:
+        producer_ids = {candidate.producer.producer_id for candidate in candidates}
+        listed = admin.list_transactions(producer_ids=producer_ids)
+        # Kafka's tool ignores a listing of a producer id it did not ask about.
+        transactional_ids = {
+            listing.producer_id: listing.transactional_id
+            for listing in listed
+            if listing.producer_id in producer_ids
+        }
+        descriptions = admin.describe_transactions(transactional_ids.values())
+        found = hanging(candidates, transactional_ids, descriptions)
+    if arguments.json:
+        yield from (json.dumps(transaction.to_json(now_ms)) for transaction in found)
+    else:
+        yield hanging_table(found, now_ms)
+
+
+def open_transactions(
+    topic: str, producers: dict[int, list[ProducerState]], now_ms: int, max_timeout_ms: float
+) -> list[OpenTransaction]:
+    """The candidates: transactions open on a partition whose producer last wrote there
+    longer than ``max_timeout_ms`` ago, by partition then producer id."""
+    return [
+        OpenTransaction(topic, partition, producer)
+        for partition, states in sorted(producers.items())
+        for producer in sorted(states, key=lambda state: state.producer_id)
+        if producer.transaction_start_offset >= 0
+        and now_ms - producer.last_timestamp > max_timeout_ms
+    ]
+
+
+def hanging(
+    candidates: list[OpenTransaction],
+    transactional_ids: dict[int, str],
+    descriptions: dict[str, TransactionDescription | None],
+) -> list[OpenTransaction]:
+    """The candidates whose coordinator will not end them on their partition: no
+    transactional id listed for the producer, none known to the coordinator, or one whose
+    current transaction does not include the partition."""
+    found = []
+    for candidate in candidates:
+        transactional_id = transactional_ids.get(candidate.producer.producer_id)
+        description = None if transactional_id is None else descriptions.get(transactional_id)
+        if (
+            description is None
+            or (candidate.topic, candidate.partition) not in description.partitions
+        ):
+            found.append(candidate)
+    return found
+
+
+def _abort(admin: TransactionAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    topic, partition = arguments.topic, arguments.partition
+    where = f"{topic}-{partition}"
+    [leader] = admin.partition_leaders(topic, partition)
+    try:
+        admin.check_serves(topic, leader, WRITE_TXN_MARKERS, "WriteTxnMarkers")
+    except BrokerLacksApi as error:
+        raise AdminError(f"cannot abort a transaction on {where}: {error}{LACKS_ABORT}") from error
+    if arguments.start_offset is not None:
+        producer = _producer_at(admin, topic, leader, arguments.start_offset)
+        producer_id, epoch, coordinator_epoch = (
+            producer.producer_id,
+            producer.producer_epoch,
+            producer.coordinator_epoch,
+        )
+    else:
+        producer_id = arguments.producer_id
+        epoch, coordinator_epoch = arguments.producer_epoch, arguments.coordinator_epoch
+    # As Kafka's tool: a producer that never finished a transaction has coordinator epoch
+    # -1, and 0 is no more than any epoch the coordinator could have.
+    coordinator_epoch = max(coordinator_epoch, 0)
+    admin.write_abort_marker(topic, leader, producer_id, epoch, coordinator_epoch)
+    if arguments.json:
+        aborted = {
+            "topic": topic,
+            "partition": partition,
+            "producer_id": producer_id,
+            "producer_epoch": epoch,
+            "coordinator_epoch": coordinator_epoch,
+            "aborted": True,
+        }
+        yield json.dumps(aborted)
+    else:
+        yield f"aborted the transaction of producer {producer_id} (epoch {epoch}) on {where}"
+
+
+def _producer_at(
+    admin: TransactionAdmin, topic: str, leader: PartitionLeader, start_offset: int
+) -> ProducerState:
+    """The producer whose transaction open on the partition starts at ``start_offset``."""
+    producers = admin.describe_producers(topic, [leader]).get(leader.partition, [])
+    for producer in producers:
+        if producer.transaction_start_offset == start_offset:
+            return producer
+    raise AdminError(
+        f"no open transaction starts at offset {start_offset} on {topic}-{leader.partition}"
+    )
+
+
+SUBCOMMANDS: dict[str, Callable[[TransactionAdmin, argparse.Namespace], Iterator[str]]] = {
+    "list": _list,
+    "describe": _describe,
+    "find-hanging": _find_hanging,
+    "abort": _abort,
+}
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def listing_table(listings: list[TransactionListing]) -> str:
+    rows = [
+        (
+            listing.transactional_id,
+            str(listing.coordinator),
+            str(listing.producer_id),
+            listing.state,
+        )
+        for listing in listings
+    ]
+    header = ("TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "STATE")
+    return fixed_width_table(header, rows, left_aligned={0, 3})
+
+
+def description_json(description: TransactionDescription, now_ms: int) -> dict[str, object]:
+    """The description, with the transaction's age (duration_ms) when it has a start time
+    (None, as the start, when it has none)."""
+    start = description.start_time_ms
+    return {
+        "coordinator": description.coordinator,
+        "transactional_id": description.transactional_id,
+        "producer_id": description.producer_id,
+        "producer_epoch": description.producer_epoch,
+        "state": description.state,
+        "timeout_ms": description.timeout_ms,
+        "start_time_ms": start,
+        "duration_ms": None if start is None else now_ms - start,
+        "partitions": [
+            {"topic": topic, "partition": partition} for topic, partition in description.partitions
+        ],
+    }
+
+
+def description_table(description: TransactionDescription, now_ms: int) -> str:
+    """One row, as Kafka's tool prints it: partitions as ``topic-partition``, comma-joined
+    (``-`` for none), and ``-`` for the start time and age of no transaction."""
+    start = description.start_time_ms
+    row = (
+        str(description.coordinator),
+        description.transactional_id,
+        str(description.producer_id),
+        str(description.producer_epoch),
+        description.state,
+        str(description.timeout_ms),
+        NO_VALUE if start is None else str(start),
+        NO_VALUE if start is None else str(now_ms - start),
+        ",".join(f"{topic}-{partition}" for topic, partition in description.partitions) or NO_VALUE,
+    )
+    header = (
+        "COORDINATOR",
+        "TRANSACTIONAL-ID",
+        "PRODUCER-ID",
+        "PRODUCER-EPOCH",
+        "STATE",
+        "TIMEOUT-MS",
+        "START-TIME-MS",
+        "DURATION-MS",
+        "TOPIC-PARTITIONS",
+    )
+    return fixed_width_table(header, [row], left_aligned={1, 4, 8})
+
+
+def hanging_table(found: list[OpenTransaction], now_ms: int) -> str:
+    """One row per hanging transaction; its age in whole minutes since the producer's last
+    write, as Kafka's tool prints it. Only the header when none was found."""
+    rows = [
+        (
+            transaction.topic,
+            str(transaction.partition),
+            str(transaction.producer.producer_id),
+            str(transaction.producer.producer_epoch),
+            str(transaction.producer.coordinator_epoch),
+            str(transaction.producer.transaction_start_offset),
+            str(transaction.producer.last_timestamp),
+            str((now_ms - transaction.producer.last_timestamp) // MINUTE_MS),
+        )
+        for transaction in found
+    ]
+    header = (
+        "TOPIC",
+        "PARTITION",
+        "PRODUCER-ID",
+        "PRODUCER-EPOCH",
+        "COORDINATOR-EPOCH",
+        "START-OFFSET",
+        "LAST-TIMESTAMP",
+        "DURATION-MIN",
+    )
+    return fixed_width_table(header, rows, left_aligned={0})
