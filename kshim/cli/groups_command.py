@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable, Iterator
 
 from kshim.broker.text_table import fixed_width_table
+from kshim.cli.admin_options import subcommands
 from kshim.cli.errors import GROUPS_PROGRAM, CommandFailed, OneLineArgumentParser, reason
 from kshim.cli.group_admin import GroupAdmin, GroupAdminError, group_admin
 from kshim.cli.offset_reset import (
@@ -37,28 +38,17 @@ def add_group_admin_parsers(
 ) -> None:
     """Adds the optional ``reset-offsets`` and ``delete`` subcommands to the ``kshim groups``
     parser; ``bootstrap_type`` checks --bootstrap (host:port)."""
-    common = OneLineArgumentParser(add_help=False)
-    # No default here: a --bootstrap given before the subcommand, or the groups parser's
-    # default, is kept unless the subcommand names one itself.
-    common.add_argument(
-        "--bootstrap",
-        default=argparse.SUPPRESS,
-        type=bootstrap_type,
-        help="a running broker, host:port (default 127.0.0.1:9092)",
+    # No --bootstrap default on the subcommands: one given before the subcommand, or the
+    # groups parser's default, is kept unless the subcommand names one itself.
+    add = subcommands(
+        groups,
+        "groups_command",
+        SUBCOMMANDS,
+        GROUPS_PROGRAM,
+        bootstrap_type,
+        required=False,
+        bootstrap_default=argparse.SUPPRESS,
     )
-    common.add_argument(
-        "--command-config", metavar="FILE", help="a Kafka client properties file (PLAINTEXT only)"
-    )
-    common.add_argument("--json", action="store_true", help="one JSON object per line")
-    actions = groups.add_subparsers(
-        dest="groups_command", metavar="{" + ",".join(SUBCOMMANDS) + "}"
-    )
-
-    def add(name: str, help_text: str) -> OneLineArgumentParser:
-        action = actions.add_parser(name, parents=[common], help=help_text)
-        action.error_program = GROUPS_PROGRAM
-        return action
-
     _add_reset(add("reset-offsets", "set a group's committed offsets (dry run unless --execute)"))
     add("delete", "delete groups and their committed offsets").add_argument(
         "--group", dest="groups", action="append", required=True, metavar="GROUP"

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 from kshim.broker.config.keys import ConfigError, parse_properties
 from kshim.broker.text_table import fixed_width_table
-from kshim.cli.config_sources import DEFAULT_LISTEN
+from kshim.cli.admin_options import subcommands
 from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, reason
 from kshim.cli.topic_admin import (
     BROKER_DEFAULT,
@@ -44,26 +44,7 @@ def add_topics_parser(
     ``bootstrap_type`` checks --bootstrap (host:port)."""
     topics = commands.add_parser("topics", help="topics: list, describe, create, delete, configs")
     topics.error_program = TOPICS_PROGRAM
-    common = OneLineArgumentParser(add_help=False)
-    common.add_argument(
-        "--bootstrap",
-        default=DEFAULT_LISTEN,
-        type=bootstrap_type,
-        help=f"a running broker, host:port (default {DEFAULT_LISTEN})",
-    )
-    common.add_argument(
-        "--command-config", metavar="FILE", help="a Kafka client properties file (PLAINTEXT only)"
-    )
-    common.add_argument("--json", action="store_true", help="one JSON object per line")
-    actions = topics.add_subparsers(
-        dest="topics_command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}"
-    )
-
-    def add(name: str, help_text: str) -> OneLineArgumentParser:
-        action = actions.add_parser(name, parents=[common], help=help_text)
-        action.error_program = TOPICS_PROGRAM
-        return action
-
+    add = subcommands(topics, "topics_command", SUBCOMMANDS, TOPICS_PROGRAM, bootstrap_type)
     add("list", "topic names, partition counts, internal or not")
     _add_describe(add("describe", "partitions, leaders, replicas, ISR and configs"))
     _add_create(add("create", "create a topic"))

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kshim.broker.text_table import fixed_width_table
-from kshim.cli.config_sources import DEFAULT_LISTEN
+from kshim.cli.admin_options import subcommands
 from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, reason
 from kshim.cli.topic_admin import AdminError
 from kshim.cli.topics_command import check_command_config
@@ -91,26 +91,9 @@ def add_transactions_parser(
         "transactions", help="transactions: list, describe, find-hanging, abort"
     )
     transactions.error_program = TRANSACTIONS_PROGRAM
-    common = OneLineArgumentParser(add_help=False)
-    common.add_argument(
-        "--bootstrap",
-        default=DEFAULT_LISTEN,
-        type=bootstrap_type,
-        help=f"a running broker, host:port (default {DEFAULT_LISTEN})",
+    add = subcommands(
+        transactions, "transactions_command", SUBCOMMANDS, TRANSACTIONS_PROGRAM, bootstrap_type
     )
-    common.add_argument(
-        "--command-config", metavar="FILE", help="a Kafka client properties file (PLAINTEXT only)"
-    )
-    common.add_argument("--json", action="store_true", help="one JSON object per line")
-    actions = transactions.add_subparsers(
-        dest="transactions_command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}"
-    )
-
-    def add(name: str, help_text: str) -> OneLineArgumentParser:
-        action = actions.add_parser(name, parents=[common], help=help_text)
-        action.error_program = TRANSACTIONS_PROGRAM
-        return action
-
     _add_list(add("list", "transactional ids: coordinator, state, producer id"))
     add("describe", "one transactional id's transaction").add_argument(
         "--transactional-id", required=True
