@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from typing import TypeVar
 
 from kshim.cli.config_sources import DEFAULT_LISTEN
-from kshim.cli.errors import OneLineArgumentParser
+from kshim.cli.errors import CommandFailed, OneLineArgumentParser, reason
+
+AdminT = TypeVar("AdminT")
 
 # Adds one subcommand (name, help) with the common options; returns its parser.
 AddSubcommand = Callable[[str, str], OneLineArgumentParser]
@@ -48,3 +52,23 @@ def subcommands(
         return action
 
     return add
+
+
+def run_subcommand(
+    bootstrap: str,
+    admin: Callable[[str], AbstractContextManager[AdminT]],
+    subcommand: Callable[[AdminT, argparse.Namespace], Iterable[str]],
+    arguments: argparse.Namespace,
+    refusals: tuple[type[Exception], ...],
+) -> None:
+    """Runs ``subcommand`` on an ``admin`` connected to ``bootstrap``, printing its lines
+    as they come; raises CommandFailed when the broker cannot be reached or refuses (one
+    of ``refusals``)."""
+    try:
+        with admin(bootstrap) as connected:
+            for line in subcommand(connected, arguments):
+                print(line, flush=True)
+    except OSError as error:
+        raise CommandFailed(f"cannot reach {bootstrap}: {reason(error)}") from error
+    except refusals as error:
+        raise CommandFailed(str(error)) from error

@@ -17,8 +17,8 @@ import json
 from collections.abc import Callable, Iterator
 
 from kshim.broker.text_table import fixed_width_table
-from kshim.cli.admin_options import subcommands
-from kshim.cli.errors import GROUPS_PROGRAM, CommandFailed, OneLineArgumentParser, reason
+from kshim.cli.admin_options import run_subcommand, subcommands
+from kshim.cli.errors import GROUPS_PROGRAM, OneLineArgumentParser
 from kshim.cli.group_admin import GroupAdmin, GroupAdminError, group_admin
 from kshim.cli.offset_reset import (
     PlannedOffset,
@@ -110,14 +110,9 @@ def run_group_admin(arguments: argparse.Namespace) -> None:
     could not delete every one.
     """
     check_command_config(arguments.command_config)
-    try:
-        with group_admin(arguments.bootstrap) as admin:
-            for line in SUBCOMMANDS[arguments.groups_command](admin, arguments):
-                print(line, flush=True)
-    except OSError as error:
-        raise CommandFailed(f"cannot reach {arguments.bootstrap}: {reason(error)}") from error
-    except (GroupAdminError, ResetRefused) as error:
-        raise CommandFailed(str(error)) from error
+    subcommand = SUBCOMMANDS[arguments.groups_command]
+    refusals = (GroupAdminError, ResetRefused)
+    run_subcommand(arguments.bootstrap, group_admin, subcommand, arguments, refusals)
 
 
 def _reset(admin: GroupAdmin, arguments: argparse.Namespace) -> Iterator[str]:

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 
 from kshim.broker.config.keys import ConfigError, parse_properties
 from kshim.broker.text_table import fixed_width_table
-from kshim.cli.admin_options import subcommands
-from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, reason
+from kshim.cli.admin_options import run_subcommand, subcommands
+from kshim.cli.errors import OneLineArgumentParser, UsageError, reason
 from kshim.cli.topic_admin import (
     BROKER_DEFAULT,
     AdminError,
@@ -113,15 +113,8 @@ def run_topics(arguments: argparse.Namespace) -> None:
     check_command_config(arguments.command_config)
     if arguments.topics_command == "alter-config":
         check_changes(arguments.add_config, arguments.delete_config)
-    try:
-        with topic_admin(arguments.bootstrap) as admin:
-            lines = list(SUBCOMMANDS[arguments.topics_command](admin, arguments))
-    except OSError as error:
-        raise CommandFailed(f"cannot reach {arguments.bootstrap}: {reason(error)}") from error
-    except AdminError as error:
-        raise CommandFailed(str(error)) from error
-    for line in lines:
-        print(line)
+    subcommand = SUBCOMMANDS[arguments.topics_command]
+    run_subcommand(arguments.bootstrap, topic_admin, subcommand, arguments, (AdminError,))
 
 
 def check_changes(add_configs: list[tuple[str, str]], delete_configs: list[str]) -> None:

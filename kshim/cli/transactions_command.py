@@ -45,8 +45,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kshim.broker.text_table import fixed_width_table
-from kshim.cli.admin_options import subcommands
-from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, reason
+from kshim.cli.admin_options import run_subcommand, subcommands
+from kshim.cli.errors import OneLineArgumentParser, UsageError
 from kshim.cli.topic_admin import AdminError
 from kshim.cli.topics_command import check_command_config
 from kshim.cli.transaction_admin import (
@@ -173,15 +173,8 @@ def run_transactions(arguments: argparse.Namespace) -> None:
     check_command_config(arguments.command_config)
     if arguments.transactions_command == "abort":
         check_abort_target(arguments)
-    try:
-        with transaction_admin(arguments.bootstrap) as admin:
-            lines = list(SUBCOMMANDS[arguments.transactions_command](admin, arguments))
-    except OSError as error:
-        raise CommandFailed(f"cannot reach {arguments.bootstrap}: {reason(error)}") from error
-    except AdminError as error:
-        raise CommandFailed(str(error)) from error
-    for line in lines:
-        print(line)
+    subcommand = SUBCOMMANDS[arguments.transactions_command]
+    run_subcommand(arguments.bootstrap, transaction_admin, subcommand, arguments, (AdminError,))
 
 
 def check_abort_target(arguments: argparse.Namespace) -> None:
