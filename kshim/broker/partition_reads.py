@@ -38,6 +38,9 @@ class PartitionRead:
     # (producer id, first offset) of aborted transactions in the range, for read_committed
     aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
     out_of_range: bool = False
+    # The offset after the last batch read, or -1 where the reader does not say (a view,
+    # whose offsets have gaps): how many offsets a fetch moved a consumer on.
+    end_offset: int = -1
 
 
 class ReadablePartition(Protocol):
@@ -83,7 +86,7 @@ class LogPartition:
         aborted = []
         if read_committed:
             aborted = self._transactions.aborted_in_range(fetch_offset, result.end_offset)
-        return PartitionRead(offsets, result.chunks, aborted)
+        return PartitionRead(offsets, result.chunks, aborted, end_offset=result.end_offset)
 
     async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
         return await self._log.offset_for_timestamp(timestamp)

@@ -37,35 +37,39 @@ async def handle(request: FetchRequest, context: RequestContext) -> list[Part]:
     ]
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     while True:
-        partitions, total_bytes, failed = await _read_all(broker, wanted, request)
+        partitions, moves, total_bytes, failed = await _read_all(broker, wanted, request)
         remaining = deadline - time.monotonic()
         if total_bytes >= request.min_bytes or failed or remaining <= 0 or not wanted:
             break
         _release(partitions)
         await broker.append_waiters.wait_any([tp for tp, _ in wanted], remaining)
-    for topic, response in partitions:
-        if response.records_size:
-            broker.traffic.fetched(topic, response.records_size)
+    for (topic, response), moved in zip(partitions, moves, strict=True):
+        broker.traffic.fetched(topic, response.records_size, moved)
     return encode_fetch_response(context.version, _group_by_topic(partitions))
 
 
 async def _read_all(
     broker: Broker, wanted: list[tuple[TopicPartition, FetchPartition]], request: FetchRequest
-) -> tuple[list[tuple[str, FetchedPartition]], int, bool]:
-    """Reads every requested partition; returns (responses, bytes, any partition failed)."""
+) -> tuple[list[tuple[str, FetchedPartition]], list[int], int, bool]:
+    """Reads every requested partition; returns (responses, offsets each moves its
+    consumer on, bytes, any partition failed)."""
     budget = request.max_bytes
     total = 0
     failed = False
     responses = []
+    moves = []
     read_committed = request.isolation_level == READ_COMMITTED
     for topic_partition, partition in wanted:
-        response = await _read_partition(broker, topic_partition, partition, budget, read_committed)
+        response, moved = await _read_partition(
+            broker, topic_partition, partition, budget, read_committed
+        )
+        moves.append(moved)
         size = response.records_size
         total += size
         budget = max(budget - size, 0)
         failed = failed or response.error_code != ErrorCode.none
         responses.append((topic_partition.topic, response))
-    return responses, total, failed
+    return responses, moves, total, failed
 
 
 async def _read_partition(
@@ -74,7 +78,9 @@ async def _read_partition(
     wanted: FetchPartition,
     budget: int,
     read_committed: bool,
-) -> FetchedPartition:
+) -> tuple[FetchedPartition, int]:
+    """The partition's answer, and how many offsets it moves the consumer on (records,
+    transaction markers among them; 0 where the reader does not say)."""
     response = FetchedPartition(
         partition_index=topic_partition.partition,
         error_code=ErrorCode.none,
@@ -87,25 +93,25 @@ async def _read_partition(
         partition = broker.resolver.readable_partition(topic_partition)
     except TopicError as error:  # a name nobody reads
         response.error_code = ErrorCode(error.code)
-        return response
+        return response, 0
     if partition is None:
         response.error_code = ErrorCode.unknown_topic_or_partition
-        return response
+        return response, 0
     # KIP-74: a partition gets at least one batch even past partition_max_bytes,
     # but nothing once the response as a whole is full.
     if budget <= 0:
         _set_offsets(response, await partition.offsets())
-        return response
+        return response, 0
     max_bytes = min(wanted.partition_max_bytes, budget)
     read = await partition.read(wanted.fetch_offset, max_bytes, read_committed)
     _set_offsets(response, read.offsets)
     if read.out_of_range:
         response.error_code = ErrorCode.offset_out_of_range
-        return response
+        return response, 0
     response.records = read.chunks
     if read_committed:
         response.aborted_transactions = read.aborted_transactions
-    return response
+    return response, max(read.end_offset - wanted.fetch_offset, 0)
 
 
 def _set_offsets(response: FetchedPartition, offsets: PartitionOffsets) -> None:

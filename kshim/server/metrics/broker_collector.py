@@ -116,6 +116,12 @@ def _traffic(broker: Broker) -> Families:
             "Bytes of record batches answered to Fetch, by topic",
             traffic.fetched_bytes,
         ),
+        (
+            "kshim_fetched_records",
+            "Records answered to Fetch, by topic, counted by offsets (a transaction's marker "
+            "counts as one; full-data views are not counted)",
+            traffic.fetched_offsets,
+        ),
     ):
         family = CounterMetricFamily(name, documentation, labels=["topic"])
         for topic, count in counts.items():
