@@ -35,7 +35,7 @@ from kshim.protocol.records import Record, build_batch
 from kshim.storage.committed_offsets import CommittedOffset
 from kshim.storage.interface import TopicPartition
 from kshim.storage.memory_log import MemoryLogStore
-from kshim.testing import FakeClock, free_port
+from kshim.testing import FakeClock, failure_lines, free_port
 
 NOW = 1_700_000_000_000
 ORDERS = TopicPartition("orders", 0)
@@ -258,3 +258,12 @@ def test_notify_never_blocks_and_keeps_the_newest() -> None:
         webhook.notify(Alarm(GROUP_LAG, str(index), 1, 0, "x"))
     assert webhook._queue.qsize() == 1000
     assert webhook._queue.get_nowait().subject == "100"
+
+
+def test_an_alarm_line_is_no_failure_of_the_broker_unless_asked_for() -> None:
+    log = "\n".join([
+        "2026-11-27 10:00:00,000 ERROR kshim.broker.alarms.registry: ALARM: slow (kind=fsync_p99)",
+        "2026-11-27 10:00:01,000 ERROR kshim.server.connection: closing connection: failed",
+    ])  # fmt: skip
+    assert failure_lines(log) == [log.splitlines()[1]]
+    assert failure_lines(log, also=["kind=fsync_p99"]) == log.splitlines()
