@@ -16,12 +16,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kshim.cli.admin_connection import admin_connection
 from kshim.protocol.errors import ErrorCode
 from kshim.wire_client import (
-    ConnectionClosedError,
-    MalformedResponseError,
     WireConnection,
-    connect,
 )
 
 CLIENT_ID = "kshim-groups"
@@ -67,12 +65,8 @@ def group_admin(bootstrap: str, timeout_s: float = READ_TIMEOUT_S) -> Iterator[G
     be reached or does not answer in time, GroupAdminError on an error answer or when the
     broker closes the connection or answers something malformed.
     """
-    try:
-        with connect(bootstrap, timeout_s, client_id=CLIENT_ID) as connection:
-            yield GroupAdmin(connection)
-    except (ConnectionClosedError, MalformedResponseError) as error:
-        # A broker closes the connection on a request version it does not serve.
-        raise GroupAdminError(f"{bootstrap} broke off the request: {error}") from error
+    with admin_connection(bootstrap, timeout_s, CLIENT_ID, GroupAdminError) as connection:
+        yield GroupAdmin(connection)
 
 
 class GroupAdmin:

@@ -19,12 +19,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kshim.cli.admin_connection import admin_connection
 from kshim.protocol.errors import ErrorCode
 from kshim.wire_client import (
-    ConnectionClosedError,
-    MalformedResponseError,
     WireConnection,
-    connect,
 )
 
 CLIENT_ID = "kshim-topics"
@@ -128,12 +126,8 @@ def topic_admin(bootstrap: str, timeout_s: float = READ_TIMEOUT_S) -> Iterator[T
     be reached or does not answer in time, AdminError on an error answer or when the
     broker closes the connection or answers something malformed.
     """
-    try:
-        with connect(bootstrap, timeout_s, client_id=CLIENT_ID) as connection:
-            yield TopicAdmin(connection)
-    except (ConnectionClosedError, MalformedResponseError) as error:
-        # A broker closes the connection on a request version it does not serve.
-        raise AdminError(f"{bootstrap} broke off the request: {error}") from error
+    with admin_connection(bootstrap, timeout_s, CLIENT_ID, AdminError) as connection:
+        yield TopicAdmin(connection)
 
 
 class TopicAdmin:

@@ -1,0 +1,32 @@
+"""The one connection an admin command's requests go over (``kshim topics``, ``groups``'
+subcommands), through kshim's own blocking client."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from kshim.wire_client import (
+    ConnectionClosedError,
+    MalformedResponseError,
+    WireConnection,
+    connect,
+)
+
+
+@contextlib.contextmanager
+def admin_connection(
+    bootstrap: str, timeout_s: float, client_id: str, error: type[Exception]
+) -> Iterator[WireConnection]:
+    """A connection to the first broker of ``bootstrap``, closed after.
+
+    Raises ValueError for a bootstrap that is not host:port, OSError when the broker cannot
+    be reached or does not answer in time, and ``error`` when it closes the connection or
+    answers something malformed.
+    """
+    try:
+        with connect(bootstrap, timeout_s, client_id=client_id) as connection:
+            yield connection
+    except (ConnectionClosedError, MalformedResponseError) as broken:
+        # A broker closes the connection on a request version it does not serve.
+        raise error(f"{bootstrap} broke off the request: {broken}") from broken
