@@ -33,12 +33,20 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _set_later(stop: threading.Event) -> None:
+    """Sets ``stop`` from a thread of its own. A signal handler runs in the main thread,
+    which may be inside ``stop.wait()`` holding the event's lock at that moment; setting the
+    event right there takes the same lock again and deadlocks (seen: a SIGTERM that never
+    stopped the capture)."""
+    threading.Thread(target=stop.set, name="stop-on-signal", daemon=True).start()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the capture as the command line says; returns the exit status (0)."""
     arguments = parse_arguments(argv)
     stop = threading.Event()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signal_number, lambda *_: stop.set())
+        signal.signal(signal_number, lambda *_: _set_later(stop))
     tables = [name.strip() for name in arguments.tables.split(",") if name.strip()]
     run_capture(
         arguments.source,
