@@ -18,6 +18,26 @@ AdminT = TypeVar("AdminT")
 AddSubcommand = Callable[[str, str], OneLineArgumentParser]
 
 
+def add_common_options(
+    parser: OneLineArgumentParser,
+    bootstrap_type: Callable[[str], str],
+    bootstrap_default: str = DEFAULT_LISTEN,
+    json_help: str = "one JSON object per line",
+) -> None:
+    """--bootstrap, --command-config and --json on ``parser``."""
+    shown = DEFAULT_LISTEN if bootstrap_default == argparse.SUPPRESS else bootstrap_default
+    parser.add_argument(
+        "--bootstrap",
+        default=bootstrap_default,
+        type=bootstrap_type,
+        help=f"a running broker, host:port (default {shown})",
+    )
+    parser.add_argument(
+        "--command-config", metavar="FILE", help="a Kafka client properties file (PLAINTEXT only)"
+    )
+    parser.add_argument("--json", action="store_true", help=json_help)
+
+
 def subcommands(
     parent: OneLineArgumentParser,
     dest: str,
@@ -31,17 +51,7 @@ def subcommands(
     common options; errors are said as ``program``. With ``bootstrap_default`` set to
     argparse.SUPPRESS a --bootstrap given to ``parent`` itself is kept."""
     common = OneLineArgumentParser(add_help=False)
-    shown = DEFAULT_LISTEN if bootstrap_default == argparse.SUPPRESS else bootstrap_default
-    common.add_argument(
-        "--bootstrap",
-        default=bootstrap_default,
-        type=bootstrap_type,
-        help=f"a running broker, host:port (default {shown})",
-    )
-    common.add_argument(
-        "--command-config", metavar="FILE", help="a Kafka client properties file (PLAINTEXT only)"
-    )
-    common.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_common_options(common, bootstrap_type, bootstrap_default)
     actions = parent.add_subparsers(
         dest=dest, required=required, metavar="{" + ",".join(names) + "}"
     )

@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from kshim.cli.config_sources import DEFAULT_LISTEN
+from kshim.cli.admin_options import add_common_options
 from kshim.cli.errors import CommandFailed, OneLineArgumentParser, reason
 from kshim.cli.groups_command import partition_argument
 from kshim.cli.topic_reader import EARLIEST, LATEST, ReadError, ReadRecord, TopicReader
@@ -62,16 +62,7 @@ def add_tail_parser(
     tail = commands.add_parser("tail", help="print a topic's records as they arrive")
     tail.error_program = TAIL_PROGRAM
     tail.add_argument("topic", metavar="TOPIC")
-    tail.add_argument(
-        "--bootstrap",
-        default=DEFAULT_LISTEN,
-        type=bootstrap_type,
-        help=f"a running broker, host:port (default {DEFAULT_LISTEN})",
-    )
-    tail.add_argument(
-        "--command-config", metavar="FILE", help="a Kafka client properties file (PLAINTEXT only)"
-    )
-    tail.add_argument("--json", action="store_true", help="one JSON object per record")
+    add_common_options(tail, bootstrap_type, json_help="one JSON object per record")
     tail.add_argument(
         "--from-beginning", action="store_true", help="start at the log start, not at the end"
     )

@@ -96,7 +96,7 @@ async def respond(
     header = call.header
     if call.request is None:
         return _api_versions_fallback(header)
-    started = time.perf_counter()
+    started = 0.0 if observe is None else time.perf_counter()  # nothing when unobserved
     route = ROUTES[header.api_key]
     body = await route.handle(call.request, RequestContext(header, broker, client_host))
     if observe is not None:

@@ -97,15 +97,24 @@ async def _rebuild(
 
 
 async def catch_up(
-    broker: ViewHost, topic_partition: TopicPartition, until: int | None = None
+    broker: ViewHost,
+    topic_partition: TopicPartition,
+    until: int | None = None,
+    progress: Progress | None = None,
 ) -> int:
     """Applies the source partition up to its last stable offset, or only until the view
-    reaches ``until``; returns the applied position. Safe beside the background task."""
+    reaches ``until``; returns the applied position, telling ``progress`` of each step.
+    Safe beside the background task."""
     view = broker.full_view
-    while until is None or await view.applied_position(topic_partition) < until:
+    position = await view.applied_position(topic_partition)
+    while until is None or position < until:
         if not await apply_partition_once(broker, topic_partition):
             break
-    return await view.applied_position(topic_partition)
+        applied = await view.applied_position(topic_partition)
+        if progress is not None:
+            progress.advance(applied - position)
+        position = applied
+    return position
 
 
 async def build_view(broker: ViewHost, topic_name: str) -> None:
@@ -115,20 +124,16 @@ async def build_view(broker: ViewHost, topic_name: str) -> None:
     topic = broker.topics.get(topic_name)
     if topic is None:
         return
-    view = broker.full_view
     for partition_log in topic.logs:
         topic_partition = partition_log.topic_partition
         transactions = broker.transactions.partition(topic_partition)
         stable = transactions.last_stable_offset(partition_log.high_watermark)
-        position = await view.applied_position(topic_partition)
+        position = await broker.full_view.applied_position(topic_partition)
         progress = Progress(
             f"building {view_name(topic_name)} partition {topic_partition.partition}",
             max(stable - position, 0), "records", to_log(log), BUILD_PROGRESS_INTERVAL_S,
         )  # fmt: skip
-        while position < stable and await apply_partition_once(broker, topic_partition):
-            applied = await view.applied_position(topic_partition)
-            progress.advance(applied - position)
-            position = applied
+        await catch_up(broker, topic_partition, until=stable, progress=progress)
         progress.finish()
 
 

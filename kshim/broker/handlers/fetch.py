@@ -37,39 +37,39 @@ async def handle(request: FetchRequest, context: RequestContext) -> list[Part]:
     ]
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     while True:
-        partitions, moves, total_bytes, failed = await _read_all(broker, wanted, request)
+        partitions, counts, total_bytes, failed = await _read_all(broker, wanted, request)
         remaining = deadline - time.monotonic()
         if total_bytes >= request.min_bytes or failed or remaining <= 0 or not wanted:
             break
         _release(partitions)
         await broker.append_waiters.wait_any([tp for tp, _ in wanted], remaining)
-    for (topic, response), moved in zip(partitions, moves, strict=True):
-        broker.traffic.fetched(topic, response.records_size, moved)
+    for (topic, _), (size, moved) in zip(partitions, counts, strict=True):
+        broker.traffic.fetched(topic, size, moved)
     return encode_fetch_response(context.version, _group_by_topic(partitions))
 
 
 async def _read_all(
     broker: Broker, wanted: list[tuple[TopicPartition, FetchPartition]], request: FetchRequest
-) -> tuple[list[tuple[str, FetchedPartition]], list[int], int, bool]:
-    """Reads every requested partition; returns (responses, offsets each moves its
-    consumer on, bytes, any partition failed)."""
+) -> tuple[list[tuple[str, FetchedPartition]], list[tuple[int, int]], int, bool]:
+    """Reads every requested partition; returns (responses, each one's bytes and the
+    offsets it moves its consumer on, bytes in all, any partition failed)."""
     budget = request.max_bytes
     total = 0
     failed = False
     responses = []
-    moves = []
+    counts = []
     read_committed = request.isolation_level == READ_COMMITTED
     for topic_partition, partition in wanted:
         response, moved = await _read_partition(
             broker, topic_partition, partition, budget, read_committed
         )
-        moves.append(moved)
         size = response.records_size
+        counts.append((size, moved))
         total += size
         budget = max(budget - size, 0)
         failed = failed or response.error_code != ErrorCode.none
         responses.append((topic_partition.topic, response))
-    return responses, moves, total, failed
+    return responses, counts, total, failed
 
 
 async def _read_partition(
