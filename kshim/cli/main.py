@@ -57,7 +57,7 @@ from kshim.cli.transactions_command import (
     run_transactions,
 )
 from kshim.server.listener import KafkaServer, ListenError
-from kshim.server.metrics.service import MetricsUnavailable
+from kshim.server.metrics.errors import MetricsUnavailable
 from kshim.storage.data_directory_lock import DataDirectoryInUse
 from kshim.storage.delay_store import DelayStore, ScheduleLayoutError
 from kshim.storage.log_store import DiskLogStore

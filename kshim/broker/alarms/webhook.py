@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import urllib.request
 from dataclasses import dataclass
 
 from kshim.broker.alarms.registry import Alarm
@@ -65,6 +64,8 @@ class Webhook:
                   alarm.subject)  # fmt: skip
 
     def _post(self, body: bytes) -> None:
+        import urllib.request  # here: a broker without a webhook never loads it (~1 MB)
+
         request = urllib.request.Request(
             self.settings.url, body, {"Content-Type": "application/json"}, method="POST"
         )

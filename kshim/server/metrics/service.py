@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from kshim.broker.broker import Broker
 from kshim.server.metrics.broker_collector import BrokerCollector
 from kshim.server.metrics.endpoint import MetricsEndpoint
+from kshim.server.metrics.errors import MetricsUnavailable
 from kshim.server.metrics.process_tree import ProcessTreeCollector
 from kshim.server.metrics.request_metrics import RequestMetrics
 from kshim.storage.log_store import DiskLogStore
@@ -37,14 +38,6 @@ FLUSH_BUCKETS_S = (
     1.0,
 )
 FLUSH_BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
-
-
-class MetricsUnavailable(Exception):
-    """The metrics address set by the operator cannot be bound; ``cause`` says why."""
-
-    def __init__(self, host: str, port: int, cause: OSError) -> None:
-        super().__init__(f"cannot serve metrics on {host}:{port}")
-        self.cause = cause
 
 
 class BrokerMetrics:
