@@ -55,7 +55,7 @@ class Progress:
         share = self.share
         return (
             f"{self.what}: {share:.0%} ({self.done:,} of {self.total:,} {self.unit}, "
-            f"{self.done / elapsed:,.0f} {self.unit}/s)"
+            f"{_rate(self.done / elapsed)} {self.unit}/s)"
         )
 
     def finish(self) -> None:
@@ -63,6 +63,11 @@ class Progress:
         if self.said:
             elapsed = self._clock() - self._started
             self._say(f"{self.what}: done, {self.done:,} {self.unit} in {elapsed:.1f} s", None)
+
+
+def _rate(per_second: float) -> str:
+    """Whole numbers from 10 a second on, two significant digits below (0.25 samples/s)."""
+    return f"{per_second:,.0f}" if per_second >= 10 else f"{per_second:.2g}"
 
 
 def to_log(logger: logging.Logger) -> Say:

@@ -59,3 +59,12 @@ def test_plain_lines_off_a_terminal_and_a_bar_on_one() -> None:
     assert first.startswith("[" + "#" * 15 + "." * 15 + "] copying: 50%")
     assert not first.endswith("\n") and second.endswith("\n")
     assert second.startswith("[" + "#" * 30 + "] copying: done")
+
+
+def test_slow_work_says_its_rate_in_fractions() -> None:
+    said: list[tuple[str, float | None]] = []
+    clock = Clock()
+    progress = Progress("benchmarks", 12, "samples", lambda *line: said.append(line), 0.0, clock)
+    clock.now += 8.0
+    progress.advance()
+    assert said == [("benchmarks: 8% (1 of 12 samples, 0.12 samples/s)", 1 / 12)]
