@@ -19,6 +19,19 @@ On the wire (https://kafka.apache.org/protocol#protocol_common and #protocol_mes
 ApiVersions always answers with response header v0, whatever version was asked, so that a
 client can read the answer of a broker that does not serve its version (KIP-511).
 
+With a ClientSecurity (``kshim.client_security``: a Kafka client's properties) the
+connection speaks TLS for SSL and SASL_SSL, and for SASL_PLAINTEXT and SASL_SSL it
+authenticates before anything else is sent, as Kafka's clients do (KIP-152)::
+
+    SaslHandshake v1       mechanism -> error_code, the listener's enabled mechanisms
+    SaslAuthenticate v2    auth_bytes -> error_code, error_message, auth_bytes, as many
+                           times as the mechanism takes (PLAIN once, SCRAM twice)
+
+A refusal raises AuthenticationFailed with the broker's error message; Kafka then closes
+the connection. kshim's tools run for less than a session lifetime, so re-authentication
+(KIP-368) is not done: a broker that sets connections.max.reauth.ms closes a connection
+kept past it.
+
 Every read has a deadline and every response a size bound: nothing here waits forever or
 allocates what a garbage size prefix claims. A connection is not thread-safe; use one per
 thread.
@@ -36,8 +49,11 @@ from typing import Any, Self
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
+from kshim.client_sasl import AuthenticationFailed, sasl_client
+from kshim.client_security import ClientSecurity
 from kshim.protocol import codec
 from kshim.protocol.apis import API_VERSIONS_KEY
+from kshim.protocol.errors import ErrorCode
 from kshim.protocol.framing import FRAME_SIZE
 from kshim.protocol.headers import CORRELATION_ID, EMPTY_TAGGED_FIELDS
 from kshim.protocol.primitives import DecodeError, read_tagged_fields, write_string
@@ -50,6 +66,8 @@ DEFAULT_TIMEOUT_S = 10.0
 # Fetch answer is bounded by the request's max_bytes (fetch.max.bytes, 50 MiB by default).
 DEFAULT_MAX_RESPONSE_BYTES = 1 << 28
 RECEIVE_CHUNK = 1 << 16
+SASL_HANDSHAKE = (17, 1)  # v1: the tokens go in SaslAuthenticate requests (KIP-152)
+SASL_AUTHENTICATE = (36, 2)  # v2: flexible (KIP-482); served by Kafka 2.4 and later
 
 
 class ConnectionClosedError(ConnectionError):
@@ -178,8 +196,15 @@ class WireConnection:
         *,
         client_id: str | None = DEFAULT_CLIENT_ID,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        security: ClientSecurity | None = None,
     ) -> None:
-        """Connects; raises OSError (TimeoutError when the connection is not made in time)."""
+        """Connects, with TLS and SASL when ``security`` says so (None: PLAINTEXT).
+
+        Raises OSError (TimeoutError when the connection is not made in time, ssl.SSLError
+        when the TLS handshake fails, as on a certificate that does not verify),
+        AuthenticationFailed when the broker refuses the SASL credentials, and
+        ClientSecurityError for TLS files that cannot be used.
+        """
         self.timeout_s = timeout_s
         self.client_id = client_id
         self.max_response_bytes = max_response_bytes
@@ -187,6 +212,44 @@ class WireConnection:
         # Each request is sent whole and then waited for: Nagle's algorithm only delays it.
         self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._next_correlation_id = 1
+        if security is not None:
+            try:
+                self._secure(host, security)
+            except BaseException:
+                self._socket.close()
+                raise
+
+    def _secure(self, host: str, security: ClientSecurity) -> None:
+        context = security.ssl_context()
+        if context is not None:
+            # The handshake runs here, bounded by the socket's timeout; the broker's
+            # certificate must name ``host`` unless the hostname check is off.
+            self._socket = context.wrap_socket(self._socket, server_hostname=host)
+        if security.mechanism is not None:
+            self.authenticate(security.mechanism, security.username or "", security.password or "")
+
+    def authenticate(self, mechanism: str, username: str, password: str) -> None:
+        """SaslHandshake v1, then SaslAuthenticate v2 until ``mechanism`` completes; raises
+        AuthenticationFailed when the broker refuses (its error message said) or its SCRAM
+        answer does not verify."""
+        handshake = self.call(*SASL_HANDSHAKE, {"mechanism": mechanism})
+        if handshake.error_code != ErrorCode.none:
+            enabled = ", ".join(handshake.mechanisms) or "none"
+            raise AuthenticationFailed(
+                f"SaslHandshake for {mechanism}: {ErrorCode(handshake.error_code).name.upper()} "
+                f"(the listener enables SASL mechanisms: {enabled})"
+            )
+        exchange = sasl_client(mechanism, username, password)
+        token: bytes | None = exchange.first()
+        while token is not None:
+            answer = self.call(*SASL_AUTHENTICATE, {"auth_bytes": token})
+            if answer.error_code != ErrorCode.none:
+                name = ErrorCode(answer.error_code).name.upper()
+                said = f": {answer.error_message}" if answer.error_message else ""
+                raise AuthenticationFailed(
+                    f"{mechanism} authentication as {username}: {name}{said}"
+                )
+            token = exchange.step(answer.auth_bytes)
 
     def __enter__(self) -> Self:
         return self
@@ -203,7 +266,8 @@ class WireConnection:
         self._socket.close()
 
     def half_close(self) -> None:
-        """Sends FIN (no more requests) while still able to read what the broker sends."""
+        """Sends FIN (no more requests) while still able to read what the broker sends; on a
+        plaintext connection only (Python's TLS socket drops its TLS state on shutdown)."""
         self._socket.shutdown(socket.SHUT_WR)
 
     def reset(self) -> None:
@@ -325,12 +389,20 @@ def connect(
     *,
     client_id: str | None = DEFAULT_CLIENT_ID,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    security: ClientSecurity | None = None,
 ) -> WireConnection:
-    """A connection to the first broker of ``bootstrap`` (``host:port[,...]``).
+    """A connection to the first broker of ``bootstrap`` (``host:port[,...]``), secured as
+    ``security`` says (None: PLAINTEXT).
 
-    Raises ValueError for an address that is not host:port, OSError when it cannot connect.
+    Raises ValueError for an address that is not host:port, OSError when it cannot connect,
+    and what WireConnection raises for TLS and SASL.
     """
     host, port = parse_bootstrap(bootstrap)
     return WireConnection(
-        host, port, timeout_s, client_id=client_id, max_response_bytes=max_response_bytes
+        host,
+        port,
+        timeout_s,
+        client_id=client_id,
+        max_response_bytes=max_response_bytes,
+        security=security,
     )

@@ -11,6 +11,8 @@ topic's full-data view ``T.full``.
 - verify.py: the consistency checker; demo.py: the one-command demo;
 - change_format.py: one change as one Kafka record (shared by capture and apply);
 - databases/: one interface over SQLite, PostgreSQL and DuckDB (shared by all of the above);
+- kafka_security.py: the Kafka client settings of a broker with TLS or SASL, for capture and
+  apply (``--kafka-config``, ``--kafka-option``);
 - spark_session.py: a local SparkSession wired to the Kafka connector;
 - testing.py: a random workload, the capture as a child process, and probes, for the demo,
   the tests and the benchmark.

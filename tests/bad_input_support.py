@@ -12,7 +12,7 @@ import struct
 import time
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,9 @@ LIMITED_MAX_FRAME = 4096
 LIMITED_MAX_MESSAGE = 2000
 
 RecordTuple = tuple[int, bytes | None, bytes | None]  # offset, key, value
+# kafka-python settings for a client other than PLAINTEXT on the broker's port: its
+# bootstrap_servers, security_protocol, ssl_* and sasl_* keyword arguments.
+ClientSettings = Mapping[str, Any]
 
 
 def resident_bytes(broker: BrokerProcess) -> int:
@@ -129,10 +132,16 @@ def make_baseline(broker: BrokerProcess, configs: dict[str, str] | None = None) 
     return baseline
 
 
-def consume_all(bootstrap: str, topic: str, counts: dict[int, int]) -> dict[int, list[RecordTuple]]:
-    """Reads each partition from offset 0 until ``counts`` records (or the deadline)."""
+def consume_all(
+    bootstrap: str, topic: str, counts: dict[int, int], client: ClientSettings | None = None
+) -> dict[int, list[RecordTuple]]:
+    """Reads each partition from offset 0 until ``counts`` records (or the deadline), over
+    PLAINTEXT at ``bootstrap`` unless ``client`` says otherwise."""
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=100
+        **{"bootstrap_servers": bootstrap, **(client or {})},
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=100,
     )
     partitions = [TopicPartition(topic, partition) for partition in counts]
     received: dict[int, list[RecordTuple]] = {partition: [] for partition in counts}
@@ -153,11 +162,18 @@ def consume_all(bootstrap: str, topic: str, counts: dict[int, int]) -> dict[int,
     return received
 
 
-def assert_healthy(broker: BrokerProcess, baseline: Baseline) -> None:
-    """A fresh kafka-python producer and consumer work, and every expected record is intact."""
+def assert_healthy(
+    broker: BrokerProcess, baseline: Baseline, client: ClientSettings | None = None
+) -> None:
+    """A fresh kafka-python producer and consumer work, and every expected record is intact.
+
+    They connect over PLAINTEXT to the broker's port unless ``client`` says otherwise (a
+    SASL_SSL listener's address and credentials, say)."""
     assert broker.is_running(), crash_report(broker)
     value = f"after-{uuid.uuid4().hex}".encode()
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=0)
+    producer = KafkaProducer(
+        **{"bootstrap_servers": broker.bootstrap, **(client or {})}, acks="all", linger_ms=0
+    )
     try:
         metadata = producer.send(baseline.topic, value, b"after", partition=0).get(timeout=WAIT_S)
     finally:
@@ -165,7 +181,7 @@ def assert_healthy(broker: BrokerProcess, baseline: Baseline) -> None:
     assert metadata.offset == baseline.next_offset(0)
     baseline.expected[0].append((metadata.offset, b"after", value))
     counts = {partition: len(records) for partition, records in baseline.expected.items()}
-    assert consume_all(broker.bootstrap, baseline.topic, counts) == baseline.expected
+    assert consume_all(broker.bootstrap, baseline.topic, counts, client) == baseline.expected
 
 
 # --- raw requests ----------------------------------------------------------------------

@@ -4,14 +4,15 @@ every request is kept for the test to inspect.
 
 Requests are decoded and answers encoded with kio's classes (``kshim.protocol.codec``), in
 whatever version the client asked; an API key without a script closes the connection, as
-a broker does for an API it does not serve. Every wait is bounded; the threads are
-daemons and stop with ``stop()``.
+a broker does for an API it does not serve. With a server ``tls`` context each connection
+speaks TLS. Every wait is bounded; the threads are daemons and stop with ``stop()``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ class ScriptedBroker:
 
     scripts: dict[int, Script]
     requests: list[tuple[int, int, Any]] = field(default_factory=list)  # key, version, request
+    tls: ssl.SSLContext | None = None  # a server context: connections speak TLS
     _listener: socket.socket | None = None
     _threads: list[threading.Thread] = field(default_factory=list)
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -80,7 +82,13 @@ class ScriptedBroker:
 
     def _serve(self, connection: socket.socket) -> None:
         connection.settimeout(READ_TIMEOUT_S)
-        with connection, contextlib.suppress(OSError):
+        with contextlib.ExitStack() as open_sockets, contextlib.suppress(OSError):
+            open_sockets.enter_context(connection)
+            if self.tls is not None:
+                # The handshake runs here; one that fails (a client that does not trust the
+                # certificate) ends the connection.
+                connection = self.tls.wrap_socket(connection, server_side=True)
+                open_sockets.enter_context(connection)
             for frame in _frames(connection):
                 api_key, version, _ = peek_api(frame)
                 script = self.scripts.get(api_key)

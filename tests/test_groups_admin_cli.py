@@ -331,24 +331,44 @@ def test_reset_needs_exactly_one_target(broker: BrokerProcess) -> None:
     assert "'yesterday' is not an ISO 8601 date and time" in bad_time
 
 
-def test_a_command_config_asking_for_more_than_plaintext_is_refused(
+def test_a_command_config_that_cannot_be_used_is_refused(
     broker: BrokerProcess, tmp_path: Path
 ) -> None:
     bootstrap = broker.bootstrap
     topic, group = new_topic(bootstrap), unique("configured")
     commit(bootstrap, group, topic, 1)
     config = tmp_path / "admin.properties"
-    config.write_text("security.protocol=SSL\n", encoding="utf-8")
+    config.write_text("security.protocol=SSL\nssl.keystore.type=PKCS12\n", encoding="utf-8")
     refused = (
-        f"kshim groups: error: --command-config {config}: security.protocol=SSL is not "
-        "supported; only PLAINTEXT is supported yet"
+        f"kshim groups: error: --command-config {config}: ssl.keystore.type=PKCS12 is not "
+        "supported: kshim's client reads PEM stores only (export a JKS or PKCS12 store's "
+        "certificates and key to PEM with keytool -exportcert -rfc, or openssl pkcs12 -nodes)"
     )
     for subcommand in (
         ["delete", "--group", group],
         ["reset-offsets", "--group", group, "--topic", topic, "--to-latest", "--execute"],
+        [],  # the status table
     ):
         stdout, line = failed(
             2, *subcommand, "--bootstrap", bootstrap, "--command-config", str(config)
         )
         assert (stdout, line) == ([], refused)
     assert committed(bootstrap, group, topic) == 1
+
+
+def test_a_command_config_given_before_the_subcommand_is_used(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\n", encoding="utf-8")
+    _, line = failed(
+        2,
+        "--command-config",
+        str(config),
+        "delete",
+        "--group",
+        "g",
+        "--bootstrap",
+        broker.bootstrap,
+    )
+    assert line.startswith(f"kshim groups: error: --command-config {config}: "), line

@@ -259,17 +259,31 @@ def test_an_unknown_config_is_the_brokers_error(broker: BrokerProcess) -> None:
     ("properties", "refused"),
     [
         (
-            "security.protocol=SASL_SSL\nsasl.jaas.config=secret-password\n",
-            "security.protocol=SASL_SSL is not supported; only PLAINTEXT is supported yet",
+            "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config=secret-password\n",
+            'sasl.jaas.config is not one login module: LoginModule required username="..." '
+            'password="...";',
         ),
         (
             "ssl.truststore.location=/etc/kafka/truststore.jks\n",
-            "ssl.truststore.location is not supported; only security.protocol=PLAINTEXT "
-            "and client.id are supported yet",
+            "security.protocol=PLAINTEXT does not use ssl.truststore.location "
+            "(security.protocol=SSL or SASL_SSL does)",
+        ),
+        (
+            "security.protocol=SSL\nssl.truststore.type=JKS\n"
+            "ssl.truststore.location=/etc/kafka/truststore.jks\nssl.truststore.password=secret-password\n",
+            "ssl.truststore.type=JKS is not supported: kshim's client reads PEM stores only "
+            "(export a JKS or PKCS12 store's certificates and key to PEM with keytool "
+            "-exportcert -rfc, or openssl pkcs12 -nodes)",
+        ),
+        (
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n"
+            "sasl.kerberos.service.name=kafka\n",
+            "not supported: sasl.kerberos.service.name (kshim's client takes "
+            "security.protocol, sasl.* and ssl.* settings and client.id)",
         ),
     ],
 )
-def test_a_command_config_asking_for_more_than_plaintext_is_refused(
+def test_a_command_config_that_cannot_be_used_is_refused(
     broker: BrokerProcess, tmp_path: Path, properties: str, refused: str
 ) -> None:
     config = tmp_path / "admin.properties"
@@ -281,6 +295,22 @@ def test_a_command_config_asking_for_more_than_plaintext_is_refused(
     assert_one_error_line(result, 2, f"kshim topics: error: --command-config {config}: {refused}")
     assert "secret-password" not in result.stderr
     assert "refused" not in listed(broker)
+
+
+def test_a_tls_command_config_against_a_plaintext_listener_fails_without_a_change(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SSL\n", encoding="utf-8")
+    arguments = ("--bootstrap", broker.bootstrap, "--command-config", str(config))
+
+    result = kshim_topics("create", *arguments, "--topic", "not-over-tls")
+
+    assert "Traceback" not in result.stderr, result.stderr
+    assert (result.returncode, result.stdout) == (1, "")
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"kshim topics: error: cannot reach {broker.bootstrap}: TLS: "), line
+    assert "not-over-tls" not in listed(broker)
 
 
 def test_a_plaintext_command_config_with_a_client_id_is_accepted(

@@ -380,19 +380,23 @@ def test_usage_mistakes_are_one_error_line(
     assert_one_error_line(result, 2, f"{PROGRAM}: error: {line}")
 
 
-def test_a_command_config_asking_for_more_than_plaintext_is_refused(
+def test_a_command_config_that_cannot_be_used_is_refused(
     broker: BrokerProcess, tmp_path: Path
 ) -> None:
     config = tmp_path / "admin.properties"
-    config.write_text("security.protocol=SSL\n", encoding="utf-8")
+    config.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\nsasl.username=ops\n",
+        encoding="utf-8",
+    )
     result = kshim_transactions(
         "list", "--bootstrap", broker.bootstrap, "--command-config", str(config)
     )
     assert_one_error_line(
         result,
         2,
-        f"{PROGRAM}: error: --command-config {config}: security.protocol=SSL is not "
-        "supported; only PLAINTEXT is supported yet",
+        f"{PROGRAM}: error: --command-config {config}: sasl.mechanism=SCRAM-SHA-256 needs "
+        'sasl.jaas.config (LoginModule required username="..." password="...";), or '
+        "sasl.username and sasl.password",
     )
     config.write_text("security.protocol=PLAINTEXT\nclient.id=ops\n", encoding="utf-8")
     succeeded("list", "--bootstrap", broker.bootstrap, "--command-config", str(config))

@@ -22,12 +22,15 @@ from kshim.broker.append_waiters import AppendWaiters
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.delay.naming import reserved_for_delay
 from kshim.broker.delay.service import DelaySchedule
+from kshim.broker.endpoints import Endpoints
 from kshim.broker.full_view.applier import build_view
 from kshim.broker.full_view.view import FullView
 from kshim.broker.full_view.worker import ProcessApplier, ThreadApplier
 from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.settings import GroupSettings
 from kshim.broker.producer_state import PartitionProducerState
+from kshim.broker.security.acls.service import Acls
+from kshim.broker.security.credentials import Credentials
 from kshim.broker.topic_descriptions import TopicDescriptions
 from kshim.broker.topic_resolver import TopicResolver
 from kshim.broker.topics import Topic, TopicManager
@@ -90,6 +93,11 @@ class Broker:
             if logs is not None
             else DiskLogStore(data_dir, clock, filesystem, config.store_settings())
         )
+        self.endpoints = Endpoints(config)
+        # Who may connect (SASL users' credentials) and what they may do (ACLs), both kept
+        # with the metadata.
+        self.credentials = Credentials(self.metadata.scram, config)
+        self.acls = Acls(self.metadata.acls, config)
         self.producer_states: dict[TopicPartition, PartitionProducerState] = {}
         self.append_waiters = AppendWaiters()
         self.full_view = self._open_full_view(os.path.join(data_dir, "full_view"))

@@ -10,25 +10,32 @@ Produce, Metadata and the cached ApiVersions answers), or None when no answer is
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from kshim.broker.access.guard import guarded
 from kshim.broker.context import RequestContext
 from kshim.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_configs,
     describe_groups,
     describe_producers,
     describe_transactions,
+    describe_user_scram_credentials,
     end_txn,
     fetch,
     find_coordinator,
@@ -45,6 +52,8 @@ from kshim.broker.handlers import (
     offset_delete,
     offset_fetch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
 )
@@ -52,16 +61,25 @@ from kshim.protocol.apis import ADVERTISED
 from kshim.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from kshim.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from kshim.protocol.messages.alter_configs import AlterConfigsRequest
+from kshim.protocol.messages.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+)
 from kshim.protocol.messages.api_versions import ApiVersionsRequest
+from kshim.protocol.messages.create_acls import CreateAclsRequest
 from kshim.protocol.messages.create_partitions import CreatePartitionsRequest
 from kshim.protocol.messages.create_topics import CreateTopicsRequest
+from kshim.protocol.messages.delete_acls import DeleteAclsRequest
 from kshim.protocol.messages.delete_groups import DeleteGroupsRequest
 from kshim.protocol.messages.delete_records import DeleteRecordsRequest
 from kshim.protocol.messages.delete_topics import DeleteTopicsRequest
+from kshim.protocol.messages.describe_acls import DescribeAclsRequest
 from kshim.protocol.messages.describe_configs import DescribeConfigsRequest
 from kshim.protocol.messages.describe_groups import DescribeGroupsRequest
 from kshim.protocol.messages.describe_producers import DescribeProducersRequest
 from kshim.protocol.messages.describe_transactions import DescribeTransactionsRequest
+from kshim.protocol.messages.describe_user_scram_credentials import (
+    DescribeUserScramCredentialsRequest,
+)
 from kshim.protocol.messages.end_txn import EndTxnRequest
 from kshim.protocol.messages.fetch import FetchRequest
 from kshim.protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -76,6 +94,8 @@ from kshim.protocol.messages.list_transactions import ListTransactionsRequest
 from kshim.protocol.messages.offset_commit import OffsetCommitRequest
 from kshim.protocol.messages.offset_delete import OffsetDeleteRequest
 from kshim.protocol.messages.offset_fetch import OffsetFetchRequest
+from kshim.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+from kshim.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from kshim.protocol.messages.sync_group import SyncGroupRequest
 from kshim.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 from kshim.protocol.metadata_request import MetadataRequest, decode_metadata_request
@@ -125,6 +145,19 @@ ROUTES: dict[int, Route[Any]] = {
     65: Route(DescribeTransactionsRequest, describe_transactions.handle),
     66: Route(ListTransactionsRequest, list_transactions.handle),
     47: Route(OffsetDeleteRequest, offset_delete.handle),
+    17: Route(SaslHandshakeRequest, sasl_handshake.handle),
+    36: Route(SaslAuthenticateRequest, sasl_authenticate.handle),
+    29: Route(DescribeAclsRequest, describe_acls.handle),
+    30: Route(CreateAclsRequest, create_acls.handle),
+    31: Route(DeleteAclsRequest, delete_acls.handle),
+    50: Route(DescribeUserScramCredentialsRequest, describe_user_scram_credentials.handle),
+    51: Route(AlterUserScramCredentialsRequest, alter_user_scram_credentials.handle),
 }
 
 assert ROUTES.keys() == ADVERTISED.keys(), "every advertised API needs a handler"
+
+# Every handler runs behind its API's ACL check, as Kafka's (access/table.py).
+ROUTES = {
+    key: dataclasses.replace(route, handle=guarded(key, route.handle))
+    for key, route in ROUTES.items()
+}

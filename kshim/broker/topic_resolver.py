@@ -41,6 +41,18 @@ VIEW_ID_NAME = "kshim.full.view"
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 
+def base_topic(name: str) -> str:
+    """The stored topic a name belongs to, read from the name alone: ``T`` for the view
+    ``T.full`` and for the delay companion ``T.delay``, the name itself otherwise; whether
+    or not any of them exists. Access to a special topic is decided by its base topic's
+    ACLs (access/permissions.py), so an operator writes ACLs for ``T`` only."""
+    source = naming.source_name(name)
+    if source is not None:
+        return source
+    target = delay_naming.target_of(name)
+    return name if target is None else target
+
+
 class TopicKind(enum.Enum):
     LOG = "log"  # a stored topic: produce, fetch, configure, delete
     VIEW = "view"  # a full-data view: fetch and describe only
@@ -114,7 +126,7 @@ class ResolvedTopic:
     @property
     def stored_name(self) -> str:
         """The stored topic whose records the name shows or delays."""
-        return delay_naming.target_of(self.name) or self.stored.record.name
+        return base_topic(self.name)
 
 
 @dataclass(frozen=True, slots=True)

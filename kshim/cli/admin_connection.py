@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from kshim.client_security import ClientSecurity
 from kshim.wire_client import (
     ConnectionClosedError,
     MalformedResponseError,
@@ -16,16 +17,22 @@ from kshim.wire_client import (
 
 @contextlib.contextmanager
 def admin_connection(
-    bootstrap: str, timeout_s: float, client_id: str, error: type[Exception]
+    bootstrap: str,
+    timeout_s: float,
+    client_id: str,
+    error: type[Exception],
+    security: ClientSecurity | None = None,
 ) -> Iterator[WireConnection]:
-    """A connection to the first broker of ``bootstrap``, closed after.
+    """A connection to the first broker of ``bootstrap``, secured as ``security`` says
+    (None: PLAINTEXT, as a Kafka client without security settings), closed after.
 
     Raises ValueError for a bootstrap that is not host:port, OSError when the broker cannot
-    be reached or does not answer in time, and ``error`` when it closes the connection or
+    be reached, does not answer in time or fails the TLS handshake, AuthenticationFailed
+    when it refuses the SASL credentials, and ``error`` when it closes the connection or
     answers something malformed.
     """
     try:
-        with connect(bootstrap, timeout_s, client_id=client_id) as connection:
+        with connect(bootstrap, timeout_s, client_id=client_id, security=security) as connection:
             yield connection
     except (ConnectionClosedError, MalformedResponseError) as broken:
         # A broker closes the connection on a request version it does not serve.

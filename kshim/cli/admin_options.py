@@ -1,18 +1,41 @@
 """What every admin command's subcommands take (``kshim topics``, ``transactions``,
 ``groups``' subcommands), as Kafka's tools do: ``--bootstrap``, ``--command-config`` (a
-client properties file) and ``--json``."""
+Kafka client properties file: security.protocol, TLS and SASL settings, read by
+``kshim.client_security``) and ``--json``."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from kshim.cli.config_sources import DEFAULT_LISTEN
-from kshim.cli.errors import CommandFailed, OneLineArgumentParser, reason
+from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, reason
+from kshim.client_sasl import AuthenticationFailed
+from kshim.client_security import (
+    ClientSecurity,
+    ClientSecurityError,
+    client_security,
+    load_client_properties,
+)
 
 AdminT = TypeVar("AdminT")
+AdminT_co = TypeVar("AdminT_co", covariant=True)
+COMMAND_CONFIG_HELP = (
+    "a Kafka client properties file: security.protocol, sasl.mechanism, sasl.jaas.config, "
+    "ssl.truststore.location, ssl.keystore.location (PEM) ..."
+)
+
+
+class AdminFactory(Protocol[AdminT_co]):
+    """Opens an admin (``topic_admin``, ``group_admin``, ...) on the broker at
+    ``bootstrap``, its connections secured as ``security`` says (None: PLAINTEXT)."""
+
+    def __call__(
+        self, bootstrap: str, *, security: ClientSecurity | None
+    ) -> AbstractContextManager[AdminT_co]: ...
+
 
 # Adds one subcommand (name, help) with the common options; returns its parser.
 AddSubcommand = Callable[[str, str], OneLineArgumentParser]
@@ -24,18 +47,50 @@ def add_common_options(
     bootstrap_default: str = DEFAULT_LISTEN,
     json_help: str = "one JSON object per line",
 ) -> None:
-    """--bootstrap, --command-config and --json on ``parser``."""
-    shown = DEFAULT_LISTEN if bootstrap_default == argparse.SUPPRESS else bootstrap_default
+    """--bootstrap, --command-config and --json on ``parser``. With ``bootstrap_default``
+    argparse.SUPPRESS, neither --bootstrap nor --command-config has a default here, so that
+    the value a parent parser took is kept."""
+    kept = bootstrap_default == argparse.SUPPRESS
+    shown = DEFAULT_LISTEN if kept else bootstrap_default
     parser.add_argument(
         "--bootstrap",
         default=bootstrap_default,
         type=bootstrap_type,
         help=f"a running broker, host:port (default {shown})",
     )
-    parser.add_argument(
-        "--command-config", metavar="FILE", help="a Kafka client properties file (PLAINTEXT only)"
-    )
+    add_command_config(parser, argparse.SUPPRESS if kept else None)
     parser.add_argument("--json", action="store_true", help=json_help)
+
+
+def add_command_config(parser: OneLineArgumentParser, default: str | None = None) -> None:
+    """--command-config FILE on ``parser``."""
+    parser.add_argument(
+        "--command-config", metavar="FILE", default=default, help=COMMAND_CONFIG_HELP
+    )
+
+
+def command_security(path: str | None) -> ClientSecurity | None:
+    """The security that the Kafka client properties file at ``path`` (--command-config)
+    asks for; None without a file.
+
+    Raises UsageError when the file cannot be read, sets what is not supported, or names
+    TLS files that cannot be used: they are read here once, so that such a mistake is
+    said before anything connects.
+    """
+    if path is None:
+        return None
+    try:
+        properties = load_client_properties(path)
+    except OSError as error:
+        raise UsageError(f"cannot read --command-config {path}: {reason(error)}") from None
+    except UnicodeDecodeError as error:
+        raise UsageError(f"--command-config {path}: {error}") from None
+    try:
+        security = client_security(properties)
+        security.ssl_context()
+    except ClientSecurityError as error:
+        raise UsageError(f"--command-config {path}: {error}") from None
+    return security
 
 
 def subcommands(
@@ -66,19 +121,30 @@ def subcommands(
 
 def run_subcommand(
     bootstrap: str,
-    admin: Callable[[str], AbstractContextManager[AdminT]],
+    admin: AdminFactory[AdminT],
     subcommand: Callable[[AdminT, argparse.Namespace], Iterable[str]],
     arguments: argparse.Namespace,
     refusals: tuple[type[Exception], ...],
 ) -> None:
-    """Runs ``subcommand`` on an ``admin`` connected to ``bootstrap``, printing its lines
-    as they come; raises CommandFailed when the broker cannot be reached or refuses (one
-    of ``refusals``)."""
+    """Runs ``subcommand`` on an ``admin`` connected to ``bootstrap`` as the
+    --command-config file of ``arguments`` says, printing its lines as they come.
+
+    Raises UsageError for a --command-config that cannot be used (command_security);
+    CommandFailed when the broker cannot be reached, refuses the authentication, or
+    refuses the request (one of ``refusals``).
+    """
+    security = command_security(arguments.command_config)
     try:
-        with admin(bootstrap) as connected:
+        with admin(bootstrap, security=security) as connected:
             for line in subcommand(connected, arguments):
                 print(line, flush=True)
     except OSError as error:
         raise CommandFailed(f"cannot reach {bootstrap}: {reason(error)}") from error
+    except AuthenticationFailed as error:
+        raise CommandFailed(authentication_failure(bootstrap, error)) from error
     except refusals as error:
         raise CommandFailed(str(error)) from error
+
+
+def authentication_failure(bootstrap: str, error: AuthenticationFailed) -> str:
+    return f"cannot authenticate to {bootstrap}: {error}"

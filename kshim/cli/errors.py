@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import ssl
 import sys
 from typing import NoReturn
 
@@ -52,7 +53,12 @@ def print_warning(message: str) -> None:
 
 def reason(error: OSError) -> str:
     """What went wrong, in the system's words and without the ``[Errno N]`` prefix:
-    ``no such file or directory``; an error without an errno says its own message."""
+    ``no such file or directory``; an error without an errno says its own message, and a
+    TLS error OpenSSL's reason (its errno is OpenSSL's error kind, no system errno)."""
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return f"the broker's TLS certificate does not verify: {error.verify_message}"
+    if isinstance(error, ssl.SSLError):
+        return f"TLS: {(error.reason or error.strerror or str(error)).replace('_', ' ').lower()}"
     if error.errno is not None and error.errno > 0:
         return os.strerror(error.errno).lower()
     return str(error.strerror or error)

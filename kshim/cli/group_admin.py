@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kshim.cli.admin_connection import admin_connection
+from kshim.client_security import ClientSecurity
 from kshim.protocol.errors import ErrorCode
 from kshim.wire_client import (
     WireConnection,
@@ -58,14 +59,20 @@ class GroupDescription:
 
 
 @contextlib.contextmanager
-def group_admin(bootstrap: str, timeout_s: float = READ_TIMEOUT_S) -> Iterator[GroupAdmin]:
-    """A GroupAdmin on a connection to the first broker of ``bootstrap``, closed after.
+def group_admin(
+    bootstrap: str,
+    timeout_s: float = READ_TIMEOUT_S,
+    *,
+    security: ClientSecurity | None = None,
+) -> Iterator[GroupAdmin]:
+    """A GroupAdmin on a connection to the first broker of ``bootstrap``, secured as
+    ``security`` says (None: PLAINTEXT), closed after.
 
     Raises ValueError for a bootstrap that is not host:port, OSError when the broker cannot
     be reached or does not answer in time, GroupAdminError on an error answer or when the
     broker closes the connection or answers something malformed.
     """
-    with admin_connection(bootstrap, timeout_s, CLIENT_ID, GroupAdminError) as connection:
+    with admin_connection(bootstrap, timeout_s, CLIENT_ID, GroupAdminError, security) as connection:
         yield GroupAdmin(connection)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kshim.broker.groups.consumption_status import PartitionStatus, group_status
+from kshim.client_security import ClientSecurity
 from kshim.protocol.consumer_protocol import assigned_partitions
 from kshim.storage.interface import TopicPartition
 from kshim.wire_client import (
@@ -37,17 +38,22 @@ class GroupNotFound(QueryError):
 
 
 def query_status(
-    bootstrap: str, group_id: str | None = None, timeout_s: float = 10.0
+    bootstrap: str,
+    group_id: str | None = None,
+    timeout_s: float = 10.0,
+    *,
+    security: ClientSecurity | None = None,
 ) -> list[PartitionStatus]:
-    """Consumption status of one group, or of every group, from the broker at ``bootstrap``.
+    """Consumption status of one group, or of every group, from the broker at ``bootstrap``,
+    connected to as ``security`` says (None: PLAINTEXT).
 
     Raises ValueError for a bootstrap that is not host:port, OSError when the broker
-    cannot be reached or does not answer in time, GroupNotFound when ``group_id`` names
-    no group, QueryError on an error answer or when the broker closes the connection or
-    answers something malformed.
+    cannot be reached or does not answer in time, AuthenticationFailed when it refuses the
+    SASL credentials, GroupNotFound when ``group_id`` names no group, QueryError on an
+    error answer or when the broker closes the connection or answers something malformed.
     """
     try:
-        with connect(bootstrap, timeout_s, client_id=CLIENT_ID) as connection:
+        with connect(bootstrap, timeout_s, client_id=CLIENT_ID, security=security) as connection:
             group_ids = [group_id] if group_id else _list_groups(connection)
             members = _describe_groups(connection, group_ids)
             group_ids = [name for name in group_ids if name in members]

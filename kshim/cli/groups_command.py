@@ -5,8 +5,9 @@ running broker (kshim or any Kafka broker), as Kafka's kafka-consumer-groups.sh 
 ``kshim groups`` without a subcommand still prints the status table (kshim/cli/main.py).
 A reset prints its plan as an aligned table and changes nothing unless ``--execute`` is
 given, Kafka's dry-run default; ``--json`` prints one JSON object per line instead.
-``--command-config`` takes the same client properties file, with the same PLAINTEXT-only
-rule, as ``kshim topics``.
+``--command-config`` takes the same Kafka client properties file (security.protocol, TLS
+and SASL settings) as ``kshim topics``; given to ``kshim groups`` itself, the status table
+uses it too.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from kshim.cli.offset_reset import (
     execute,
     plan_reset,
 )
-from kshim.cli.topics_command import check_command_config
 
 NO_OFFSET = "-"
 
@@ -104,12 +104,11 @@ def datetime_argument(text: str) -> int:
 def run_group_admin(arguments: argparse.Namespace) -> None:
     """Runs one ``kshim groups`` subcommand and prints its result.
 
-    Raises UsageError for a --command-config that asks for what is not supported;
-    CommandFailed when the broker cannot be reached, answers with an error, or the reset
-    is refused (an active group), and after printing the groups it did delete when it
-    could not delete every one.
+    Raises UsageError for a --command-config that cannot be used; CommandFailed when the
+    broker cannot be reached, refuses the authentication, answers with an error, or the
+    reset is refused (an active group), and after printing the groups it did delete when
+    it could not delete every one.
     """
-    check_command_config(arguments.command_config)
     subcommand = SUBCOMMANDS[arguments.groups_command]
     refusals = (GroupAdminError, ResetRefused)
     run_subcommand(arguments.bootstrap, group_admin, subcommand, arguments, refusals)

@@ -25,7 +25,10 @@ from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.keys import ConfigError
 from kshim.broker.delay.status import delay_status, format_delays
 from kshim.broker.groups.consumption_status import format_table
+from kshim.broker.security.principal_mapping import MappingRuleError
 from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
+from kshim.cli.acls import ACLS_PROGRAM, add_acls_parser, run_acls
+from kshim.cli.admin_options import add_command_config, authentication_failure, command_security
 from kshim.cli.allocator import malloc_trim, trim_when_idle
 from kshim.cli.config_sources import (
     DEFAULT_DATA_DIR,
@@ -56,8 +59,11 @@ from kshim.cli.transactions_command import (
     add_transactions_parser,
     run_transactions,
 )
+from kshim.cli.users import USERS_PROGRAM, add_users_parser, run_users
+from kshim.client_sasl import AuthenticationFailed
 from kshim.server.listener import KafkaServer, ListenError
 from kshim.server.metrics.errors import MetricsUnavailable
+from kshim.server.security.tls import TlsConfigError
 from kshim.storage.data_directory_lock import DataDirectoryInUse
 from kshim.storage.delay_store import DelayStore, ScheduleLayoutError
 from kshim.storage.log_store import DiskLogStore
@@ -106,11 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a running broker, host:port",
     )
     groups.add_argument("--group", help="only this group (default: every group)")
+    add_command_config(groups)
     groups.error_program = GROUPS_PROGRAM
     add_group_admin_parsers(groups, bootstrap_argument)
     add_tail_parser(commands, bootstrap_argument)
     add_topics_parser(commands, bootstrap_argument)
     add_transactions_parser(commands, bootstrap_argument)
+    add_users_parser(commands, bootstrap_argument)
+    add_acls_parser(commands, bootstrap_argument)
     delays = commands.add_parser(
         "delays", help="delayed delivery: pending records per topic, next due, lateness"
     )
@@ -154,11 +163,15 @@ def bootstrap_argument(text: str) -> str:
 
 def show_groups(arguments: argparse.Namespace) -> None:
     """Prints the consumption status table of a running broker's groups; raises
-    CommandFailed when the broker cannot be asked or the group does not exist."""
+    CommandFailed when the broker cannot be asked or the group does not exist, UsageError
+    for a --command-config that cannot be used."""
+    security = command_security(arguments.command_config)
     try:
-        rows = query_status(arguments.bootstrap, arguments.group)
+        rows = query_status(arguments.bootstrap, arguments.group, security=security)
     except OSError as error:
         raise CommandFailed(f"cannot query {arguments.bootstrap}: {reason(error)}") from error
+    except AuthenticationFailed as error:
+        raise CommandFailed(authentication_failure(arguments.bootstrap, error)) from error
     except QueryError as error:
         raise CommandFailed(str(error)) from error
     print(format_table(rows))
@@ -205,6 +218,8 @@ async def serve(config: BrokerConfig) -> None:
     server, (host, port) = await _start(config)
     gc.freeze()
     print(f"kshim listening on {host}:{port}, data in {config.data_dir}", flush=True)
+    for name, (other_host, other_port) in list(server.bound.items())[1:]:
+        print(f"kshim listening on {name}://{other_host}:{other_port} too", flush=True)
     # Said once started, so that a start that fails prints nothing but its error line.
     log.info("event loop: %s", running_loop_name())
     trim = malloc_trim()
@@ -239,7 +254,7 @@ async def _start(config: BrokerConfig) -> tuple[KafkaServer, tuple[str, int]]:
     except (ListenError, MetricsUnavailable) as error:
         # asyncio's own message repeats the address; the errno's text says just the reason.
         raise CommandFailed(f"{error}: {reason(error.cause)}") from error
-    except DataDirectoryInUse as error:
+    except (DataDirectoryInUse, TlsConfigError, MappingRuleError) as error:
         raise CommandFailed(str(error)) from error
     except OSError as error:
         raise CommandFailed(data_directory_problem(config.data_dir, error)) from error
@@ -276,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
     programs = {"groups": GROUPS_PROGRAM, "delays": DELAYS_PROGRAM, "topics": TOPICS_PROGRAM}
     programs["transactions"] = TRANSACTIONS_PROGRAM
+    programs["users"] = USERS_PROGRAM
     programs["tail"] = TAIL_PROGRAM
+    programs["acls"] = ACLS_PROGRAM
     program = programs.get(arguments.command, PROGRAM)
     try:
         if arguments.command == "groups" and arguments.groups_command:
@@ -289,6 +306,10 @@ def main(argv: list[str] | None = None) -> int:
             run_topics(arguments)
         elif arguments.command == "transactions":
             run_transactions(arguments)
+        elif arguments.command == "users":
+            run_users(arguments)
+        elif arguments.command == "acls":
+            run_acls(arguments)
         elif arguments.command == "delays":
             show_delays(arguments)
         else:

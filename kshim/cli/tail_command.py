@@ -27,11 +27,11 @@ import sys
 import time
 from collections.abc import Callable
 
-from kshim.cli.admin_options import add_common_options
+from kshim.cli.admin_options import add_common_options, authentication_failure, command_security
 from kshim.cli.errors import CommandFailed, OneLineArgumentParser, reason
 from kshim.cli.groups_command import partition_argument
 from kshim.cli.topic_reader import EARLIEST, LATEST, ReadError, ReadRecord, TopicReader
-from kshim.cli.topics_command import check_command_config
+from kshim.client_sasl import AuthenticationFailed
 from kshim.wire_client import ConnectionClosedError, MalformedResponseError, connect
 
 TAIL_PROGRAM = "kshim tail"
@@ -91,14 +91,16 @@ def count_argument(text: str) -> int:
 def run_tail(arguments: argparse.Namespace) -> None:
     """Prints the records of the topic until told to stop.
 
-    Raises UsageError for a --command-config that asks for what is not supported;
-    CommandFailed when the broker cannot be reached or answers with an error (a topic that
-    does not exist, a partition it does not have).
+    Raises UsageError for a --command-config that cannot be used; CommandFailed when the
+    broker cannot be reached, refuses the authentication, or answers with an error (a
+    topic that does not exist, a partition it does not have).
     """
-    check_command_config(arguments.command_config)
+    security = command_security(arguments.command_config)
     topic = arguments.topic + (FULL_VIEW_SUFFIX if arguments.full else "")
     try:
-        with connect(arguments.bootstrap, READ_TIMEOUT_S, client_id=CLIENT_ID) as connection:
+        with connect(
+            arguments.bootstrap, READ_TIMEOUT_S, client_id=CLIENT_ID, security=security
+        ) as connection:
             reader = TopicReader(connection, topic)
             _place(reader, _partitions(reader, arguments.partition), arguments.from_beginning)
             _follow(reader, arguments)
@@ -108,6 +110,8 @@ def run_tail(arguments: argparse.Namespace) -> None:
         raise CommandFailed(f"{arguments.bootstrap} broke off the read: {error}") from error
     except OSError as error:
         raise CommandFailed(f"cannot reach {arguments.bootstrap}: {reason(error)}") from error
+    except AuthenticationFailed as error:
+        raise CommandFailed(authentication_failure(arguments.bootstrap, error)) from error
     except ReadError as error:
         raise CommandFailed(str(error)) from error
 

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kshim.cli.admin_connection import admin_connection
+from kshim.client_security import ClientSecurity
 from kshim.protocol.errors import ErrorCode
 from kshim.wire_client import (
     WireConnection,
@@ -119,14 +120,20 @@ class CreatedTopic:
 
 
 @contextlib.contextmanager
-def topic_admin(bootstrap: str, timeout_s: float = READ_TIMEOUT_S) -> Iterator[TopicAdmin]:
-    """A TopicAdmin on a connection to the first broker of ``bootstrap``, closed after.
+def topic_admin(
+    bootstrap: str,
+    timeout_s: float = READ_TIMEOUT_S,
+    *,
+    security: ClientSecurity | None = None,
+) -> Iterator[TopicAdmin]:
+    """A TopicAdmin on a connection to the first broker of ``bootstrap``, secured as
+    ``security`` says (None: PLAINTEXT), closed after.
 
     Raises ValueError for a bootstrap that is not host:port, OSError when the broker cannot
     be reached or does not answer in time, AdminError on an error answer or when the
     broker closes the connection or answers something malformed.
     """
-    with admin_connection(bootstrap, timeout_s, CLIENT_ID, AdminError) as connection:
+    with admin_connection(bootstrap, timeout_s, CLIENT_ID, AdminError, security) as connection:
         yield TopicAdmin(connection)
 
 

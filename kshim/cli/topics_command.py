@@ -3,9 +3,8 @@ broker (kshim or any Kafka broker), as Kafka's kafka-topics.sh and kafka-configs
 
 Lists and descriptions print as aligned tables, changes as one line; ``--json`` prints one
 JSON object per line instead. ``--command-config`` takes the client properties file those
-Kafka tools take; only a PLAINTEXT connection is supported yet, so any other security
-protocol, or any setting other than ``security.protocol`` and ``client.id``, is refused
-rather than silently ignored.
+Kafka tools take: security.protocol, TLS and SASL settings (``kshim.client_security``);
+any other setting but ``client.id`` is refused rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -14,10 +13,9 @@ import argparse
 import json
 from collections.abc import Callable, Iterator
 
-from kshim.broker.config.keys import ConfigError, parse_properties
 from kshim.broker.text_table import fixed_width_table
-from kshim.cli.admin_options import run_subcommand, subcommands
-from kshim.cli.errors import OneLineArgumentParser, UsageError, reason
+from kshim.cli.admin_options import command_security, run_subcommand, subcommands
+from kshim.cli.errors import OneLineArgumentParser, UsageError
 from kshim.cli.topic_admin import (
     BROKER_DEFAULT,
     AdminError,
@@ -29,10 +27,6 @@ from kshim.cli.topic_admin import (
 )
 
 TOPICS_PROGRAM = "kshim topics"
-SUPPORTED_PROTOCOL = "PLAINTEXT"
-# Accepted so that a Kafka tool's properties file works unchanged; the requests keep
-# kshim's own client id.
-IGNORED_SETTINGS = frozenset({"client.id"})
 NO_VALUE = "-"
 
 
@@ -106,11 +100,10 @@ def config_pair(text: str) -> tuple[str, str]:
 def run_topics(arguments: argparse.Namespace) -> None:
     """Runs one ``kshim topics`` subcommand and prints its result.
 
-    Raises UsageError for a --command-config that asks for what is not supported, or an
-    alter-config that changes nothing or both sets and deletes a key; CommandFailed when
-    the broker cannot be reached or answers with an error.
+    Raises UsageError for a --command-config that cannot be used, or an alter-config that
+    changes nothing or both sets and deletes a key; CommandFailed when the broker cannot be
+    reached, refuses the authentication or answers with an error.
     """
-    check_command_config(arguments.command_config)
     if arguments.topics_command == "alter-config":
         check_changes(arguments.add_config, arguments.delete_config)
     subcommand = SUBCOMMANDS[arguments.topics_command]
@@ -129,35 +122,13 @@ def check_changes(add_configs: list[tuple[str, str]], delete_configs: list[str])
 
 
 def check_command_config(path: str | None) -> None:
-    """Raises UsageError unless the properties file at ``path`` (when given) asks for a
-    PLAINTEXT connection, or says nothing of the protocol, and sets nothing else but
-    settings kshim may ignore. Only security.protocol's value is repeated in the error:
-    other values may be secrets (sasl.jaas.config)."""
-    if path is None:
-        return
-    for key, value in _read_properties(path).items():
-        if key == "security.protocol":
-            # Kafka reads the protocol name case-insensitively (SecurityProtocol.forName).
-            if value.upper() != SUPPORTED_PROTOCOL:
-                raise UsageError(
-                    f"--command-config {path}: security.protocol={value} is not supported; "
-                    f"only {SUPPORTED_PROTOCOL} is supported yet"
-                )
-        elif key not in IGNORED_SETTINGS:
-            raise UsageError(
-                f"--command-config {path}: {key} is not supported; only "
-                f"security.protocol={SUPPORTED_PROTOCOL} and client.id are supported yet"
-            )
+    """Raises UsageError when the --command-config file at ``path`` cannot be used.
 
-
-def _read_properties(path: str) -> dict[str, str]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return parse_properties(handle.read())
-    except OSError as error:
-        raise UsageError(f"cannot read --command-config {path}: {reason(error)}") from None
-    except (UnicodeDecodeError, ConfigError) as error:
-        raise UsageError(f"--command-config {path}: {error}") from None
+    Kept for commands written against it; run_subcommand reads the file itself now and
+    passes its security to the admin, so a command that uses run_subcommand need not call
+    this. Remove once none does.
+    """
+    command_security(path)
 
 
 def _list(admin: TopicAdmin, arguments: argparse.Namespace) -> Iterator[str]:

@@ -28,6 +28,8 @@ from typing import Any
 
 from kshim.cli.errors import reason
 from kshim.cli.topic_admin import AdminError
+from kshim.client_sasl import AuthenticationFailed
+from kshim.client_security import ClientSecurity
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.primitives import DecodeError, read_tagged_fields, read_unsigned_varint
 from kshim.wire_client import (
@@ -110,17 +112,21 @@ class PartitionLeader:
 
 @contextlib.contextmanager
 def transaction_admin(
-    bootstrap: str, timeout_s: float = READ_TIMEOUT_S
+    bootstrap: str,
+    timeout_s: float = READ_TIMEOUT_S,
+    *,
+    security: ClientSecurity | None = None,
 ) -> Iterator[TransactionAdmin]:
-    """A TransactionAdmin whose connections start with the first broker of ``bootstrap``;
-    every connection it opened is closed after.
+    """A TransactionAdmin whose connections start with the first broker of ``bootstrap``,
+    each secured as ``security`` says (None: PLAINTEXT); every connection it opened is
+    closed after.
 
     Raises ValueError for a bootstrap that is not host:port, OSError when the bootstrap
     broker cannot be reached or a broker does not answer in time, AdminError on an error
     answer, when another broker cannot be reached, or when a broker closes the connection
     or answers something malformed.
     """
-    admin = TransactionAdmin(bootstrap, timeout_s)
+    admin = TransactionAdmin(bootstrap, timeout_s, security=security)
     try:
         yield admin
     except (ConnectionClosedError, MalformedResponseError) as error:
@@ -133,13 +139,21 @@ def transaction_admin(
 class TransactionAdmin:
     """The transaction requests; each raises AdminError on an error answer."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = READ_TIMEOUT_S) -> None:
-        """Connects to the bootstrap broker; raises ValueError, OSError."""
+    def __init__(
+        self,
+        bootstrap: str,
+        timeout_s: float = READ_TIMEOUT_S,
+        *,
+        security: ClientSecurity | None = None,
+    ) -> None:
+        """Connects to the bootstrap broker; raises ValueError, OSError, and
+        AuthenticationFailed when it refuses the SASL credentials."""
         self._timeout_s = timeout_s
+        self._security = security
         self._bootstrap = parse_bootstrap(bootstrap)
         self._connections: dict[tuple[str, int], WireConnection] = {}
         self._connections[self._bootstrap] = WireConnection(
-            *self._bootstrap, timeout_s, client_id=CLIENT_ID
+            *self._bootstrap, timeout_s, client_id=CLIENT_ID, security=security
         )
         self._brokers: dict[int, tuple[str, int]] | None = None
 
@@ -336,9 +350,14 @@ class TransactionAdmin:
         connection = self._connections.get(address)
         if connection is None:
             try:
-                connection = WireConnection(*address, self._timeout_s, client_id=CLIENT_ID)
+                connection = WireConnection(
+                    *address, self._timeout_s, client_id=CLIENT_ID, security=self._security
+                )
             except OSError as error:
                 message = f"cannot reach broker {_address(address)}: {reason(error)}"
+                raise AdminError(message) from error
+            except AuthenticationFailed as error:
+                message = f"cannot authenticate to broker {_address(address)}: {error}"
                 raise AdminError(message) from error
             self._connections[address] = connection
         return connection

@@ -3,8 +3,8 @@
 abort one where the broker lets a client do that.
 
 Lists and descriptions print as aligned tables; ``--json`` prints one JSON object per
-line instead. ``--command-config`` takes a Kafka client properties file, PLAINTEXT only,
-as ``kshim topics`` does.
+line instead. ``--command-config`` takes a Kafka client properties file (security.protocol, TLS and
+SASL settings), as ``kshim topics`` does.
 
 **Hanging**, as kafka-transactions.sh find-hanging defines it (KIP-664): a transaction
 open on a partition that its coordinator will never end there. A producer's transaction
@@ -48,7 +48,6 @@ from kshim.broker.text_table import fixed_width_table
 from kshim.cli.admin_options import run_subcommand, subcommands
 from kshim.cli.errors import OneLineArgumentParser, UsageError
 from kshim.cli.topic_admin import AdminError
-from kshim.cli.topics_command import check_command_config
 from kshim.cli.transaction_admin import (
     WRITE_TXN_MARKERS,
     BrokerLacksApi,
@@ -166,11 +165,10 @@ def minutes(text: str) -> float:
 def run_transactions(arguments: argparse.Namespace) -> None:
     """Runs one ``kshim transactions`` subcommand and prints its result.
 
-    Raises UsageError for a --command-config that asks for what is not supported, or an
+    Raises UsageError for a --command-config that cannot be used, or an
     abort that does not name one transaction; CommandFailed when the broker cannot be
     reached, answers with an error, or does not serve what the command needs.
     """
-    check_command_config(arguments.command_config)
     if arguments.transactions_command == "abort":
         check_abort_target(arguments)
     subcommand = SUBCOMMANDS[arguments.transactions_command]

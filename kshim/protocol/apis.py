@@ -41,6 +41,13 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     65: (0, 0),  # DescribeTransactions
     66: (0, 0),  # ListTransactions
     47: (0, 0),  # OffsetDelete
+    17: (0, 1),  # SaslHandshake (v0: raw SASL tokens follow; v1: in SaslAuthenticate)
+    36: (0, 2),  # SaslAuthenticate (v1+: session lifetime, KIP-368)
+    29: (1, 3),  # DescribeAcls (v0 is gone from Kafka 4 and kio)
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
+    50: (0, 0),  # DescribeUserScramCredentials (KIP-554)
+    51: (0, 0),  # AlterUserScramCredentials (KIP-554)
 }
 
 MIN_SERVED: dict[int, int] = {0: 3}

@@ -71,6 +71,11 @@ class FrameReceiver:
         self._missing = 0
         self.error: FrameError | None = None
 
+    def limit(self, max_frame_size: int) -> None:
+        """Frames from now on may be at most ``max_frame_size`` bytes (a connection not yet
+        authenticated is held to SASL's bound, then to the broker's)."""
+        self._max_frame_size = max_frame_size
+
     def buffer(self) -> memoryview:
         """Where the next received bytes go (never empty while no error is set)."""
         if self._missing:

@@ -38,8 +38,12 @@ class PartitionAnswer:
     error_message: str | None = None
 
 
+# One topic's answers: its name and each of its partitions' outcome.
+TopicAnswers = tuple[str, Sequence[PartitionAnswer]]
+
+
 def encode_produce_response(
-    version: int, topics: Sequence[tuple[str, Sequence[PartitionAnswer]]], throttle_ms: int = 0
+    version: int, topics: Sequence[TopicAnswers], throttle_ms: int = 0
 ) -> bytes:
     """The response body (after the response header) for ``version``."""
     if not MIN_VERSION <= version <= MAX_VERSION:

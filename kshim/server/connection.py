@@ -14,12 +14,14 @@ import contextlib
 import logging
 
 from kshim.broker.broker import Broker
+from kshim.broker.security.session import Session
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.framing import FrameError
 from kshim.protocol.headers import RequestHeader
 from kshim.server.dispatch import Observer, ProtocolViolation, decode, respond
 from kshim.server.region_sender import send_region
 from kshim.server.request_stream import RequestStream
+from kshim.server.security.sasl_gate import AuthenticationEnded, authenticate
 from kshim.storage.interface import FileRegion
 
 log = logging.getLogger(__name__)
@@ -31,18 +33,28 @@ InFlight = tuple[RequestHeader, ResponseTask]
 
 
 async def serve_connection(
-    stream: RequestStream, broker: Broker, observe: Observer | None = None
+    stream: RequestStream,
+    broker: Broker,
+    observe: Observer | None = None,
+    session: Session | None = None,
 ) -> None:
     """Serves one connection until the peer closes it or breaks the protocol; ``observe``
-    is told of each request answered (the metrics)."""
+    is told of each request answered (the metrics). ``session`` is the connection's
+    listener and principal; on a SASL listener nothing but ApiVersions and the SASL
+    requests is served until it has authenticated (sasl_gate.py)."""
     transport = stream.transport
     assert transport is not None
     peer = transport.get_extra_info("peername")
+    session = Session() if session is None else session
     in_flight: asyncio.Queue[InFlight | None] = asyncio.Queue(MAX_IN_FLIGHT)
     writer_task = asyncio.create_task(_write_responses(in_flight, stream, transport, peer))
     try:
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
-        await _read_requests(stream, broker, in_flight, client_host, observe)
+        if not session.authenticated:
+            await authenticate(stream, broker, session, in_flight, client_host)
+        await _read_requests(stream, broker, session, in_flight, client_host, observe)
+    except AuthenticationEnded as ended:
+        log.info("closing connection from %s: %s", peer, ended)
     except (FrameError, ProtocolViolation) as error:
         log.info("closing connection from %s: %s", peer, error)
     except ConnectionError:
@@ -62,13 +74,14 @@ async def serve_connection(
 async def _read_requests(
     stream: RequestStream,
     broker: Broker,
+    session: Session,
     in_flight: asyncio.Queue[InFlight | None],
     client_host: str,
     observe: Observer | None,
 ) -> None:
     while (request_frame := await stream.next_frame()) is not None:
         call = decode(request_frame)
-        task = asyncio.create_task(respond(call, broker, client_host, observe))
+        task = asyncio.create_task(respond(call, broker, client_host, observe, session))
         await in_flight.put((call.header, task))
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
 from kshim.broker.registry import ROUTES, Route
+from kshim.broker.security.session import Session
 from kshim.protocol import codec
 from kshim.protocol.apis import ADVERTISED, API_VERSIONS_KEY, serves
 from kshim.protocol.errors import ErrorCode
@@ -90,7 +91,11 @@ Observer = Callable[[int, int, int, float], None]
 
 
 async def respond(
-    call: Call, broker: Broker, client_host: str = "", observe: Observer | None = None
+    call: Call,
+    broker: Broker,
+    client_host: str = "",
+    observe: Observer | None = None,
+    session: Session | None = None,
 ) -> list[Part] | None:
     """Runs the handler and returns the framed response, or None when none is due (acks=0)."""
     header = call.header
@@ -98,7 +103,12 @@ async def respond(
         return _api_versions_fallback(header)
     started = 0.0 if observe is None else time.perf_counter()  # nothing when unobserved
     route = ROUTES[header.api_key]
-    body = await route.handle(call.request, RequestContext(header, broker, client_host))
+    context = (
+        RequestContext(header, broker, client_host)
+        if session is None
+        else RequestContext(header, broker, client_host, session)
+    )
+    body = await route.handle(call.request, context)
     if observe is not None:
         error_code = 0 if body is None or isinstance(body, list) else getattr(body, "error_code", 0)
         observe(header.api_key, header.api_version, error_code, time.perf_counter() - started)

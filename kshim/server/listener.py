@@ -1,21 +1,37 @@
-"""The TCP listener: accepts connections (up to ``max.connections``) and serves them."""
+"""The listeners: each of ``listeners`` bound with its security protocol (TLS where it says
+SSL), connections accepted (up to ``max.connections`` in all) and served.
+
+Each connection gets a Session naming its listener and principal: ``User:ANONYMOUS``, the
+subject of its TLS client certificate, or (on a SASL listener, once authenticated) its
+SASL user.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
+import ssl
 from typing import TYPE_CHECKING
 
 from kshim.broker.broker import Broker
+from kshim.broker.config.listeners import Listener
 from kshim.broker.lifecycle import BrokerRunner
+from kshim.broker.security.principal_mapping import NoMatchingRule, Rule, parse_rules
+from kshim.broker.security.session import ANONYMOUS, Session
 from kshim.protocol import schema_preload
 from kshim.protocol.apis import served_versions
 from kshim.server.connection import serve_connection
 from kshim.server.request_stream import RequestStream
+from kshim.server.security.certificate import certificate_principal
+from kshim.server.security.tls import TlsConfigError, server_context
 
 if TYPE_CHECKING:
     from kshim.server.metrics.service import BrokerMetrics
+
+
+log = logging.getLogger(__name__)
 
 
 class ListenError(Exception):
@@ -30,35 +46,37 @@ class ListenError(Exception):
 class KafkaServer:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self._runner = BrokerRunner(broker)
         self._connections: set[asyncio.Task[None]] = set()
         self._max_connections = broker.config.get_int("max.connections")
         self._max_frame_size = broker.config.get_int("socket.request.max.bytes")
+        # A TLS handshake not completed in this time is dropped (kshim.ssl.handshake.timeout.ms).
+        self._tls_handshake_timeout_s = (
+            broker.config.get_int("kshim.ssl.handshake.timeout.ms") / 1000
+        )
         self.metrics: BrokerMetrics | None = None
-        self._listener = ""  # host:port bound, the connections' label in the metrics
+        # Each listener's bound host:port by name (the connections' label in the metrics).
+        self.bound: dict[str, tuple[str, int]] = {}
+        self._open: dict[str, int] = {}  # open connections by listener name
 
     async def start(self) -> tuple[str, int]:
-        """Starts the broker and listening; returns the bound (host, port)."""
+        """Starts the broker and listening; returns the first listener's bound (host, port)
+        (``bound`` has every listener's). Raises ListenError, or TlsConfigError or
+        MappingRuleError for unusable security settings."""
+        listeners = self.broker.config.listeners()
+        contexts = {
+            listener.name: self._tls(listener) for listener in listeners if listener.uses_tls
+        }
+        rules = parse_rules(self.broker.config.values["ssl.principal.mapping.rules"])
         # Every served version's codec is at hand before the first request: an import
         # mid-run could fail (protocol/schema_preload.py).
         schema_preload.preload(served_versions())
         await self._runner.start()
-        host, port = self.broker.config.listen_address()
-        try:
-            self._server = await asyncio.get_running_loop().create_server(
-                lambda: RequestStream(self._max_frame_size, self._accept),
-                host,
-                port,
-                reuse_address=True,
-            )
-        except OSError as error:
-            await self._runner.stop()  # the stores were opened: flush and close them
-            raise ListenError(host, port, error) from error
+        for listener in listeners:
+            await self._listen(listener, contexts.get(listener.name), rules)
         # No listening line here: the caller reports the address (``kshim serve`` prints
         # it once, with the data directory).
-        bound = self._server.sockets[0].getsockname()
-        self._listener = f"{bound[0]}:{bound[1]}"
         # Nothing is counted for metrics nobody can scrape (kshim.metrics.listen empty, or
         # its default address taken): requests then pay nothing for them.
         if self.broker.config.metrics_address() is not None:
@@ -76,12 +94,44 @@ class KafkaServer:
                 self.metrics = metrics
             else:
                 metrics.stop()
-        return bound[0], bound[1]
+        return next(iter(self.bound.values()))
+
+    def _tls(self, listener: Listener) -> ssl.SSLContext:
+        try:
+            return server_context(self.broker.config, listener.name)
+        except TlsConfigError as error:
+            raise TlsConfigError(f"listener {listener.name}: {error}") from error
+
+    async def _listen(
+        self, listener: Listener, context: ssl.SSLContext | None, rules: list[Rule]
+    ) -> None:
+        def accept(stream: RequestStream) -> None:
+            self._accept(stream, listener, rules)
+
+        try:
+            server = await asyncio.get_running_loop().create_server(
+                lambda: RequestStream(self._max_frame_size, accept),
+                listener.host,
+                listener.port,
+                reuse_address=True,
+                ssl=context,
+                ssl_handshake_timeout=self._tls_handshake_timeout_s
+                if context is not None
+                else None,
+            )
+        except OSError as error:
+            await self.stop()  # the stores were opened: flush and close them
+            raise ListenError(listener.host, listener.port, error) from error
+        self._servers.append(server)
+        bound = server.sockets[0].getsockname()
+        self.bound[listener.name] = (bound[0], bound[1])
+        self._open[listener.name] = 0
+        self.broker.endpoints.bound(listener.name, bound[1])
 
     def _connection_counts(self) -> dict[str, int]:
-        return {self._listener: len(self._connections)}
+        return {f"{host}:{port}": self._open[name] for name, (host, port) in self.bound.items()}
 
-    def _accept(self, stream: RequestStream) -> None:
+    def _accept(self, stream: RequestStream, listener: Listener, rules: list[Rule]) -> None:
         transport = stream.transport
         assert transport is not None
         if len(self._connections) >= self._max_connections:
@@ -90,26 +140,58 @@ class KafkaServer:
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        task = asyncio.create_task(self._serve(stream))
+        session = _session(transport, listener, rules)
+        if session is None:
+            transport.close()
+            return
+        task = asyncio.create_task(self._serve(stream, session))
         self._connections.add(task)
+        self._open[listener.name] += 1
         task.add_done_callback(self._connections.discard)
+        task.add_done_callback(lambda _: self._closed(listener.name))
 
-    async def _serve(self, stream: RequestStream) -> None:
+    def _closed(self, listener: str) -> None:
+        self._open[listener] -= 1
+
+    async def _serve(self, stream: RequestStream, session: Session) -> None:
         # stop() cancels open connections; that is a normal end, not an error.
         with contextlib.suppress(asyncio.CancelledError):
             observe = None if self.metrics is None else self.metrics.requests.observe
-            await serve_connection(stream, self.broker, observe)
+            await serve_connection(stream, self.broker, observe, session)
 
     async def stop(self) -> None:
         """Stops accepting, drops open connections, then stops the broker (its background
         jobs, then its stores)."""
         if self.metrics is not None:
             self.metrics.stop()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for task in self._connections:
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers = []
         await self._runner.stop()
+
+
+def _session(
+    transport: asyncio.BaseTransport, listener: Listener, rules: list[Rule]
+) -> Session | None:
+    """A new connection's session, or None when its certificate maps to no principal."""
+    peer = transport.get_extra_info("peername")
+    principal = ANONYMOUS
+    ssl_object = transport.get_extra_info("ssl_object")
+    if ssl_object is not None:
+        try:
+            principal = certificate_principal(ssl_object, rules)
+        except NoMatchingRule as error:
+            log.info("closing connection from %s: %s", peer, error)
+            return None
+    return Session(
+        listener=listener.name,
+        security_protocol=listener.security_protocol,
+        principal=principal,
+        client_address=peer[0] if isinstance(peer, tuple) else "",
+        authenticated=not listener.uses_sasl,
+    )

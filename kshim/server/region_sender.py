@@ -6,6 +6,9 @@ directly, which keeps the bytes in order as long as the transport has nothing qu
 ahead of them. Whatever the socket does not take at once (its send buffer is full: a
 client slow to read) is read into memory and queued on the transport, which then waits
 for the socket as it does for every other response.
+
+Over TLS the bytes must be encrypted in user space: the region is read and written
+through the transport (sendfile would put plaintext on the encrypted stream).
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from kshim.storage.interface import FileRegion
 async def send_region(transport: asyncio.Transport, region: FileRegion) -> None:
     """Writes the region after everything already written; closes it."""
     try:
+        if transport.get_extra_info("ssl_object") is not None:
+            transport.write(region.read_bytes())
+            return
         loop = asyncio.get_running_loop()
         if isinstance(loop, asyncio.BaseEventLoop):
             await loop.sendfile(transport, region.as_file(), region.position, region.length)

@@ -31,6 +31,7 @@ class RequestStream(asyncio.BufferedProtocol):
         self._lost = False
         self._reading_paused = False
         self._writing_paused = False
+        self._tls = False
         self.transport: asyncio.Transport | None = None
 
     # asyncio's side
@@ -38,6 +39,7 @@ class RequestStream(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCP transports have asyncio.Transport's methods without subclassing it.
         self.transport = cast(asyncio.Transport, transport)
+        self._tls = transport.get_extra_info("sslcontext") is not None
         self._on_open(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -52,7 +54,9 @@ class RequestStream(asyncio.BufferedProtocol):
     def eof_received(self) -> bool | None:
         self._eof = True
         self._wake_reader()
-        return True  # half-closed: answers to requests already read still go out
+        # Half-closed: answers to requests already read still go out. TLS cannot stay
+        # half-open (asyncio warns and closes), so there the answer is None.
+        return None if self._tls else True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._eof = self._lost = True
@@ -86,6 +90,10 @@ class RequestStream(asyncio.BufferedProtocol):
         if self._reading_paused and len(self._frames) < MAX_QUEUED // 2:
             self._resume_reading()
         return frame
+
+    def limit_frames(self, max_frame_size: int) -> None:
+        """Frames not yet begun may be at most ``max_frame_size`` bytes."""
+        self._receiver.limit(max_frame_size)
 
     async def drain(self) -> None:
         """Returns once the transport can take more bytes; raises if the peer is gone."""

@@ -18,6 +18,10 @@ PRODUCER_IDS_COUNTER = b"next_producer_id"
 TRANSACTIONS_DB = b"transactions"  # transactional id (UTF-8) -> TransactionRecord JSON
 ABORTED_DB = b"aborted_transactions"  # aborted_key -> int64 producer id, int64 first offset
 COMMITTED_OFFSETS_DB = b"committed_offsets"  # committed_offset_key -> CommittedOffset bytes
+ACLS_DB = b"acls"  # acl_key -> one ACL binding (storage/acl_store.py)
+SCRAM_DB = (
+    b"scram_credentials"  # user, mechanism -> salted SCRAM credential (storage/scram_store.py)
+)
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")

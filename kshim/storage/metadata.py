@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 import lmdb
 
 from kshim.storage import lmdb_keys as keys
+from kshim.storage.acl_store import AclStore
 from kshim.storage.committed_offsets import CommittedOffsetStore
 from kshim.storage.interface import TopicPartition
 from kshim.storage.lmdb_ranges import delete_prefixed
+from kshim.storage.scram_store import ScramStore
 from kshim.storage.transaction_store import TransactionStore
 
 MAP_SIZE_BYTES = 1 << 32
@@ -46,12 +48,14 @@ class TopicRecord:
 class MetadataStore:
     def __init__(self, directory: str) -> None:
         os.makedirs(directory, exist_ok=True)
-        self._env = lmdb.open(directory, max_dbs=8, map_size=MAP_SIZE_BYTES, sync=True)
+        self._env = lmdb.open(directory, max_dbs=16, map_size=MAP_SIZE_BYTES, sync=True)
         self._topics = self._env.open_db(keys.TOPICS_DB)
         self._log_starts = self._env.open_db(keys.LOG_STARTS_DB)
         self._counters = self._env.open_db(keys.COUNTERS_DB)
         self.committed_offsets = CommittedOffsetStore(self._env)
         self.transactions = TransactionStore(self._env)
+        self.acls = AclStore(self._env)
+        self.scram = ScramStore(self._env)
 
     def topics(self) -> dict[str, TopicRecord]:
         """Returns every stored topic by name."""

@@ -1,9 +1,12 @@
 """The apply job: a Spark Structured Streaming query from a kshim topic into a database.
 
-    python -m spark_examples.apply --bootstrap HOST:PORT --topic T --dest URL --checkpoint DIR
+    python -m spark_examples.apply --bootstrap HOST:PORT --topic T --dest URL --checkpoint DIR \
+        [--kafka-config client.properties] [--kafka-option KEY=VALUE ...]
 
-The source is Spark's stock ``format("kafka")`` with standard options only; nothing but the
-topic name is kshim-specific, so the same job reads ``T`` (changes) or ``T.full`` (the
+The source is Spark's stock ``format("kafka")`` with standard options only (a broker that
+wants TLS or SASL gets the Kafka client settings of --kafka-config and --kafka-option as
+``kafka.<name>`` options, spark_examples/kafka_security.py); nothing but the topic name is
+kshim-specific, so the same job reads ``T`` (changes) or ``T.full`` (the
 full-data view: a new destination's snapshot, then every change). Each micro-batch goes to
 ``sink.apply_batch``: one destination transaction holding the rows and the next offset,
 which makes the sink exactly-once (see spark_examples/README.md). ``--once`` drains what is
@@ -21,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kshim.client_security import ClientSecurity
 from spark_examples.apply.sink import (
     DEFAULT_MAX_RETRIES,
     ApplyError,
@@ -29,6 +33,7 @@ from spark_examples.apply.sink import (
     ensure_state_table,
 )
 from spark_examples.databases import open_database
+from spark_examples.kafka_security import add_kafka_arguments, kafka_security, spark_kafka_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -52,6 +57,7 @@ class ApplyOptions:
     max_retries: int = DEFAULT_MAX_RETRIES
     max_offsets_per_trigger: int = DEFAULT_MAX_OFFSETS_PER_TRIGGER
     trigger_interval: str = DEFAULT_TRIGGER_INTERVAL
+    security: ClientSecurity | None = None  # None: PLAINTEXT
 
 
 def read_changes(spark: SparkSession, options: ApplyOptions) -> DataFrame:
@@ -61,10 +67,13 @@ def read_changes(spark: SparkSession, options: ApplyOptions) -> DataFrame:
     aborted ones. failOnDataLoss stays true on T and T.full alike: on T a missing offset is
     a lost change, and an exactly-once sink must stop rather than apply around it; T.full
     keeps its log start where the view was built from (as a compacted Kafka topic does), so
-    superseded records never look like lost data.
+    superseded records never look like lost data. TLS and SASL settings are the Java
+    client's, as ``kafka.<name>`` options.
     """
+    security = {} if options.security is None else spark_kafka_options(options.security)
     return (
         spark.readStream.format("kafka")
+        .options(**security)
         .option("kafka.bootstrap.servers", options.bootstrap)
         .option("subscribe", options.topic)
         .option("startingOffsets", "earliest")
@@ -169,7 +178,8 @@ def run(spark: SparkSession, options: ApplyOptions) -> int:
 
 
 def parse_arguments(argv: Sequence[str] | None = None) -> ApplyOptions:
-    """The options of the command line (argparse exits on a usage error)."""
+    """The options of the command line (argparse exits on a usage error, unusable Kafka
+    client settings included)."""
     parser = argparse.ArgumentParser(
         prog="python -m spark_examples.apply", description=__doc__.split("\n\n")[0]
     )
@@ -183,6 +193,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> ApplyOptions:
         "--max-offsets-per-trigger", type=int, default=DEFAULT_MAX_OFFSETS_PER_TRIGGER
     )
     parser.add_argument("--trigger-interval", default=DEFAULT_TRIGGER_INTERVAL)
+    add_kafka_arguments(parser)
     arguments = parser.parse_args(argv)
     return ApplyOptions(
         bootstrap=arguments.bootstrap,
@@ -193,6 +204,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> ApplyOptions:
         max_retries=arguments.max_retries,
         max_offsets_per_trigger=arguments.max_offsets_per_trigger,
         trigger_interval=arguments.trigger_interval,
+        security=kafka_security(parser, arguments.kafka_config, arguments.kafka_option),
     )
 
 

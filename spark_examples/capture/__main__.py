@@ -1,10 +1,13 @@
 """``python -m spark_examples.capture``: ship a source database's changes to a kshim topic.
 
     python -m spark_examples.capture --source URL --tables t1,t2 --bootstrap HOST:PORT \
-        --topic T [--once] [--batch-size 1000] [--transaction-timeout-ms 60000]
+        --topic T [--once] [--batch-size 1000] [--transaction-timeout-ms 60000] \
+        [--kafka-config client.properties] [--kafka-option KEY=VALUE ...]
 
 Runs until SIGTERM or SIGINT (the batch in flight is finished first), or with ``--once``
-until the change log is drained. See shipper.py for what one batch does.
+until the change log is drained. See shipper.py for what one batch does, and
+spark_examples/kafka_security.py for the Kafka client settings of a broker that wants TLS
+or SASL.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ import threading
 from collections.abc import Sequence
 
 from spark_examples.capture.shipper import BATCH_SIZE, run_capture
+from spark_examples.kafka_security import add_kafka_arguments, kafka_security, librdkafka_settings
 
 
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The options of the command line (argparse exits on a usage error)."""
+    """The options of the command line (argparse exits on a usage error, unusable Kafka
+    client settings included); ``kafka_settings`` holds librdkafka's."""
     parser = argparse.ArgumentParser(
         prog="python -m spark_examples.capture", description=__doc__.split("\n\n")[0]
     )
@@ -30,7 +35,11 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--once", action="store_true", help="drain what is there, then exit")
     parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
     parser.add_argument("--transaction-timeout-ms", type=int, default=60_000)
-    return parser.parse_args(argv)
+    add_kafka_arguments(parser)
+    arguments = parser.parse_args(argv)
+    security = kafka_security(parser, arguments.kafka_config, arguments.kafka_option)
+    arguments.kafka_settings = librdkafka_settings(security)
+    return arguments
 
 
 def _set_later(stop: threading.Event) -> None:
@@ -57,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop,
         batch_size=arguments.batch_size,
         transaction_timeout_ms=arguments.transaction_timeout_ms,
+        kafka_security=arguments.kafka_settings,
     )
     return 0
 

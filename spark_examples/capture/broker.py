@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
@@ -22,11 +23,15 @@ from confluent_kafka.admin import (
 from spark_examples.capture.review import REVIEW_HOOK_SETTING, transactional_id_for
 
 INIT_RETRY_S = 0.5
+NONE: Mapping[str, str] = {}  # no security settings: PLAINTEXT
 
 
-def ensure_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> None:
-    """Creates ``topic`` with one partition unless it exists."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def ensure_topic(
+    bootstrap: str, topic: str, timeout_s: float = 30.0, security: Mapping[str, str] = NONE
+) -> None:
+    """Creates ``topic`` with one partition unless it exists; ``security`` is librdkafka's
+    TLS and SASL settings (spark_examples/kafka_security.py), none for PLAINTEXT."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **security})
     metadata = admin.list_topics(timeout=timeout_s)
     if topic in metadata.topics:
         return
@@ -38,9 +43,11 @@ def ensure_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> None:
             raise
 
 
-def broker_review_hook(bootstrap: str, timeout_s: float = 30.0) -> str | None:
+def broker_review_hook(
+    bootstrap: str, timeout_s: float = 30.0, security: Mapping[str, str] = NONE
+) -> str | None:
     """The broker's ``kshim.review.hook`` setting, or None if it does not report one."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **security})
     brokers = admin.list_topics(timeout=timeout_s).brokers
     resource = ConfigResource(ResourceType.BROKER, str(next(iter(brokers))))
     try:
@@ -52,9 +59,14 @@ def broker_review_hook(bootstrap: str, timeout_s: float = 30.0) -> str | None:
 
 
 def new_producer(
-    bootstrap: str, topic: str, transaction_timeout_ms: int, stop: threading.Event
+    bootstrap: str,
+    topic: str,
+    transaction_timeout_ms: int,
+    stop: threading.Event,
+    security: Mapping[str, str] = NONE,
 ) -> Producer:
-    """A transactional producer after init_transactions (which settles any open batch).
+    """A transactional producer after init_transactions (which settles any open batch),
+    connecting with librdkafka's ``security`` settings.
 
     Retries init_transactions until it succeeds; raises KafkaException when the error is
     fatal or ``stop`` is set.
@@ -67,6 +79,7 @@ def new_producer(
         "linger.ms": 5,
         "transaction.timeout.ms": transaction_timeout_ms,
         "socket.timeout.ms": min(60_000, transaction_timeout_ms),
+        **security,
     })  # fmt: skip
     while True:
         try:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeAlias
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -44,7 +44,7 @@ from spark_examples import change_format
 
 # review and triggers are used through their modules, so a test can replace one function.
 from spark_examples.capture import review, triggers
-from spark_examples.capture.broker import broker_review_hook, ensure_topic, new_producer
+from spark_examples.capture.broker import NONE, broker_review_hook, ensure_topic, new_producer
 from spark_examples.databases import Columns, Database, Row, open_database
 
 BATCH_SIZE = 1000
@@ -79,9 +79,11 @@ class Capture:
         batch_size: int = BATCH_SIZE,
         transaction_timeout_ms: int = 60_000,
         progress: Callable[[str], None] | None = None,
+        kafka_security: Mapping[str, str] = NONE,
     ) -> None:
         self.db, self.tables, self.topic, self.stop = db, tables, topic, stop
         self.bootstrap, self.batch_size = bootstrap, batch_size
+        self.kafka_security = kafka_security  # librdkafka's TLS and SASL settings
         self.transaction_timeout_ms = transaction_timeout_ms
         self.progress = progress or _print_now
         self.producer: Producer | None = None
@@ -94,8 +96,8 @@ class Capture:
         review.read_state(self.db, self.topic)
         tid = review.transactional_id_for(self.topic)
         review.register(tid, self.db.url, self.topic)
-        ensure_topic(self.bootstrap, self.topic)
-        hook = broker_review_hook(self.bootstrap)
+        ensure_topic(self.bootstrap, self.topic, security=self.kafka_security)
+        hook = broker_review_hook(self.bootstrap, security=self.kafka_security)
         if hook != review.REVIEW_HOOK:
             # Without it the broker aborts an open transaction by Kafka's rule, and a batch
             # recorded in the source just before a crash would be lost.
@@ -108,7 +110,11 @@ class Capture:
     def _producer(self) -> Producer:
         if self.producer is None:
             self.producer = new_producer(
-                self.bootstrap, self.topic, self.transaction_timeout_ms, self.stop
+                self.bootstrap,
+                self.topic,
+                self.transaction_timeout_ms,
+                self.stop,
+                self.kafka_security,
             )
             # init_transactions settled the previous batch: what is recorded is committed.
             self.last_seq = review.read_state(self.db, self.topic).last_seq
@@ -223,11 +229,22 @@ def run_capture(
     batch_size: int = BATCH_SIZE,
     poll_interval_s: float = POLL_INTERVAL_S,
     transaction_timeout_ms: int = 60_000,
+    kafka_security: Mapping[str, str] = NONE,
 ) -> int:
-    """Captures until drained (``once``) or ``stop_event`` is set; returns changes captured."""
+    """Captures until drained (``once``) or ``stop_event`` is set; returns changes captured.
+    ``kafka_security`` is librdkafka's TLS and SASL settings (none: PLAINTEXT)."""
     stop = stop_event or threading.Event()
     db = open_database(source_url)
-    capture = Capture(db, tables, bootstrap, topic, stop, batch_size, transaction_timeout_ms)
+    capture = Capture(
+        db,
+        tables,
+        bootstrap,
+        topic,
+        stop,
+        batch_size,
+        transaction_timeout_ms,
+        kafka_security=kafka_security,
+    )
     try:
         capture.start()
         while not stop.is_set():

@@ -250,6 +250,30 @@ def list_transactions(version: int, count: int) -> Fields:
     }
 
 
+def user_name(index: int) -> str:
+    return unknown_id("user", index)
+
+
+def in_order(build: Build, items: str, error: int) -> ApiCase:
+    """An API answering each requested item, in order, with an error code and no key
+    (CreateAcls' results, DeleteAcls' filter results)."""
+
+    def answers(_version: int, response: Any) -> list[Answer]:
+        return [(i, int(item.error_code)) for i, item in enumerate(getattr(response, items))]
+
+    return ApiCase(build, answers, lambda _, count: [(i, error) for i in range(count)])
+
+
+# An ACL for, or a filter naming, an unknown topic: refused with SECURITY_DISABLED, since the
+# broker under test runs without an authoriser.
+ACL = {
+    "resource_type": TOPIC_RESOURCE, "resource_pattern_type": 3, "host": "*",
+    "operation": 3, "permission_type": 3,
+}  # fmt: skip
+ACL_FILTER = {
+    "resource_type_filter": TOPIC_RESOURCE, "pattern_type_filter": 3, "host_filter": None,
+    "operation": 3, "permission_type": 3,
+}  # fmt: skip
 COMMIT = {"committed_offset": 0, "committed_metadata": None}
 SET_RETENTION = {"name": "retention.ms", "value": "60000"}
 NEW_TOPIC = {"num_partitions": 1, "replication_factor": 1, "configs": [SET_RETENTION]}
@@ -361,6 +385,42 @@ CASES: dict[int, ApiCase] = {
         ErrorCode.transactional_id_not_found,
     ),
     66: as_a_whole(list_transactions, NONE, "transaction_states"),
+    30: in_order(
+        ids_request(
+            "creations",
+            lambda i: {
+                **ACL,
+                "resource_name": unknown_topic(i),
+                "principal": "User:" + user_name(i),
+            },
+        ),
+        "results",
+        ErrorCode.security_disabled,
+    ),
+    31: in_order(
+        ids_request(
+            "filters",
+            lambda i: {
+                **ACL_FILTER,
+                "resource_name_filter": unknown_topic(i),
+                "principal_filter": "User:" + user_name(i),
+            },
+        ),
+        "filter_results",
+        ErrorCode.security_disabled,
+    ),
+    50: per_element(
+        ids_request("users", lambda i: {"name": user_name(i)}),
+        "results.user",
+        user_name,
+        ErrorCode.resource_not_found,
+    ),
+    51: per_element(
+        ids_request("deletions", lambda i: {"name": user_name(i), "mechanism": 1}, upsertions=[]),
+        "results.user",
+        user_name,
+        ErrorCode.resource_not_found,
+    ),
 }
 
 

@@ -12,26 +12,28 @@ from kshim.broker.config.keys import (
     ConfigError,
     broker_validator,
 )
+from kshim.broker.config.listeners import (
+    Listener,
+    ListenerError,
+    parse_advertised,
+    parse_endpoint,
+    parse_listeners,
+)
 from kshim.storage.interface import LogConfig, StoreSettings
 
 log = logging.getLogger(__name__)
-MAX_PORT = 65535
 
 
 def parse_listener(listener: str) -> tuple[str, int]:
-    """Parses ``PLAINTEXT://host:port`` or ``host:port`` (the first of a comma list)."""
-    first = listener.split(",", maxsplit=1)[0].strip()
-    if "://" in first:
-        scheme, first = first.split("://", 1)
-        if scheme.upper() != "PLAINTEXT":
-            raise ConfigError(f"listener protocol {scheme} is not supported, only PLAINTEXT")
-    host, separator, port = first.rpartition(":")
-    if not separator or not (port.isascii() and port.isdigit()):
+    """Checks every ``NAME://host:port`` of a listener list; returns the first's address."""
+    try:
+        endpoints = [parse_endpoint(part) for part in listener.split(",") if part.strip()]
+    except ListenerError as error:
+        raise ConfigError(str(error)) from None
+    if not endpoints:
         raise ConfigError(f"listener {listener!r} is not host:port")
-    if int(port) > MAX_PORT:
-        # Port 0 is valid: the operating system picks a free port, which the broker reports.
-        raise ConfigError(f"{listener!r}: the port must be 0-{MAX_PORT} (0 for any free port)")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    _, host, port = endpoints[0]
+    return host or "0.0.0.0", port
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +58,10 @@ class BrokerConfig:
                     raise ConfigError(f"{key}: {error}") from None
                 explicit.add(key)
         config = cls(values, frozenset(explicit))
-        config.listen_address()  # fail early on a malformed listener
+        try:  # fail early on a malformed listener
+            config.advertised_addresses()
+        except ListenerError as error:
+            raise ConfigError(str(error)) from None
         return config
 
     def get_int(self, key: str) -> int:
@@ -73,8 +78,26 @@ class BrokerConfig:
     def data_dir(self) -> str:
         return self.values["log.dirs"].split(",")[0].strip()
 
+    def listeners(self) -> list[Listener]:
+        """Every listener, in the order of ``listeners``."""
+        return parse_listeners(
+            self.values["listeners"], self.values["listener.security.protocol.map"]
+        )
+
     def listen_address(self) -> tuple[str, int]:
-        return parse_listener(self.values["listeners"])
+        """The first listener's address."""
+        first = self.listeners()[0]
+        return first.host, first.port
+
+    def advertised_addresses(self) -> dict[str, tuple[str, int]]:
+        """The address clients are told to connect to, by listener name."""
+        return parse_advertised(self.values["advertised.listeners"], self.listeners())
+
+    def listener_value(self, listener: str, key: str) -> str:
+        """``key`` as set for one listener (``listener.name.<listener>.<key>``), else as set
+        for all (Kafka's ``ListenerName.configPrefix``)."""
+        scoped = f"listener.name.{listener.lower()}.{key}"
+        return self.values.get(scoped, self.values.get(key, ""))
 
     def metrics_address(self) -> tuple[str, int] | None:
         """Where /metrics and /healthz are served (kshim.metrics.listen), or None for
@@ -86,12 +109,8 @@ class BrokerConfig:
         return host.strip("[]") or "0.0.0.0", int(port)
 
     def advertised_address(self) -> tuple[str, int]:
-        """The address clients are told to connect to; defaults to the listen address."""
-        advertised = self.values["advertised.listeners"]
-        host, port = parse_listener(advertised or self.values["listeners"])
-        if host in ("0.0.0.0", "::"):
-            host = "127.0.0.1"
-        return host, port
+        """The first listener's advertised address."""
+        return next(iter(self.advertised_addresses().values()))
 
     def topic_defaults(self) -> dict[str, str]:
         """Topic-level config values a topic without overrides gets."""

@@ -60,17 +60,25 @@ def describe_created_topic_configs(configs: TopicConfigs) -> list[CreatableTopic
     ]
 
 
+def is_sensitive(name: str) -> bool:
+    """Whether a broker key holds a secret: Kafka's PASSWORD-typed keys (key and store
+    passwords, an inline private key) and JAAS options (they carry PLAIN users' passwords),
+    for every listener too. DescribeConfigs gives their values as null (KIP-226)."""
+    return name.endswith((".password", "sasl.jaas.config", "ssl.keystore.key"))
+
+
 def describe_broker_configs(
     values: Mapping[str, str], only: Collection[str] | None
 ) -> list[DescribeConfigsResourceResult]:
-    """Describes the broker's static configuration (read-only at run time)."""
+    """Describes the broker's static configuration (read-only at run time), secrets as
+    null."""
     return [
         DescribeConfigsResourceResult(
             name=name,
-            value=value,
+            value=None if is_sensitive(name) else value,
             read_only=True,
             config_source=STATIC_BROKER_CONFIG,
-            is_sensitive=False,
+            is_sensitive=is_sensitive(name),
             synonyms=[],
             config_type=STRING_TYPE,
             documentation=None,

@@ -16,6 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from kshim.broker.config.security_keys import (
+    SECURITY_DEFAULTS,
+    SecurityConfigError,
+    security_validator,
+)
+
 ENVIRONMENT_PREFIX = "KSHIM_"
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
@@ -207,6 +213,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
     "offset.metadata.max.bytes": "4096",
+    **SECURITY_DEFAULTS,
 }
 
 _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
@@ -313,10 +320,23 @@ def is_known_key(key: str) -> bool:
     return broker_validator(key) is not None
 
 
+def _as_config_error(validate: Callable[[str], str]) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        try:
+            return validate(value)
+        except SecurityConfigError as error:
+            raise ConfigError(str(error)) from None
+
+    return check
+
+
 def broker_validator(key: str) -> Callable[[str], str] | None:
     """The validator of a broker key, or None if kshim does not know the key."""
     if key in _BROKER_VALIDATORS:
         return _BROKER_VALIDATORS[key]
+    security = security_validator(key)
+    if security is not None:
+        return _as_config_error(security)
     for spec in TOPIC_CONFIGS.values():
         if spec.broker_key == key:
             return spec.validate

@@ -28,9 +28,16 @@ def reserved_for_view(name: str) -> bool:
     return name.endswith(VIEW_SUFFIX) and may_have_view(name[: -len(VIEW_SUFFIX)])
 
 
+def source_name(name: str) -> str | None:
+    """The name of the topic ``T`` whose view would be called ``name``, or None; whether or
+    not ``T`` or its view exists."""
+    return name[: -len(VIEW_SUFFIX)] if reserved_for_view(name) else None
+
+
 def source_of(topics: Mapping[str, Topic], name: str) -> Topic | None:
     """The topic ``T`` whose view is named ``name``, if that view exists."""
-    if not reserved_for_view(name):
+    source_topic = source_name(name)
+    if source_topic is None:
         return None
-    source = topics.get(name[: -len(VIEW_SUFFIX)])
+    source = topics.get(source_topic)
     return source if source is not None and has_view(source) else None

@@ -10,6 +10,7 @@ disk ranges go out with sendfile. Fetch sessions are declined (session id
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
@@ -28,7 +29,12 @@ from kshim.storage.interface import FileRegion, TopicPartition
 READ_COMMITTED = 1
 
 
-async def handle(request: FetchRequest, context: RequestContext) -> list[Part]:
+async def handle(
+    request: FetchRequest, context: RequestContext, refused: Sequence[FetchedTopic] = ()
+) -> list[Part]:
+    """Reads every partition of ``request`` and answers for them, and for the partitions
+    ``refused`` before the request got here (access/records.py: those the client may not
+    read), answered as given; only the partitions read are waited on."""
     broker = context.broker
     wanted = [
         (TopicPartition(topic.topic, partition.partition), partition)
@@ -45,7 +51,9 @@ async def handle(request: FetchRequest, context: RequestContext) -> list[Part]:
         await broker.append_waiters.wait_any([tp for tp, _ in wanted], remaining)
     for (topic, _), (size, moved) in zip(partitions, counts, strict=True):
         broker.traffic.fetched(topic, size, moved)
-    return encode_fetch_response(context.version, _group_by_topic(partitions))
+    topics = _group_by_topic(partitions)
+    topics.extend(refused)
+    return encode_fetch_response(context.version, topics)
 
 
 async def _read_all(

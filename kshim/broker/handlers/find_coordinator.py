@@ -47,7 +47,7 @@ def _coordinator(key: str, key_type: int, context: RequestContext) -> Coordinato
             error_code=ErrorCode.invalid_request,
             error_message=f"unknown key type {key_type}",
         )
-    host, port = context.broker.config.advertised_address()
+    host, port = context.broker.endpoints.address(context.session.listener)
     return Coordinator(
         key=key,
         node_id=context.broker.config.node_id,

@@ -37,6 +37,8 @@ response.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
 from kshim.broker.topic_resolver import NO_TOPIC_ID, ResolvedTopic
@@ -49,18 +51,34 @@ from kshim.protocol.metadata_response import encode_metadata_response, encode_to
 
 
 async def handle(request: MetadataRequest, context: RequestContext) -> list[Part]:
+    names = requested_names(request, context.version)
+    allow_create = names is not None and auto_creates(request, context.broker)
+    return await answer(context, names, allow_create)
+
+
+async def answer(
+    context: RequestContext,
+    names: tuple[str | None, ...] | None,
+    allow_create: bool,
+    refused: Sequence[MetadataResponseTopic] = (),
+    describable: Callable[[str], bool] | None = None,
+) -> list[Part]:
+    """The answer for the topics ``names`` (None: every stored topic), creating those
+    missing when ``allow_create``. Where ACLs apply (access/records.py), ``describable``
+    says which stored topics an all-topics answer lists, and ``refused`` holds the entries
+    of named topics refused before the request got here, answered after the others."""
     broker = context.broker
     version = context.version
-    host, port = broker.config.advertised_address()
+    host, port = broker.endpoints.address(context.session.listener)
     node_id = broker.config.node_id
-    names = _requested_names(request, version)
     if names is None:
-        topics = broker.topic_descriptions.entries(broker.resolver.listed(), node_id, version)
+        listed = broker.resolver.listed()
+        if describable is not None:
+            listed = (topic for topic in listed if describable(topic.name))
+        topics = broker.topic_descriptions.entries(listed, node_id, version)
     else:
-        allow_create = request.allow_auto_topic_creation and broker.config.get_bool(
-            "auto.create.topics.enable"
-        )
         topics = await _named(broker, names, allow_create, version)
+    topics.extend(encode_topic(version, topic) for topic in refused)
     body = encode_metadata_response(
         version,
         brokers=[MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=None)],
@@ -71,11 +89,18 @@ async def handle(request: MetadataRequest, context: RequestContext) -> list[Part
     return [body]
 
 
-def _requested_names(request: MetadataRequest, version: int) -> tuple[str | None, ...] | None:
-    """None means every topic: a null list (v1+) or, in v0, an empty one."""
+def requested_names(request: MetadataRequest, version: int) -> tuple[str | None, ...] | None:
+    """The names asked for; None means every topic: a null list (v1+) or, in v0, an empty
+    one."""
     if request.topics is None or (version == 0 and not request.topics):
         return None
     return request.topics
+
+
+def auto_creates(request: MetadataRequest, broker: Broker) -> bool:
+    """Whether a named topic that does not exist is created: the request allows it (always
+    before v4) and so does ``auto.create.topics.enable``."""
+    return request.allow_auto_topic_creation and broker.config.get_bool("auto.create.topics.enable")
 
 
 async def _named(

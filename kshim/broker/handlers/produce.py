@@ -10,7 +10,7 @@ acks=0 gets none. One bad partition never fails the others.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kshim.broker.broker import Broker
@@ -23,6 +23,7 @@ from kshim.protocol.produce_request import PartitionData, ProduceRequest
 from kshim.protocol.produce_response import (
     NO_TIMESTAMP,
     PartitionAnswer,
+    TopicAnswers,
     encode_produce_response,
 )
 from kshim.protocol.record_batch import (
@@ -57,7 +58,12 @@ class PartitionResult:
         )
 
 
-async def handle(request: ProduceRequest, context: RequestContext) -> list[Part] | None:
+async def handle(
+    request: ProduceRequest, context: RequestContext, refused: Sequence[TopicAnswers] = ()
+) -> list[Part] | None:
+    """Appends every partition of ``request`` and answers for them, and for the partitions
+    ``refused`` before the request got here (access/records.py: those the client may not
+    write to), answered as given."""
     broker = context.broker
     results = [
         (topic.name, [_append(broker, topic.name, data, request) for data in topic.partition_data])
@@ -70,7 +76,10 @@ async def handle(request: ProduceRequest, context: RequestContext) -> list[Part]
     for _, partitions in results:
         for result in partitions:
             await _wait_durable(result)
-    answers = [(name, [result.answer() for result in partitions]) for name, partitions in results]
+    answers: list[TopicAnswers] = [
+        (name, [result.answer() for result in partitions]) for name, partitions in results
+    ]
+    answers.extend(refused)
     return [encode_produce_response(context.header.api_version, answers)]
 
 

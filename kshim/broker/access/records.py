@@ -1,0 +1,236 @@
+"""The access rules of the APIs that read, write and describe topics' records: Produce,
+Fetch, ListOffsets and Metadata (KafkaApis.handleProduceRequest, handleFetchRequest,
+handleListOffsetRequest, handleTopicMetadataRequest).
+
+Refused partitions are answered in the same response as the others, after them, as
+Kafka merges its answers. Produce, Fetch and Metadata encode their answers themselves
+(handlers/produce.py, fetch.py, metadata.py), so those handlers take the refused
+partitions' answers and encode them with their own: the request a handler gets holds
+only the topics the client may use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Iterable
+
+from kshim.broker.access.permissions import Permissions
+from kshim.broker.access.rule import Handler
+from kshim.broker.context import RequestContext
+from kshim.broker.handlers import fetch, metadata, produce
+from kshim.broker.security.acls.model import Operation
+from kshim.broker.topic_resolver import NO_TOPIC_ID
+from kshim.protocol.errors import ErrorCode
+from kshim.protocol.fetch_response import FetchedPartition, FetchedTopic, Part
+from kshim.protocol.messages.fetch import FetchRequest, FetchTopic
+from kshim.protocol.messages.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from kshim.protocol.messages.metadata import MetadataResponseTopic
+from kshim.protocol.metadata_request import MetadataRequest
+from kshim.protocol.produce_request import ProduceRequest, TopicData
+from kshim.protocol.produce_response import PartitionAnswer, TopicAnswers
+from kshim.protocol.record_batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG_MASK
+
+NO_OFFSET = -1  # base offset, high watermark, log start: Kafka's -1 for "none"
+NO_TIMESTAMP = -1
+NO_LEADER_EPOCH = -1
+_ATTRIBUTES = struct.Struct(">h")
+
+
+async def produce_rule(
+    request: ProduceRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[ProduceRequest, list[Part] | None],
+) -> list[Part] | None:
+    """Transactional records need WRITE on the request's transactional id, or every
+    partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then each topic needs WRITE, or its
+    partitions are TOPIC_AUTHORIZATION_FAILED. Idempotent producers need nothing more
+    (KIP-679)."""
+    if _has_transactional_records(request) and not (
+        request.transactional_id is not None
+        and permissions.allows_transactional_id(Operation.WRITE, request.transactional_id)
+    ):
+        refused = _refused_writes(
+            request.topic_data, ErrorCode.transactional_id_authorization_failed
+        )
+        return await produce.handle(_with_topics(request, ()), context, refused)
+    names = {topic.name for topic in request.topic_data}
+    writable = permissions.topics(Operation.WRITE, names)
+    if writable == names:
+        return await handle(request, context)
+    allowed = tuple(topic for topic in request.topic_data if topic.name in writable)
+    denied = [topic for topic in request.topic_data if topic.name not in writable]
+    refused = _refused_writes(denied, ErrorCode.topic_authorization_failed)
+    return await produce.handle(_with_topics(request, allowed), context, refused)
+
+
+def _has_transactional_records(request: ProduceRequest) -> bool:
+    """Whether the first batch of some partition is transactional (Kafka's
+    RequestUtils.hasTransactionalRecords); a partition too short to say is left to the
+    handler, which refuses it."""
+    for topic in request.topic_data:
+        for partition in topic.partition_data:
+            records = partition.records
+            if records is not None and len(records) >= ATTRIBUTES_OFFSET + _ATTRIBUTES.size:
+                (attributes,) = _ATTRIBUTES.unpack_from(records, ATTRIBUTES_OFFSET)
+                if attributes & TRANSACTIONAL_FLAG_MASK:
+                    return True
+    return False
+
+
+def _with_topics(request: ProduceRequest, topics: tuple[TopicData, ...]) -> ProduceRequest:
+    return dataclasses.replace(request, topic_data=topics)
+
+
+def _refused_writes(topics: Iterable[TopicData], error: ErrorCode) -> list[TopicAnswers]:
+    return [
+        (
+            topic.name,
+            [PartitionAnswer(data.index, error, NO_OFFSET) for data in topic.partition_data],
+        )
+        for topic in topics
+    ]
+
+
+async def fetch_rule(
+    request: FetchRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[FetchRequest, list[Part]],
+) -> list[Part]:
+    """A consumer needs READ on each topic, or its partitions are
+    TOPIC_AUTHORIZATION_FAILED; a follower (replica id 0 or more) needs CLUSTER_ACTION on
+    the cluster, or every partition is. Only the allowed partitions are waited on."""
+    if request.replica_id >= 0:
+        if permissions.allows_cluster(Operation.CLUSTER_ACTION):
+            return await handle(request, context)
+        readable: frozenset[str] = frozenset()
+    else:
+        readable = permissions.topics(Operation.READ, (topic.topic for topic in request.topics))
+    if all(topic.topic in readable for topic in request.topics):
+        return await handle(request, context)
+    allowed = [topic for topic in request.topics if topic.topic in readable]
+    refused = [_refused_read(topic) for topic in request.topics if topic.topic not in readable]
+    narrowed = dataclasses.replace(request, topics=allowed)
+    return await fetch.handle(narrowed, context, refused)
+
+
+def _refused_read(topic: FetchTopic) -> FetchedTopic:
+    """Kafka's FetchResponse.partitionResponse for an error: no offsets, no records."""
+    return FetchedTopic(
+        topic.topic,
+        [
+            FetchedPartition(
+                partition_index=partition.partition,
+                error_code=ErrorCode.topic_authorization_failed,
+                high_watermark=NO_OFFSET,
+                last_stable_offset=NO_OFFSET,
+                log_start_offset=NO_OFFSET,
+                aborted_transactions=None,
+            )
+            for partition in topic.partitions
+        ],
+    )
+
+
+async def list_offsets_rule(
+    request: ListOffsetsRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[ListOffsetsRequest, ListOffsetsResponse],
+) -> ListOffsetsResponse:
+    """Each topic needs DESCRIBE, or its partitions are TOPIC_AUTHORIZATION_FAILED."""
+    describable = permissions.topics(Operation.DESCRIBE, (topic.name for topic in request.topics))
+    allowed = [topic for topic in request.topics if topic.name in describable]
+    refused = [
+        ListOffsetsTopicResponse(
+            name=topic.name,
+            partitions=[
+                ListOffsetsPartitionResponse(
+                    partition_index=partition.partition_index,
+                    error_code=ErrorCode.topic_authorization_failed,
+                    timestamp=NO_TIMESTAMP,
+                    offset=NO_OFFSET,
+                    leader_epoch=NO_LEADER_EPOCH,
+                )
+                for partition in topic.partitions
+            ],
+        )
+        for topic in request.topics
+        if topic.name not in describable
+    ]
+    if not allowed:
+        return ListOffsetsResponse(throttle_time_ms=0, topics=refused)
+    narrowed = dataclasses.replace(request, topics=allowed)
+    response = await handle(narrowed, context)
+    response.topics.extend(refused)
+    return response
+
+
+async def metadata_rule(
+    request: MetadataRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[MetadataRequest, list[Part]],
+) -> list[Part]:
+    """An all-topics request lists the topics the client may DESCRIBE, and no others. A
+    topic named without DESCRIBE is TOPIC_AUTHORIZATION_FAILED, whether or not it exists;
+    so is one that would be auto-created, without CREATE on the cluster or on the topic."""
+    names = metadata.requested_names(request, context.version)
+    if names is None:
+
+        def describable(name: str) -> bool:
+            return permissions.allows_topic(Operation.DESCRIBE, name)
+
+        return await metadata.answer(context, None, False, describable=describable)
+    allow_create = metadata.auto_creates(request, context.broker)
+    creations = _Creations(context, permissions) if allow_create else None
+    allowed: list[str | None] = []
+    refused: list[MetadataResponseTopic] = []
+    for name in names:
+        # A topic asked for by id alone has no name to decide by; kshim answers
+        # UNKNOWN_TOPIC_ID for it, as Kafka does for an id it does not know.
+        if name is None or (
+            permissions.allows_topic(Operation.DESCRIBE, name)
+            and (creations is None or creations.allowed(name))
+        ):
+            allowed.append(name)
+        else:
+            refused.append(_refused_topic(name))
+    return await metadata.answer(context, tuple(allowed), allow_create, refused)
+
+
+class _Creations:
+    """Whether a named topic that does not exist may be auto-created: CREATE on the cluster
+    (asked once) or on the topic. Names no topic may take (views, delay companions) are
+    never auto-created, so nothing is asked for them."""
+
+    def __init__(self, context: RequestContext, permissions: Permissions) -> None:
+        self._resolver = context.broker.resolver
+        self._permissions = permissions
+        self._on_cluster: bool | None = None
+
+    def allowed(self, name: str) -> bool:
+        resolver = self._resolver
+        if resolver.resolve(name) is not None or not resolver.may_create(name):
+            return True
+        if self._on_cluster is None:
+            self._on_cluster = self._permissions.allows_cluster(Operation.CREATE)
+        return self._on_cluster or self._permissions.allows_topic(Operation.CREATE, name)
+
+
+def _refused_topic(name: str) -> MetadataResponseTopic:
+    # No topic id, so an unauthorised client learns nothing (KafkaApis: Uuid.ZERO_UUID).
+    return MetadataResponseTopic(
+        error_code=ErrorCode.topic_authorization_failed,
+        name=name,
+        topic_id=NO_TOPIC_ID,
+        is_internal=False,
+        partitions=[],
+    )

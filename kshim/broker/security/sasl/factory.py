@@ -1,0 +1,24 @@
+"""Starts the server side of a SASL mechanism's exchange by the mechanism's name (what
+SaslHandshake names)."""
+
+from __future__ import annotations
+
+from kshim.broker.security.credentials import Credentials
+from kshim.broker.security.sasl.plain import MECHANISM as PLAIN
+from kshim.broker.security.sasl.plain import PlainExchange
+from kshim.broker.security.sasl.scram import ScramExchange
+from kshim.broker.security.scram_credential import MECHANISMS as SCRAM_MECHANISMS
+from kshim.broker.security.session import SaslExchange
+
+MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+
+
+def start_exchange(mechanism: str, listener: str, credentials: Credentials) -> SaslExchange:
+    """A new exchange of ``mechanism`` on a connection of ``listener`` (its name); raises
+    ValueError for a mechanism kshim does not offer. Whether the listener enables the
+    mechanism (``sasl.enabled.mechanisms``) is the caller's to check."""
+    if mechanism == PLAIN:
+        return PlainExchange(listener, credentials)
+    if mechanism in SCRAM_MECHANISMS:
+        return ScramExchange(mechanism, credentials)
+    raise ValueError(f"SASL mechanism {mechanism!r} is not one of {', '.join(MECHANISMS)}")

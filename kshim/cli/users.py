@@ -1,0 +1,399 @@
+"""``kshim users``: the SCRAM credentials users log in with (KIP-554), as Kafka's
+``kafka-configs.sh --entity-type users --add-config 'SCRAM-SHA-256=[...]'`` and
+``kafka-storage.sh format --add-scram`` set them.
+
+- ``add NAME --mechanism M [--iterations N]``: sets NAME's credential of M (replacing it);
+  the password from ``--password-file``, ``--password-stdin`` or, on a terminal, a prompt
+  (asked twice). As Kafka's admin client, the command salts and hashes the password itself
+  and sends the broker the salt and SaltedPassword (AlterUserScramCredentials v0), never
+  the password.
+- ``list [NAME...]``: users' mechanisms and iteration counts (DescribeUserScramCredentials
+  v0); every user when none is named.
+- ``remove NAME --mechanism M``.
+
+``add --data-dir DIR`` writes the credential into a stopped broker's data directory
+instead, creating it if need be: the first user of a broker whose listeners all ask for
+SASL, as ``kafka-storage.sh format --add-scram`` is. It refuses while a broker holds the
+directory (its ``.lock``), since that broker would neither see nor keep the change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import getpass
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import lmdb
+
+from kshim.broker.security.scram_credential import (
+    MAX_ITERATIONS,
+    MECHANISM_TYPES,
+    MECHANISMS,
+    MIN_ITERATIONS,
+    ScramCredential,
+    mechanism_type,
+    new_salt,
+    salted_password,
+)
+from kshim.broker.text_table import fixed_width_table
+from kshim.cli.admin_connection import admin_connection
+from kshim.cli.admin_options import command_security, run_subcommand, subcommands
+from kshim.cli.errors import (
+    CommandFailed,
+    OneLineArgumentParser,
+    UsageError,
+    data_directory_problem,
+    reason,
+)
+from kshim.cli.topic_admin import AdminError
+from kshim.client_security import ClientSecurity
+from kshim.protocol.errors import ErrorCode
+from kshim.storage.data_directory_lock import DataDirectoryInUse, DataDirectoryLock
+from kshim.storage.metadata import MetadataStore
+from kshim.storage.scram_store import MAX_USER_BYTES, StoredScramCredential
+from kshim.wire_client import WireConnection
+
+USERS_PROGRAM = "kshim users"
+CLIENT_ID = "kshim-users"
+DESCRIBE_USER_SCRAM_CREDENTIALS = (50, 0)
+ALTER_USER_SCRAM_CREDENTIALS = (51, 0)
+READ_TIMEOUT_S = 30.0
+METADATA_DIRECTORY = "meta"  # the broker's metadata store, inside its data directory
+RESOURCE_NOT_FOUND = ErrorCode.resource_not_found  # DescribeUserScramCredentials: no credential
+
+
+def add_users_parser(
+    commands: argparse._SubParsersAction[OneLineArgumentParser],
+    bootstrap_type: Callable[[str], str],
+) -> None:
+    """Adds ``users`` and its subcommands to the ``kshim`` parser's ``commands``;
+    ``bootstrap_type`` checks --bootstrap (host:port)."""
+    users = commands.add_parser("users", help="SCRAM users: add, list, remove")
+    users.error_program = USERS_PROGRAM
+    add = subcommands(users, "users_command", SUBCOMMANDS, USERS_PROGRAM, bootstrap_type)
+    _add_add(add("add", "set a user's SCRAM credential (a new password)"))
+    add("list", "users' SCRAM mechanisms and iterations").add_argument(
+        "names", nargs="*", metavar="NAME", help="only these users (default: every user)"
+    )
+    remove = add("remove", "remove a user's SCRAM credential")
+    remove.add_argument("name", metavar="NAME")
+    _add_mechanism(remove)
+
+
+def _add_add(parser: OneLineArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME")
+    _add_mechanism(parser)
+    parser.add_argument(
+        "--iterations",
+        type=iterations,
+        default=MIN_ITERATIONS,
+        help=f"the salting's iteration count, {MIN_ITERATIONS} to {MAX_ITERATIONS} "
+        f"(default {MIN_ITERATIONS})",
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--password-file", metavar="FILE", help="the password is this file's")
+    source.add_argument(
+        "--password-stdin", action="store_true", help="the password is standard input's"
+    )
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="write into this stopped broker's data directory, not over the wire",
+    )
+
+
+def _add_mechanism(parser: OneLineArgumentParser) -> None:
+    parser.add_argument("--mechanism", required=True, choices=MECHANISMS)
+
+
+def iterations(text: str) -> int:
+    """argparse type of --iterations: an integer Kafka accepts, 4096 to 16384."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not MIN_ITERATIONS <= value <= MAX_ITERATIONS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an integer from {MIN_ITERATIONS} to {MAX_ITERATIONS}"
+        )
+    return value
+
+
+def run_users(arguments: argparse.Namespace) -> None:
+    """Runs one ``kshim users`` subcommand and prints its result.
+
+    Raises UsageError for a --command-config that cannot be used, an empty name, or a
+    password that cannot be read; CommandFailed when the broker cannot be reached, refuses
+    the authentication or answers with an error, or the data directory cannot be written.
+    """
+    subcommand = SUBCOMMANDS[arguments.users_command]
+    if arguments.users_command == "add":
+        if not arguments.name:
+            raise UsageError("the user name is empty")
+        if arguments.data_dir is None:
+            command_security(arguments.command_config)  # its mistakes before the password
+        credential = salted(arguments.mechanism, read_password(arguments), arguments.iterations)
+        if arguments.data_dir is not None:
+            if len(arguments.name.encode("utf-8")) > MAX_USER_BYTES:
+                raise UsageError(f"a user name is at most {MAX_USER_BYTES} bytes of UTF-8")
+            add_offline(arguments.data_dir, arguments.name, arguments.mechanism, credential)
+            print(added_line(arguments, arguments.data_dir))
+            return
+        subcommand = functools.partial(_add, credential=credential)
+    run_subcommand(arguments.bootstrap, user_admin, subcommand, arguments, (AdminError,))
+
+
+def read_password(arguments: argparse.Namespace) -> str:
+    """The password of ``add``: the file's or standard input's, one final line end
+    dropped, or asked twice on the terminal. Raises UsageError when there is none, it is
+    empty, it cannot be read, or the two answers differ."""
+    if arguments.password_file is not None:
+        password = _password_file(arguments.password_file)
+    elif arguments.password_stdin:
+        password = _one_line(sys.stdin.read())
+    elif sys.stdin.isatty():
+        password = getpass.getpass(f"Password of {arguments.name}: ")
+        if getpass.getpass("The same again: ") != password:
+            raise UsageError("the two passwords differ")
+    else:
+        raise UsageError(
+            "no password: give --password-file or --password-stdin, or run on a terminal "
+            "to be asked"
+        )
+    if not password:
+        raise UsageError("the password is empty")
+    return password
+
+
+def _password_file(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return _one_line(handle.read())
+    except OSError as error:
+        raise UsageError(f"cannot read --password-file {path}: {reason(error)}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--password-file {path} is not UTF-8") from None
+
+
+def _one_line(text: str) -> str:
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def salted(mechanism: str, password: str, iterations: int) -> SaltedCredential:
+    """A new salt and the SaltedPassword of ``password`` with it: what
+    AlterUserScramCredentials carries, computed as Kafka's admin client does."""
+    salt = new_salt()
+    return SaltedCredential(
+        salt, salted_password(mechanism, password, salt, iterations), iterations
+    )
+
+
+def add_offline(data_dir: str, user: str, mechanism: str, credential: SaltedCredential) -> None:
+    """Writes ``user``'s credential into the metadata store of the broker data directory
+    ``data_dir`` (made if missing), holding the directory's lock meanwhile, as the broker
+    does. Raises CommandFailed while a broker holds the directory, when it cannot be
+    written. ``user`` must fit the store (MAX_USER_BYTES)."""
+    try:
+        os.makedirs(data_dir, exist_ok=True)
+        lock = DataDirectoryLock.acquire(data_dir)
+    except DataDirectoryInUse as error:
+        raise CommandFailed(
+            f"{error}: stop it first, or add the user through it (without --data-dir)"
+        ) from None
+    except OSError as error:
+        raise CommandFailed(data_directory_problem(data_dir, error)) from None
+    try:
+        _store(os.path.join(data_dir, METADATA_DIRECTORY), user, mechanism, credential)
+    except (lmdb.Error, OSError) as error:
+        raise CommandFailed(f"cannot write the metadata store in {data_dir}: {error}") from None
+    finally:
+        lock.release()
+
+
+def _store(directory: str, user: str, mechanism: str, credential: SaltedCredential) -> None:
+    made = ScramCredential.from_salted_password(
+        mechanism, credential.salt, credential.salted_password, credential.iterations
+    )
+    stored = StoredScramCredential(
+        mechanism_type(mechanism), made.salt, made.stored_key, made.server_key, made.iterations
+    )
+    store = MetadataStore(directory)
+    try:
+        store.scram.put(user, stored)
+    finally:
+        store.close()
+
+
+def _add(
+    admin: UserAdmin, arguments: argparse.Namespace, credential: SaltedCredential
+) -> Iterator[str]:
+    admin.upsert(arguments.name, arguments.mechanism, credential)
+    yield added_line(arguments)
+
+
+def _list(admin: UserAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    listings, missing = admin.describe(arguments.names)
+    if arguments.json:
+        yield from (json.dumps(listing.to_json()) for listing in listings)
+    else:
+        yield listing_table(listings)
+    if missing:
+        raise AdminError(f"no SCRAM credential for user {', '.join(missing)}")
+
+
+def _remove(admin: UserAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    admin.delete(arguments.name, arguments.mechanism)
+    if arguments.json:
+        removed = {"user": arguments.name, "mechanism": arguments.mechanism, "removed": True}
+        yield json.dumps(removed)
+    else:
+        yield f"removed the {arguments.mechanism} credential of {arguments.name}"
+
+
+SUBCOMMANDS: dict[str, Callable[..., Iterator[str]]] = {
+    "add": _add,
+    "list": _list,
+    "remove": _remove,
+}
+
+
+def added_line(arguments: argparse.Namespace, data_dir: str | None = None) -> str:
+    """What ``add`` prints: the user, mechanism and iterations, and where it was written
+    when not through a broker."""
+    if arguments.json:
+        added: dict[str, object] = {
+            "user": arguments.name,
+            "mechanism": arguments.mechanism,
+            "iterations": arguments.iterations,
+        }
+        if data_dir is not None:
+            added["data_dir"] = data_dir
+        return json.dumps(added)
+    line = (
+        f"set the {arguments.mechanism} credential of {arguments.name} "
+        f"({arguments.iterations} iterations)"
+    )
+    return line if data_dir is None else f"{line} in {data_dir}; the broker reads it at start"
+
+
+def listing_table(listings: list[CredentialListing]) -> str:
+    rows = [(listing.user, listing.mechanism, str(listing.iterations)) for listing in listings]
+    return fixed_width_table(("USER", "MECHANISM", "ITERATIONS"), rows, left_aligned={0, 1})
+
+
+@dataclass(frozen=True, slots=True)
+class SaltedCredential:
+    """A password as AlterUserScramCredentials carries it: a salt, and the password salted
+    and hashed with it (Hi of RFC 5802)."""
+
+    salt: bytes = field(repr=False)
+    salted_password: bytes = field(repr=False)
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialListing:
+    """One user's credential of one mechanism, as DescribeUserScramCredentials says."""
+
+    user: str
+    mechanism: str
+    iterations: int
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@contextlib.contextmanager
+def user_admin(
+    bootstrap: str,
+    timeout_s: float = READ_TIMEOUT_S,
+    *,
+    security: ClientSecurity | None = None,
+) -> Iterator[UserAdmin]:
+    """A UserAdmin on a connection to the first broker of ``bootstrap``, secured as
+    ``security`` says (None: PLAINTEXT), closed after.
+
+    Raises ValueError for a bootstrap that is not host:port, OSError when the broker cannot
+    be reached or does not answer in time, AuthenticationFailed when it refuses the SASL
+    credentials, AdminError on an error answer or when the broker closes the connection or
+    answers something malformed.
+    """
+    with admin_connection(bootstrap, timeout_s, CLIENT_ID, AdminError, security) as connection:
+        yield UserAdmin(connection)
+
+
+class UserAdmin:
+    """The credential requests, over one connection; each raises AdminError on an error
+    answer."""
+
+    def __init__(self, connection: WireConnection) -> None:
+        self._connection = connection
+
+    def describe(self, users: list[str]) -> tuple[list[CredentialListing], list[str]]:
+        """(the credentials of ``users``, or of every user when it is empty; the named
+        users that have none)."""
+        request = {"users": [{"name": user} for user in dict.fromkeys(users)]}
+        response = self._call(DESCRIBE_USER_SCRAM_CREDENTIALS, request)
+        _check(response.error_code, "cannot describe SCRAM users", response.error_message)
+        listings: list[CredentialListing] = []
+        missing: list[str] = []
+        for result in response.results:
+            if result.error_code == RESOURCE_NOT_FOUND:
+                missing.append(str(result.user))
+                continue
+            _check(result.error_code, f"cannot describe user {result.user}", result.error_message)
+            listings.extend(
+                CredentialListing(
+                    str(result.user), _mechanism_name(info.mechanism), int(info.iterations)
+                )
+                for info in result.credential_infos
+            )
+        return listings, missing
+
+    def upsert(self, user: str, mechanism: str, credential: SaltedCredential) -> None:
+        upsertion = {
+            "name": user,
+            "mechanism": mechanism_type(mechanism),
+            "iterations": credential.iterations,
+            "salt": credential.salt,
+            "salted_password": credential.salted_password,
+        }
+        what = f"cannot set the {mechanism} credential of {user}"
+        self._alter({"upsertions": [upsertion], "deletions": []}, what)
+
+    def delete(self, user: str, mechanism: str) -> None:
+        deletion = {"name": user, "mechanism": mechanism_type(mechanism)}
+        what = f"cannot remove the {mechanism} credential of {user}"
+        self._alter({"upsertions": [], "deletions": [deletion]}, what)
+
+    def _alter(self, request: Mapping[str, Any], what: str) -> None:
+        response = self._call(ALTER_USER_SCRAM_CREDENTIALS, request)
+        for result in response.results:
+            _check(result.error_code, what, result.error_message)
+
+    def _call(self, api: tuple[int, int], fields: Mapping[str, Any]) -> Any:
+        api_key, version = api
+        return self._connection.call(api_key, version, fields)
+
+
+def _mechanism_name(number: int) -> str:
+    return MECHANISM_TYPES.get(number, f"mechanism {number}")
+
+
+def _check(error_code: int, what: str, message: str | None) -> None:
+    """Raises AdminError unless ``error_code`` is NONE: ``what``, Kafka's name for the
+    error, and the broker's own message when it sent one."""
+    if error_code == 0:
+        return
+    try:
+        name = ErrorCode(error_code).name.upper()
+    except ValueError:
+        name = f"error code {error_code}"
+    raise AdminError(f"{what}: {name}" + (f" ({message})" if message else ""))
