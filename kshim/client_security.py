@@ -39,7 +39,6 @@ import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from kshim.client_tls import Pem, TlsSettings, TlsSettingsError
 
@@ -122,13 +121,11 @@ def client_security(properties: Mapping[str, str]) -> ClientSecurity:
             f"not supported: {', '.join(unknown)} (kshim's client takes security.protocol, "
             "sasl.* and ssl.* settings and client.id)"
         )
-    given = MappingProxyType(
-        {
-            key: value.strip()
-            for key, value in properties.items()
-            if value.strip() or key == ENDPOINT_CHECK
-        }
-    )
+    given = {
+        key: value.strip()
+        for key, value in properties.items()
+        if value.strip() or key == ENDPOINT_CHECK
+    }
     protocol = _protocol(given)
     uses_tls, uses_sasl = protocol.endswith("SSL"), protocol.startswith("SASL_")
     _refuse_unused(given, TLS_KEYS, uses_tls, protocol, "SSL or SASL_SSL")
@@ -154,7 +151,8 @@ def _protocol(given: Mapping[str, str]) -> str:
 def _refuse_unused(
     given: Mapping[str, str], keys: frozenset[str], used: bool, protocol: str, needed: str
 ) -> None:
-    # The ssl.endpoint.identification.algorithm Kafka's tools write by default is harmless.
+    # ssl.endpoint.identification.algorithm alone is let pass: a properties file shared by
+    # several clients often sets it whatever the protocol, and it asks for nothing.
     unused = sorted(key for key in given if key in keys and key != ENDPOINT_CHECK)
     if unused and not used:
         raise ClientSecurityError(
@@ -349,60 +347,3 @@ def _unescape(escape: re.Match[str]) -> str:
     if code[0] in "01234567":
         return chr(int(code, 8))
     return JAVA_ESCAPES.get(code, code)
-
-
-def parse_java_properties(text: str) -> dict[str, str]:
-    """The entries of Java properties text, as java.util.Properties.load reads it: ``key=value``,
-    ``key: value`` or ``key value``; ``#`` and ``!`` comment lines; a line ending in an odd
-    number of backslashes continues on the next, whose leading blanks are dropped (so that a
-    PEM value can span lines); ``\\t \\n \\r \\f``, ``\\uXXXX`` and ``\\x`` for any other
-    ``x`` in keys and values. The last of a repeated key wins."""
-    entries: dict[str, str] = {}
-    lines = iter(re.split(r"\r\n|\r|\n", text))
-    for line in lines:
-        logical = line.lstrip(" \t\f")
-        if not logical or logical[0] in "#!":
-            continue
-        while _continues(logical):
-            logical = logical[:-1] + next(lines, "").lstrip(" \t\f")
-        key, value = _split_entry(logical)
-        entries[_unescape_properties(key)] = _unescape_properties(value)
-    return entries
-
-
-def _continues(line: str) -> bool:
-    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
-
-
-def _split_entry(line: str) -> tuple[str, str]:
-    """(key, value) of a logical line: the key ends at the first unescaped ``=``, ``:`` or
-    blank; blanks around one ``=`` or ``:`` after it are skipped."""
-    end = 0
-    while end < len(line) and line[end] not in "=: \t\f":
-        end += 2 if line[end] == "\\" else 1
-    end = min(end, len(line))
-    rest = line[end:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return line[:end], rest
-
-
-PROPERTIES_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.?)", re.DOTALL)
-PROPERTIES_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape_properties(text: str) -> str:
-    def replace(escape: re.Match[str]) -> str:
-        code = escape.group(1)
-        if len(code) == 5:
-            return chr(int(code[1:], 16))
-        return PROPERTIES_ESCAPES.get(code, code)
-
-    return PROPERTIES_ESCAPE.sub(replace, text)
-
-
-def load_client_properties(path: str) -> dict[str, str]:
-    """The entries of the Java properties file at ``path``, read as UTF-8; raises OSError,
-    and UnicodeDecodeError for a file that is not UTF-8."""
-    with open(path, encoding="utf-8") as handle:
-        return parse_java_properties(handle.read())

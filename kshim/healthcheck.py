@@ -1,5 +1,7 @@
-"""``python -m kshim.healthcheck [HOST:PORT] [URL ...]``: exits 0 when a Kafka broker
-answers at HOST:PORT and every readiness URL (the broker's ``/healthz``) answers 200.
+"""``python -m kshim.healthcheck [HOST:PORT] [URL ...] [--command-config FILE]``: exits 0
+when a Kafka broker answers at HOST:PORT and every readiness URL (the broker's
+``/healthz``) answers 200. A listener that speaks TLS or SASL is asked with the Kafka client
+properties of FILE (``security.protocol=SSL`` and its truststore).
 
 A health check that speaks the protocol rather than probing the port: it sends
 ApiVersions v0 (request header v1, empty body) and requires a well-formed answer with the
@@ -16,6 +18,8 @@ import urllib.error
 import urllib.request
 from http import HTTPStatus
 
+from kshim.client_security import ClientSecurity, ClientSecurityError, client_security
+from kshim.java_properties import load_client_properties
 from kshim.protocol.apis import API_VERSIONS_KEY
 from kshim.wire_client import MalformedResponseError, WireConnection
 
@@ -30,11 +34,18 @@ class UnhealthyError(Exception):
     """The broker did not answer, or answered something that is not an ApiVersions v0 reply."""
 
 
-def probe(host: str, port: int, timeout_s: float = TIMEOUT_S) -> list[int]:
+def probe(
+    host: str, port: int, timeout_s: float = TIMEOUT_S, security: ClientSecurity | None = None
+) -> list[int]:
     """Sends ApiVersions v0 and returns the advertised API keys; raises UnhealthyError."""
     try:
         with WireConnection(
-            host, port, timeout_s, client_id=CLIENT_ID, max_response_bytes=MAX_RESPONSE_BYTES
+            host,
+            port,
+            timeout_s,
+            client_id=CLIENT_ID,
+            max_response_bytes=MAX_RESPONSE_BYTES,
+            security=security,
         ) as connection:
             response = connection.call(API_VERSIONS_KEY, 0)
     except (OSError, MalformedResponseError) as error:
@@ -62,15 +73,23 @@ def ready(url: str, timeout_s: float = TIMEOUT_S) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    arguments = sys.argv[1:] if argv is None else argv
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    properties = None
+    if "--command-config" in arguments:
+        at = arguments.index("--command-config")
+        properties = arguments[at + 1] if at + 1 < len(arguments) else ""
+        del arguments[at : at + 2]
     urls = [argument for argument in arguments if argument.startswith(("http://", "https://"))]
     addresses = [argument for argument in arguments if argument not in urls]
     host, _, port = (addresses[0] if addresses else DEFAULT_ADDRESS).rpartition(":")
     try:
-        keys = probe(host or DEFAULT_HOST, int(port))
+        security = (
+            None if properties is None else client_security(load_client_properties(properties))
+        )
+        keys = probe(host or DEFAULT_HOST, int(port), security=security)
         for url in urls:
             ready(url)
-    except (UnhealthyError, ValueError) as error:
+    except (UnhealthyError, ValueError, OSError, ClientSecurityError) as error:
         print(f"unhealthy: {error}", file=sys.stderr)
         return 1
     print(f"healthy: {len(keys)} APIs advertised" + (", ready" if urls else ""))

@@ -30,9 +30,9 @@ from kshim.client_security import (
     ClientSecurity,
     ClientSecurityError,
     client_security,
-    load_client_properties,
 )
 from kshim.client_tls import Pem, TlsSettings
+from kshim.java_properties import load_client_properties
 
 SPARK_OPTION_PREFIX = "kafka."
 CONFIG_HELP = (

@@ -18,10 +18,9 @@ from kshim.client_security import (
     ClientSecurityError,
     client_security,
     jaas_credentials,
-    load_client_properties,
-    parse_java_properties,
 )
 from kshim.client_tls import Pem, TlsSettings
+from kshim.java_properties import load_client_properties, parse_java_properties
 
 SECRET = "s3cret-value"
 PLAIN_JAAS = (

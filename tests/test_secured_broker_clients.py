@@ -165,3 +165,23 @@ def test_a_plaintext_client_at_the_secured_listener_fails_in_one_line(
     assert "Traceback" not in result.stderr, result.stderr
     assert (result.returncode, result.stdout) == (1, "")
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_the_health_check_asks_a_tls_listener_with_client_properties(
+    broker: SecuredBroker, tmp_path: Path
+) -> None:
+    properties = tmp_path / "tls.properties"
+    properties.write_text(
+        f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={broker.ca_file}\n"
+    )
+    checked = subprocess.run(
+        [sys.executable, "-m", "kshim.healthcheck", broker.secured, "--command-config", str(properties)],
+        capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked
+    assert checked.stdout.startswith("healthy: ")
+    plain = subprocess.run(
+        [sys.executable, "-m", "kshim.healthcheck", broker.secured],
+        capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    assert plain.returncode == 1 and plain.stderr.startswith("unhealthy: "), plain

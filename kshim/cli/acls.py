@@ -39,7 +39,6 @@ from kshim.broker.text_table import fixed_width_table
 from kshim.cli.acl_admin import AclAdmin, AclAdminError, acl_admin, describe
 from kshim.cli.admin_options import run_subcommand, subcommands
 from kshim.cli.errors import OneLineArgumentParser, UsageError
-from kshim.cli.topics_command import check_command_config
 
 ACLS_PROGRAM = "kshim acls"
 # The option naming each resource type, and its type (kafka-acls.sh's names).
@@ -211,7 +210,6 @@ def run_acls(arguments: argparse.Namespace) -> None:
     resource without --force) or a --command-config asking for what is not supported;
     CommandFailed when the broker cannot be reached or answers with an error.
     """
-    check_command_config(arguments.command_config)
     action = PLANS[arguments.acls_command](arguments)
     run_subcommand(
         arguments.bootstrap,

@@ -17,8 +17,8 @@ from kshim.client_security import (
     ClientSecurity,
     ClientSecurityError,
     client_security,
-    load_client_properties,
 )
+from kshim.java_properties import load_client_properties
 
 AdminT = TypeVar("AdminT")
 AdminT_co = TypeVar("AdminT_co", covariant=True)

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterator
 
 from kshim.broker.text_table import fixed_width_table
-from kshim.cli.admin_options import command_security, run_subcommand, subcommands
+from kshim.cli.admin_options import run_subcommand, subcommands
 from kshim.cli.errors import OneLineArgumentParser, UsageError
 from kshim.cli.topic_admin import (
     BROKER_DEFAULT,
@@ -119,16 +119,6 @@ def check_changes(add_configs: list[tuple[str, str]], delete_configs: list[str])
     both = sorted({key for key, _ in add_configs} & set(delete_configs))
     if both:
         raise UsageError(f"both added and deleted: {', '.join(both)}")
-
-
-def check_command_config(path: str | None) -> None:
-    """Raises UsageError when the --command-config file at ``path`` cannot be used.
-
-    Kept for commands written against it; run_subcommand reads the file itself now and
-    passes its security to the admin, so a command that uses run_subcommand need not call
-    this. Remove once none does.
-    """
-    command_security(path)
 
 
 def _list(admin: TopicAdmin, arguments: argparse.Namespace) -> Iterator[str]:

@@ -26,7 +26,7 @@ from spark_examples.kafka_security import (
 )
 from spark_examples.testing import TABLE_NAMES, Workload, create_source_tables
 from spark_examples.verify import compare_tables
-from tests.secured_broker import ALICE_PASSWORD, SecuredBroker, running_secured_broker
+from tests.secured_broker import SecuredBroker, running_secured_broker
 from tests.sync.capture_helpers import read_topic
 from tests.sync.conftest import REVIEW_HOOK
 from tests.sync.spark_marks import SPARK_PIPELINE
@@ -160,13 +160,10 @@ def test_settings_that_cannot_be_used_stop_the_command_in_one_line(
     with pytest.raises(SystemExit) as exited:
         capture_arguments([*arguments, "--kafka-option", "ssl.truststore.type=JKS"])
     assert exited.value.code == 2
-    assert (
-        capsys.readouterr()
-        .err.splitlines()[-1]
-        .startswith(
-            "python -m spark_examples.capture: error: Kafka client settings: security.protocol="
-            "PLAINTEXT does not use ssl.truststore.type"
-        )
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert said == (
+        "python -m spark_examples.capture: error: Kafka client settings: security.protocol="
+        "PLAINTEXT does not use ssl.truststore.type (security.protocol=SSL or SASL_SSL does)"
     )
     with pytest.raises(SystemExit):
         capture_arguments([*arguments, "--kafka-config", str(tmp_path / "missing.properties")])
@@ -206,7 +203,9 @@ def test_the_capture_ships_through_a_sasl_ssl_listener(
     broker = reviewing_broker
     broker.add_scram_user("SCRAM-SHA-256", "capture", "capture-secret")
     config = tmp_path / "capture.properties"
-    config.write_text(broker.java_properties("SCRAM-SHA-256", "capture", "capture-secret"))
+    config.write_text(
+        broker.java_properties("SCRAM-SHA-256", "capture", "capture-secret"), encoding="utf-8"
+    )
     url, logged = shop_source(tmp_path, 40)
     arguments = capture_arguments(
         ["--source", url, "--tables", ",".join(TABLE_NAMES), "--bootstrap", broker.secured,
@@ -237,8 +236,12 @@ def test_the_apply_job_reads_through_a_sasl_ssl_listener(
     settings = librdkafka_settings(broker.alice())
     shipped = run_capture(url, TABLE_NAMES, broker.secured, "shop", True, kafka_security=settings)
     assert shipped == logged
+    # Spark's Java consumer authenticates with SCRAM (the capture above used PLAIN).
+    broker.add_scram_user("SCRAM-SHA-512", "apply", "apply-secret")
     config = tmp_path / "apply.properties"
-    config.write_text(broker.java_properties("PLAIN", "alice", ALICE_PASSWORD))
+    config.write_text(
+        broker.java_properties("SCRAM-SHA-512", "apply", "apply-secret"), encoding="utf-8"
+    )
     dest = f"sqlite:///{tmp_path / 'replica.db'}"
     options = apply_arguments(
         ["--bootstrap", broker.secured, "--topic", "shop", "--dest", dest,
