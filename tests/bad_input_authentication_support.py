@@ -12,10 +12,13 @@ certificate) and nothing more: what is sent over it is the test's.
 from __future__ import annotations
 
 import uuid
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from kshim.client_sasl import SaslClient, sasl_client
+from kshim.client_sasl import SaslClient, ScramClientExchange, sasl_client
 from kshim.client_security import ClientSecurity, client_security
 from kshim.protocol.framing import FRAME_SIZE
 from kshim.protocol.records import iter_records
@@ -28,6 +31,7 @@ from kshim.wire_client import (
     with_size,
 )
 from tests.bad_input_support import (
+    API_VERSIONS,
     FETCH,
     NONE,
     PRODUCE,
@@ -43,7 +47,13 @@ from tests.e2e.security_support import (
     SCRAM_PASSWORD,
     SCRAM_USER,
     Certificates,
+    SecureBroker,
 )
+
+with warnings.catch_warnings():
+    # kafka-python's schemas are read with a deprecated importlib API (bad_input_support.py).
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaProducer
 
 # Wire constants (Kafka's protocol guide; Errors.java).
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
@@ -226,3 +236,85 @@ def fetch_all(conn: WireConnection, topic: str, partition: int) -> list[RecordTu
     [[fetched]] = [topic_response.partitions for topic_response in response.responses]
     assert fetched.error_code == NONE
     return [(r.offset, r.key, r.value) for r in iter_records(bytes(fetched.records or b""))]
+
+
+# --- the module's broker, and exchanges its tests share ---------------------------------
+
+
+@dataclass
+class Secured:
+    """The module's broker, the certificates its clients trust, and the records it must
+    keep (every health check adds one and reads them all back)."""
+
+    broker: SecureBroker
+    certificates: Certificates
+    baseline: Baseline
+
+    def connect(self, listener: str) -> WireConnection:
+        """A connection to ``listener`` that has sent nothing (TLS done where it says SSL)."""
+        return raw_connection(self.broker, self.certificates, listener)
+
+    def assert_healthy(self) -> None:
+        assert_healthy_authenticated(self.broker, self.certificates, self.baseline)
+
+
+def to_client_final(conn: WireConnection, password: str = SCRAM_PASSWORD) -> tuple[str, str]:
+    """SaslHandshake and client-first as a SCRAM-SHA-256 client does; returns the
+    client-final it would send next, and the nonce it carries (client's and server's)."""
+    assert handshake(conn, "SCRAM-SHA-256").error_code == NONE
+    exchange = ScramClientExchange("SCRAM-SHA-256", SCRAM_USER, password)
+    server_first = authenticate(conn, exchange.first())
+    assert server_first.error_code == NONE
+    client_final = exchange.step(server_first.auth_bytes)
+    assert client_final is not None
+    nonce = server_first.auth_bytes.decode().split(",")[0].removeprefix("r=")
+    return client_final.decode(), nonce
+
+
+@dataclass
+class RecordedLogin:
+    """A successful SCRAM-SHA-256 login as an eavesdropper on a plaintext listener sees it."""
+
+    client_first: bytes
+    server_first: bytes
+    client_final: bytes
+
+
+def record_login(secured: Secured) -> RecordedLogin:
+    exchange = ScramClientExchange("SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD)
+    with secured.connect("SASL_PLAINTEXT") as conn:
+        assert handshake(conn, "SCRAM-SHA-256").error_code == NONE
+        client_first = exchange.first()
+        server_first = authenticate(conn, client_first)
+        client_final = exchange.step(server_first.auth_bytes)
+        assert client_final is not None
+        server_final = authenticate(conn, client_final)
+        assert server_final.error_code == NONE
+        assert exchange.step(server_final.auth_bytes) is None  # the broker's signature verifies
+    return RecordedLogin(client_first, server_first.auth_bytes, client_final)
+
+
+def produce_while(
+    secured: Secured, topic: str, attempts: Sequence[Future[Any]]
+) -> tuple[list[RecordTuple], int]:
+    """Produces one record at a time, each acknowledged, through one authenticated
+    kafka-python producer, and logs in afresh every tenth record, until every attempt has
+    ended; returns the records acknowledged and the fresh logins made."""
+    settings = authenticated_client(secured.broker, secured.certificates)
+    producer = KafkaProducer(**settings, acks="all", linger_ms=0)
+    acknowledged: list[RecordTuple] = []
+    fresh_logins = 0
+    address = secured.broker.address("SASL_SSL")
+    try:
+        while not acknowledged or not all(future.done() for future in attempts):
+            value = f"during-{len(acknowledged)}".encode()
+            metadata = producer.send(topic, value, b"flood", partition=0).get(timeout=WAIT_S)
+            acknowledged.append((metadata.offset, b"flood", value))
+            if len(acknowledged) % 10 == 0:
+                security = scram_security(secured.certificates)
+                with connect(address, WAIT_S, security=security) as conn:
+                    assert conn.call(API_VERSIONS, 0).error_code == NONE
+                fresh_logins += 1
+    finally:
+        producer.close(timeout=5)
+    return acknowledged, fresh_logins

@@ -23,11 +23,9 @@ from __future__ import annotations
 import random
 import time
 import uuid
-import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -54,7 +52,7 @@ from tests.bad_input_authentication_support import (
     UNSUPPORTED_SASL_MECHANISM,
     WRONG_PASSWORD,
     Outcome,
-    assert_healthy_authenticated,
+    Secured,
     attempt,
     authenticate,
     authenticate_frame_of_size,
@@ -62,9 +60,11 @@ from tests.bad_input_authentication_support import (
     handshake,
     invalid_credentials,
     plain_token,
-    raw_connection,
+    produce_while,
+    record_login,
     scram_security,
     tls_only,
+    to_client_final,
 )
 from tests.bad_input_support import (
     API_VERSIONS,
@@ -75,8 +75,6 @@ from tests.bad_input_support import (
     PROMPT_S,
     UNKNOWN_TOPIC_OR_PARTITION,
     WAIT_S,
-    Baseline,
-    RecordTuple,
     assert_closed_without_answer,
     assert_healthy,
     consume_all,
@@ -91,36 +89,13 @@ from tests.e2e.security_support import (
     PLAIN_USER,
     SCRAM_PASSWORD,
     SCRAM_USER,
-    Certificates,
     SecureBroker,
     make_certificates,
 )
 
-with warnings.catch_warnings():
-    # kafka-python's schemas are read with a deprecated importlib API (bad_input_support.py).
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaProducer
-
 # --- the broker --------------------------------------------------------------------------
 
 FIRST_PID: list[int] = []  # the broker's process id at start; another at the end: restarted
-
-
-@dataclass
-class Secured:
-    """The module's broker, the certificates its clients trust, and the records it must
-    keep (every health check adds one and reads them all back)."""
-
-    broker: SecureBroker
-    certificates: Certificates
-    baseline: Baseline
-
-    def connect(self, listener: str) -> WireConnection:
-        """A connection to ``listener`` that has sent nothing (TLS done where it says SSL)."""
-        return raw_connection(self.broker, self.certificates, listener)
-
-    def assert_healthy(self) -> None:
-        assert_healthy_authenticated(self.broker, self.certificates, self.baseline)
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +132,20 @@ def test_garbage_before_the_handshake_closes(
     with secured.connect(listener) as conn:
         conn.send(garbage)
         assert_closed_without_answer(conn)
+    secured.assert_healthy()
+
+
+@pytest.mark.parametrize("listener", SASL_LISTENERS)
+def test_first_bytes_over_512_kib_close_however_soon_they_come(
+    secured: Secured, listener: str
+) -> None:
+    # The bound holds from a connection's first byte, also for bytes that arrive before the
+    # broker has begun serving the connection; sent with the connect, again and again.
+    over = (MAX_UNAUTHENTICATED_FRAME + 1).to_bytes(4, "big") + bytes(64)
+    for _ in range(20):
+        with secured.connect(listener) as conn:
+            conn.send(over)
+            assert_closed_without_answer(conn)
     secured.assert_healthy()
 
 
@@ -374,19 +363,6 @@ def test_truncated_scram_client_first_is_refused_then_closed(
     secured.assert_healthy()
 
 
-def _to_client_final(conn: WireConnection, password: str = SCRAM_PASSWORD) -> tuple[str, str]:
-    """SaslHandshake and client-first as a SCRAM-SHA-256 client does; returns the
-    client-final it would send next, and the nonce it carries (client's and server's)."""
-    assert handshake(conn, "SCRAM-SHA-256").error_code == NONE
-    exchange = ScramClientExchange("SCRAM-SHA-256", SCRAM_USER, password)
-    server_first = authenticate(conn, exchange.first())
-    assert server_first.error_code == NONE
-    client_final = exchange.step(server_first.auth_bytes)
-    assert client_final is not None
-    nonce = server_first.auth_bytes.decode().split(",")[0].removeprefix("r=")
-    return client_final.decode(), nonce
-
-
 def _without_proof(final: str, nonce: str) -> str:
     return final.rsplit(",p=", 1)[0]
 
@@ -431,7 +407,7 @@ def test_bad_scram_client_final_is_refused_then_closed(
 ) -> None:
     change, message = case
     with secured.connect(listener) as conn:
-        final, nonce = _to_client_final(conn)
+        final, nonce = to_client_final(conn)
         answer = authenticate(conn, change(final, nonce).encode())
         assert (answer.error_code, answer.error_message) == (SASL_AUTHENTICATION_FAILED, message)
         assert_closed_without_answer(conn)
@@ -441,34 +417,11 @@ def test_bad_scram_client_final_is_refused_then_closed(
 # --- replayed SCRAM messages -------------------------------------------------------------
 
 
-@dataclass
-class RecordedLogin:
-    """A successful SCRAM-SHA-256 login as an eavesdropper on a plaintext listener sees it."""
-
-    client_first: bytes
-    server_first: bytes
-    client_final: bytes
-
-
-def _record_login(secured: Secured) -> RecordedLogin:
-    exchange = ScramClientExchange("SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD)
-    with secured.connect("SASL_PLAINTEXT") as conn:
-        assert handshake(conn, "SCRAM-SHA-256").error_code == NONE
-        client_first = exchange.first()
-        server_first = authenticate(conn, client_first)
-        client_final = exchange.step(server_first.auth_bytes)
-        assert client_final is not None
-        server_final = authenticate(conn, client_final)
-        assert server_final.error_code == NONE
-        assert exchange.step(server_final.auth_bytes) is None  # the broker's signature verifies
-    return RecordedLogin(client_first, server_first.auth_bytes, client_final)
-
-
 @pytest.mark.parametrize("fresh_client_first", [False, True], ids=["replayed", "fresh"])
 def test_replayed_scram_client_final_fails_on_a_new_connection(
     secured: Secured, fresh_client_first: bool
 ) -> None:
-    recorded = _record_login(secured)
+    recorded = record_login(secured)
     with secured.connect("SASL_PLAINTEXT") as conn:
         assert handshake(conn, "SCRAM-SHA-256").error_code == NONE
         client_first = recorded.client_first
@@ -488,7 +441,7 @@ def test_replayed_scram_client_final_fails_on_a_new_connection(
 
 
 def test_replayed_scram_client_final_as_the_first_token_is_refused(secured: Secured) -> None:
-    recorded = _record_login(secured)
+    recorded = record_login(secured)
     with secured.connect("SASL_PLAINTEXT") as conn:
         assert handshake(conn, "SCRAM-SHA-256").error_code == NONE
         answer = authenticate(conn, recorded.client_final)
@@ -698,7 +651,6 @@ FLOOD_LOGINS = (
     ("SCRAM-SHA-256", SCRAM_USER, invalid_credentials("SCRAM-SHA-256")),
     ("SCRAM-SHA-512", "nobody", invalid_credentials("SCRAM-SHA-512")),
 )
-FreshLogins = list[int]
 
 
 def _wrong_login(secured: Secured, index: int) -> tuple[str, str, Outcome, bytes]:
@@ -709,38 +661,12 @@ def _wrong_login(secured: Secured, index: int) -> tuple[str, str, Outcome, bytes
     return mechanism, user, outcome, sent
 
 
-def _produce_while(
-    secured: Secured, topic: str, attempts: list[Future[tuple[str, str, Outcome, bytes]]]
-) -> tuple[list[RecordTuple], int]:
-    """Produces one record at a time, each acknowledged, through one authenticated
-    kafka-python producer, and logs in afresh every tenth record, until every attempt has
-    ended; returns the records acknowledged and the fresh logins made."""
-    settings = authenticated_client(secured.broker, secured.certificates)
-    producer = KafkaProducer(**settings, acks="all", linger_ms=0)
-    acknowledged: list[RecordTuple] = []
-    fresh_logins = 0
-    address = secured.broker.address("SASL_SSL")
-    try:
-        while not acknowledged or not all(future.done() for future in attempts):
-            value = f"during-{len(acknowledged)}".encode()
-            metadata = producer.send(topic, value, b"flood", partition=0).get(timeout=WAIT_S)
-            acknowledged.append((metadata.offset, b"flood", value))
-            if len(acknowledged) % 10 == 0:
-                security = scram_security(secured.certificates)
-                with connect(address, WAIT_S, security=security) as conn:
-                    assert conn.call(API_VERSIONS, 0).error_code == NONE
-                fresh_logins += 1
-    finally:
-        producer.close(timeout=5)
-    return acknowledged, fresh_logins
-
-
 def test_wrong_password_flood_while_an_authenticated_client_produces(secured: Secured) -> None:
     topic = f"flood-{uuid.uuid4().hex[:8]}"
     create_topic(secured.broker.bootstrap, topic, 1, {})
     with ThreadPoolExecutor(FLOOD_CONCURRENCY) as pool:
         attempts = [pool.submit(_wrong_login, secured, index) for index in range(FLOOD_ATTEMPTS)]
-        acknowledged, fresh_logins = _produce_while(secured, topic, attempts)
+        acknowledged, fresh_logins = produce_while(secured, topic, attempts)
         results = [future.result() for future in attempts]
     per_login = FLOOD_ATTEMPTS // len(FLOOD_LOGINS)
     assert Counter(results) == {

@@ -174,14 +174,15 @@ def test_the_health_check_asks_a_tls_listener_with_client_properties(
     properties.write_text(
         f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={broker.ca_file}\n"
     )
+    command = [sys.executable, "-m", "kshim.healthcheck", broker.secured]
     checked = subprocess.run(
-        [sys.executable, "-m", "kshim.healthcheck", broker.secured, "--command-config", str(properties)],
+        [*command, "--command-config", str(properties)],
         capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False,
     )  # fmt: skip
     assert checked.returncode == 0, checked
     assert checked.stdout.startswith("healthy: ")
     plain = subprocess.run(
-        [sys.executable, "-m", "kshim.healthcheck", broker.secured],
+        command,
         capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False,
     )  # fmt: skip
     assert plain.returncode == 1 and plain.stderr.startswith("unhealthy: "), plain

@@ -19,7 +19,9 @@ def test_several_listeners_each_with_its_protocol() -> None:
         [
             {
                 "listeners": "PLAINTEXT://:9092,SASL_SSL://127.0.0.1:9094,INTERNAL://[::1]:9095",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,INTERNAL:SSL",
+                "listener.security.protocol.map": (
+                    "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,INTERNAL:SSL"
+                ),
             }
         ]
     )

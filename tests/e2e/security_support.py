@@ -12,11 +12,14 @@ in a temporary directory: no key is ever committed.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trustme
 from confluent_kafka.admin import (
@@ -29,6 +32,11 @@ from confluent_kafka.admin import (
 from kshim.testing import START_TIMEOUT_S, BrokerProcess, free_port, wait_for_port
 
 ADMIN_TIMEOUT_S = 20.0
+WAIT_S = 20.0  # for anything a client does against a broker that is up
+REQUEST_TIMEOUT_MS = 10_000
+# How long a refused client keeps trying before it gives up: every refusal here is
+# answered within milliseconds, so this only bounds the test.
+REFUSAL_WAIT_MS = 1500
 PLAIN_USER, PLAIN_PASSWORD = "alice", "alice-secret"
 SCRAM_USER, SCRAM_PASSWORD = "sam", "sam-secret"
 # Users who log in but are no super users: what they may do shows their principal.
@@ -124,6 +132,7 @@ class SecureBroker(BrokerProcess):
     def __init__(self, data_dir: Path, certificates: Certificates) -> None:
         self.ports = {name: free_port() for name in LISTENERS}
         self.certificates = certificates
+        self._admin: AdminClient | None = None
         settings = broker_settings(certificates, self.ports)
         super().__init__(
             data_dir, [f"{k}={v}" for k, v in settings.items()], self.ports["PLAINTEXT"]
@@ -148,9 +157,18 @@ class SecureBroker(BrokerProcess):
             raise
         return self
 
+    def stop(self) -> None:
+        """Drops the admin client first: left over, it would keep reconnecting (and
+        logging) after the broker has gone."""
+        self._admin = None
+        super().stop()
+
     def admin(self) -> AdminClient:
-        """A librdkafka admin client on the PLAINTEXT listener."""
-        return AdminClient({"bootstrap.servers": self.bootstrap})
+        """The librdkafka admin client on the PLAINTEXT listener, one for the broker's life
+        (librdkafka abandons the requests of a client that is collected)."""
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        return self._admin
 
     def add_scram_user(self, user: str, password: str) -> None:
         """Stores ``user``'s SCRAM-SHA-256 and SCRAM-SHA-512 credentials of ``password``
@@ -163,3 +181,168 @@ class SecureBroker(BrokerProcess):
             )
             for future in admin.alter_user_scram_credentials([upsertion]).values():
                 future.result(timeout=ADMIN_TIMEOUT_S)
+
+
+@dataclass(frozen=True, slots=True)
+class Login:
+    """How a client connects: a listener, and what it proves itself with."""
+
+    listener: str
+    mechanism: str | None = None  # SASL mechanism on a SASL listener
+    user: str = ""
+    password: str = ""
+    trusts_other_ca: bool = False  # the client trusts a CA that did not sign the broker's
+    identity: str | None = None  # the client certificate it sends: "client" or "stranger"
+
+    @property
+    def security_protocol(self) -> str:
+        return PROTOCOL_MAP[self.listener]
+
+    @property
+    def uses_scram(self) -> bool:
+        return (self.mechanism or "").startswith("SCRAM-")
+
+
+def sasl(listener: str, mechanism: str, user: str, password: str) -> Login:
+    return Login(listener, mechanism, user, password)
+
+
+def super_user_login(listener: str, mechanism: str) -> Login:
+    """A login as the super user of ``mechanism``."""
+    if mechanism == "PLAIN":
+        return sasl(listener, mechanism, PLAIN_USER, PLAIN_PASSWORD)
+    return sasl(listener, mechanism, SCRAM_USER, SCRAM_PASSWORD)
+
+
+# Every way in that must work, by test id.
+LOGINS = {
+    "ssl": Login("SSL"),
+    "sasl_plaintext-plain": super_user_login("SASL_PLAINTEXT", "PLAIN"),
+    "sasl_plaintext-scram-sha-256": super_user_login("SASL_PLAINTEXT", "SCRAM-SHA-256"),
+    "sasl_plaintext-scram-sha-512": super_user_login("SASL_PLAINTEXT", "SCRAM-SHA-512"),
+    "sasl_ssl-plain": super_user_login("SASL_SSL", "PLAIN"),
+    "sasl_ssl-scram-sha-256": super_user_login("SASL_SSL", "SCRAM-SHA-256"),
+    "sasl_ssl-scram-sha-512": super_user_login("SASL_SSL", "SCRAM-SHA-512"),
+    "mtls": Login("MTLS", identity="client"),
+}
+# Logins that authenticate as a principal that is no super user (and has no ACL).
+UNAUTHORISED_LOGINS = {
+    "mtls-stranger": Login("MTLS", identity="stranger"),
+    "sasl_plaintext-plain-bob": sasl(
+        "SASL_PLAINTEXT", "PLAIN", OTHER_PLAIN_USER, OTHER_PLAIN_PASSWORD
+    ),
+    "sasl_ssl-scram-sha-512-steve": sasl(
+        "SASL_SSL", "SCRAM-SHA-512", OTHER_SCRAM_USER, OTHER_SCRAM_PASSWORD
+    ),
+}
+# Kafka's own wording (PlainServerCallbackHandler; ScramSaslServer through
+# SaslServerAuthenticator), which the broker sends in SaslAuthenticate's error_message.
+PLAIN_REFUSED = "Authentication failed: Invalid username or password"
+SCRAM_REFUSED = (
+    "Authentication failed during authentication due to invalid credentials with SASL "
+    "mechanism {mechanism}"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A login the broker must refuse, and why: ``sasl`` (SaslAuthenticate answers an
+    error), ``untrusted-server`` (the client cannot verify the broker's certificate) or
+    ``no-client-certificate`` (the mTLS listener ends the handshake)."""
+
+    login: Login
+    kind: str
+
+    @property
+    def broker_message(self) -> str:
+        """What SaslAuthenticate says, for a ``sasl`` refusal."""
+        if self.login.mechanism == "PLAIN":
+            return PLAIN_REFUSED
+        return SCRAM_REFUSED.format(mechanism=self.login.mechanism)
+
+
+REFUSALS = {
+    "wrong-password-plain": Refusal(sasl("SASL_PLAINTEXT", "PLAIN", PLAIN_USER, "wrong"), "sasl"),
+    "wrong-password-scram": Refusal(sasl("SASL_SSL", "SCRAM-SHA-256", SCRAM_USER, "wrong"), "sasl"),
+    "unknown-user-plain": Refusal(sasl("SASL_SSL", "PLAIN", "nobody", "secret"), "sasl"),
+    "unknown-user-scram": Refusal(
+        sasl("SASL_PLAINTEXT", "SCRAM-SHA-512", "nobody", "secret"), "sasl"
+    ),
+    "wrong-ca": Refusal(Login("SSL", trusts_other_ca=True), "untrusted-server"),
+    "missing-client-certificate": Refusal(Login("MTLS"), "no-client-certificate"),
+}
+
+
+def trusted_ca(certificates: Certificates, login: Login) -> str:
+    return certificates.other_ca if login.trusts_other_ca else certificates.ca
+
+
+def client_certificate(certificates: Certificates, login: Login) -> ClientCertificate | None:
+    if login.identity is None:
+        return None
+    return certificates.client if login.identity == "client" else certificates.stranger
+
+
+def python_client_settings(broker: SecureBroker, login: Login) -> dict[str, Any]:
+    """kafka-python's connection settings for ``login`` (aiokafka's but for TLS, which it
+    takes as an ``ssl_context``)."""
+    settings: dict[str, Any] = {
+        "bootstrap_servers": broker.address(login.listener),
+        "security_protocol": login.security_protocol,
+    }
+    if login.mechanism is not None:
+        settings["sasl_mechanism"] = login.mechanism
+        settings["sasl_plain_username"] = login.user
+        settings["sasl_plain_password"] = login.password
+    if "SSL" in login.security_protocol:
+        settings["ssl_cafile"] = trusted_ca(broker.certificates, login)
+        certificate = client_certificate(broker.certificates, login)
+        if certificate is not None:
+            settings["ssl_certfile"] = certificate.certificate
+            settings["ssl_keyfile"] = certificate.key
+    return settings
+
+
+def librdkafka_settings(broker: SecureBroker, login: Login) -> dict[str, str]:
+    """librdkafka's connection settings for ``login``: confluent-kafka's config, and
+    kcat's ``-X`` options."""
+    settings = {
+        "bootstrap.servers": broker.address(login.listener),
+        "security.protocol": login.security_protocol.lower(),
+    }
+    if login.mechanism is not None:
+        settings["sasl.mechanism"] = login.mechanism
+        settings["sasl.username"] = login.user
+        settings["sasl.password"] = login.password
+    if "SSL" in login.security_protocol:
+        settings["ssl.ca.location"] = trusted_ca(broker.certificates, login)
+        certificate = client_certificate(broker.certificates, login)
+        if certificate is not None:
+            settings["ssl.certificate.location"] = certificate.certificate
+            settings["ssl.key.location"] = certificate.key
+    return settings
+
+
+class _Lines(logging.Handler):
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.levelname} {record.getMessage()}")
+
+
+@contextlib.contextmanager
+def logged(name: str, level: int = logging.WARNING) -> Iterator[list[str]]:
+    """The lines logger ``name`` (and its children) logs at ``level`` or above meanwhile."""
+    lines: list[str] = []
+    handler = _Lines(lines)
+    logger = logging.getLogger(name)
+    previous = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
