@@ -261,7 +261,7 @@ class Refusal:
         return SCRAM_REFUSED.format(mechanism=self.login.mechanism)
 
 
-REFUSALS = {
+REFUSED_LOGINS = {
     "wrong-password-plain": Refusal(sasl("SASL_PLAINTEXT", "PLAIN", PLAIN_USER, "wrong"), "sasl"),
     "wrong-password-scram": Refusal(sasl("SASL_SSL", "SCRAM-SHA-256", SCRAM_USER, "wrong"), "sasl"),
     "unknown-user-plain": Refusal(sasl("SASL_SSL", "PLAIN", "nobody", "secret"), "sasl"),

@@ -63,9 +63,11 @@ async def authenticate(
                     f"api {header.api_key} before SASL authentication completed"
                 )
             task = asyncio.create_task(respond(call, broker, client_host, None, session))
-        await in_flight.put((header, task))
         await asyncio.wait([task])
         if session.failed:
+            # The failure's answer itself waits out the delay, as Kafka's
+            # (Selector.maybeDelayCloseOnAuthenticationFailure): a client told at once would
+            # retry at once.
             delay_ms = int(
                 broker.config.listener_value(
                     session.listener, "connection.failed.authentication.delay.ms"
@@ -73,7 +75,9 @@ async def authenticate(
                 or 0
             )
             await asyncio.sleep(delay_ms / 1000)
+            await in_flight.put((header, task))
             raise AuthenticationEnded(f"authentication failed ({session.mechanism or 'SASL'})")
+        await in_flight.put((header, task))
     stream.limit_frames(broker.config.get_int("socket.request.max.bytes"))
 
 

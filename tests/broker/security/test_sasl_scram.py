@@ -221,6 +221,31 @@ def test_a_client_final_with_another_nonce_fails(credentials: Credentials) -> No
     assert "nonce" in failure(server, final)
 
 
+def test_old_librdkafkas_client_nonce_before_the_combined_one_is_accepted(
+    credentials: Credentials,
+) -> None:
+    # librdkafka before 2.6.1 (librdkafka#4895) sends r=<client nonce><combined nonce>;
+    # Kafka 3.8.1-3.9 accept it, as kshim does: the server's part still ends the nonce.
+    client = Rfc5802Client(SHA_256, "alice", "alice-secret")
+    server = exchange(credentials)
+    server_first = server.step(client.client_first())
+    combined = dict(field.split("=", 1) for field in server_first.decode().split(","))["r"]
+    final = client.client_final(server_first, nonce=client.nonce + combined)
+    client.check_server_final(server.step(final))
+    assert server.complete
+
+
+def test_a_nonce_not_ending_with_the_servers_fails_even_if_longer(
+    credentials: Credentials,
+) -> None:
+    client = Rfc5802Client(SHA_256, "alice", "alice-secret")
+    server = exchange(credentials)
+    server_first = server.step(client.client_first())
+    combined = dict(field.split("=", 1) for field in server_first.decode().split(","))["r"]
+    final = client.client_final(server_first, nonce=combined + "tail")
+    assert "nonce" in failure(server, final)
+
+
 def test_a_client_final_replayed_on_a_new_exchange_fails(credentials: Credentials) -> None:
     client = Rfc5802Client(SHA_256, "alice", "alice-secret")
     first = exchange(credentials)

@@ -105,6 +105,7 @@ class ScramExchange:
         return server_first
 
     def _client_final(self, text: str) -> str:
+        self._accept_prefixed_nonce(text)
         try:
             self._server.set_client_final(text)
             server_final: str = self._server.get_server_final()
@@ -117,6 +118,20 @@ class ScramExchange:
         if self._credential is None:  # a decoy's keys are random: never reached
             raise self._invalid_credentials()
         return server_final
+
+    def _accept_prefixed_nonce(self, client_final: str) -> None:
+        """librdkafka before 2.6.1 (librdkafka#4895; Debian's kcat links 2.0.2) sends the
+        client nonce again in front of the combined nonce in client-final. Kafka 3.8.1-3.9
+        accept that (ScramSaslServer compares with endsWith) and kshim does too: the nonce
+        still ends with the server's part, so the message is as fresh, and the proof is
+        checked over the message as the client sent it."""
+        expected = str(self._server.nonce)  # scramp keeps it as its Nonce class
+        for attribute in client_final.split(","):
+            if attribute.startswith("r="):
+                nonce = attribute[2:]
+                if nonce != expected and len(nonce) > len(expected) and nonce.endswith(expected):
+                    self._server.nonce = type(self._server.nonce)(nonce)
+                return
 
     def _invalid_credentials(self) -> AuthenticationFailed:
         # Kafka's answer to any SaslException, worded so as not to say which check failed.
