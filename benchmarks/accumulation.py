@@ -34,12 +34,13 @@ def accumulation(broker: RunningBroker, records: int, extension: int = 0) -> dic
     reported too (the marginal cost once bounded caches such as kshim's memtable are full)."""
     time.sleep(SETTLE_S)
     idle_rss = broker.rss_bytes()
-    create_topic(broker, "backlog")
+    topic = broker.topic("backlog")
+    create_topic(broker, topic)
     warm_up = records // 10
-    produce(broker, "backlog", warm_up, BACKLOG_RECORD_BYTES, **LINGER)
+    produce(broker, topic, warm_up, BACKLOG_RECORD_BYTES, **LINGER)
     time.sleep(SETTLE_S)
     warm_rss = broker.rss_bytes()
-    produce(broker, "backlog", records - warm_up, BACKLOG_RECORD_BYTES, **LINGER)
+    produce(broker, topic, records - warm_up, BACKLOG_RECORD_BYTES, **LINGER)
     time.sleep(SETTLE_S)
     backlog_rss = broker.rss_bytes()
     metrics = {
@@ -52,7 +53,7 @@ def accumulation(broker: RunningBroker, records: int, extension: int = 0) -> dic
         "rss_bytes_per_backlogged_record": (backlog_rss - warm_rss) / (records - warm_up),
     }
     if extension:
-        produce(broker, "backlog", extension, BACKLOG_RECORD_BYTES, **LINGER)
+        produce(broker, topic, extension, BACKLOG_RECORD_BYTES, **LINGER)
         time.sleep(SETTLE_S)
         extended_rss = broker.rss_bytes()
         metrics["extended_backlog_rss_mb"] = extended_rss / 1e6
@@ -65,20 +66,21 @@ def idle_connections(
 ) -> dict[str, float]:
     """Alternates produce runs without and with the idle connections open, ``rounds``
     times, so drift in the machine's load hits both sides alike; medians of each side."""
-    create_topic(broker, "idle")
-    produce(broker, "idle", records // 4, 100, **LINGER)  # first-produce costs are not timed
+    topic = broker.topic("idle")
+    create_topic(broker, topic)
+    produce(broker, topic, records // 4, 100, **LINGER)  # first-produce costs are not timed
     without: list[float] = []
     with_idle: list[float] = []
     extra_rss: list[int] = []
     for _ in range(rounds):
-        without.append(produce(broker, "idle", records, 100, **LINGER).records_per_second)
+        without.append(produce(broker, topic, records, 100, **LINGER).records_per_second)
         time.sleep(SETTLE_S)
         rss_without = broker.rss_bytes()
         idle = open_idle_connections(broker, connections)
         try:
             time.sleep(SETTLE_S)
             extra_rss.append(broker.rss_bytes() - rss_without)
-            with_idle.append(produce(broker, "idle", records, 100, **LINGER).records_per_second)
+            with_idle.append(produce(broker, topic, records, 100, **LINGER).records_per_second)
         finally:
             for connection in idle:
                 connection.close()

