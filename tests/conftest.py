@@ -1,12 +1,15 @@
-"""Checks shared by every test under ``tests/``."""
+"""Fixtures and checks shared by every test under ``tests/``."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from kshim.testing import BrokerProcess
 
 # kafka-python 3 names the thread that runs each client's network loop so.
 KAFKA_PYTHON_IO_THREAD = "kafka-io-"
@@ -30,3 +33,21 @@ def no_kafka_python_client_outlives_its_test() -> Iterator[None]:
         time.sleep(0.05)
         left = {thread for thread in left if thread.is_alive()}
     assert not left, f"kafka-python clients left open: {sorted(t.name for t in left)}"
+
+
+# kshim's own brokers with ``kshim serve``'s defaults. A user's suite gets kafka_bootstrap and
+# kafka_broker_factory from the published plugin (kshim/pytest_plugin.py) instead.
+@pytest.fixture(scope="session")
+def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for tests that only use their own uniquely named topics."""
+    broker = BrokerProcess(tmp_path_factory.mktemp("shared") / "data").start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def fresh_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker of its own on an empty data directory (restartable by the test)."""
+    broker = BrokerProcess(tmp_path / "data").start()
+    yield broker
+    broker.stop()

@@ -25,6 +25,7 @@ from kshim.protocol.apis import served_versions
 from kshim.server.connection import serve_connection
 from kshim.server.request_stream import RequestStream
 from kshim.server.security.certificate import certificate_principal
+from kshim.server.security.sasl_gate import SASL_MAX_RECEIVE_BYTES
 from kshim.server.security.tls import TlsConfigError, server_context
 
 if TYPE_CHECKING:
@@ -108,9 +109,12 @@ class KafkaServer:
         def accept(stream: RequestStream) -> None:
             self._accept(stream, listener, rules)
 
+        # A SASL listener's connections are held to SASL's frame bound from their first
+        # byte: bytes that came with the connection are read before the gate can lower it.
+        max_frame = SASL_MAX_RECEIVE_BYTES if listener.uses_sasl else self._max_frame_size
         try:
             server = await asyncio.get_running_loop().create_server(
-                lambda: RequestStream(self._max_frame_size, accept),
+                lambda: RequestStream(max_frame, accept),
                 listener.host,
                 listener.port,
                 reuse_address=True,

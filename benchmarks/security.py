@@ -1,0 +1,472 @@
+"""What TLS and SASL cost: kshim's PLAINTEXT and SASL_SSL listeners side by side, in one run
+against one broker.
+
+    python -m benchmarks.security [--records-1kib 100000] [--records-100b 300000]
+                                  [--repeats 5] [--connections 600] [--flood 1000]
+                                  [--json benchmarks/results/security.json]
+
+One ``kshim serve`` (defaults: fsync on, uvloop; CPU and RSS always of its whole process
+tree) with a PLAINTEXT and a SASL_SSL listener (TLS 1.3, a trustme certificate; a SCRAM-SHA-256
+user stored with AlterUserScramCredentials, a PLAIN user in the listener's JAAS config):
+
+1. throughput: confluent-kafka produces (acks=all, idempotent, linger.ms=5) 1 KiB and 100 B
+   records to a topic of their own, then consumes them from offset 0, over PLAINTEXT and over
+   SASL_SSL with SCRAM-SHA-256, the listener that goes first alternating repeat by repeat.
+   Target: SASL_SSL keeps >= 0.7x of PLAINTEXT's records/s.
+2. connections: ``--connections`` new connections of each kind, split over two client
+   processes, each answered an ApiVersions: PLAINTEXT, TLS, and full logins over SASL_SSL
+   (PLAIN, SCRAM-SHA-256). Connections per second and the broker's CPU per connection
+   (the clients share the machine's cores with the broker: the CPU is the steadier figure).
+3. flood: ``--flood`` logins with a wrong password from one peer (two client processes, 50
+   at a time in all, each waiting for the broker to close its connection; a SCRAM guess's
+   SaltedPassword computed once, as a flooding client would), while one authenticated
+   confluent-kafka producer (SASL_SSL, SCRAM-SHA-256, 1 KiB records, as fast as it goes)
+   produces; its records/s during the flood against the same producer just before and just
+   after. Three floods: SCRAM-SHA-256 for a stored user, PLAIN for a JAAS user, PLAIN for a
+   SCRAM user (checked against the stored credential: one Hi(), 4,096 HMACs, on the broker
+   per guess). The broker's CPU per refused login is estimated as its CPU during the flood
+   less the producer's records at their cost without it; an ApiVersions probe every 10 ms
+   on a PLAINTEXT connection shows how long the event loop keeps a ready request waiting.
+   Target: >= 0.9x.
+
+Prints Markdown tables and writes the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing
+import os
+import platform
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from benchmarks.brokers import RunningBroker, sampled
+from benchmarks.security_clients import (
+    CONNECTION_KINDS,
+    FLOODS,
+    SecureBroker,
+    connection_worker,
+    flood_worker,
+    librdkafka_settings,
+    ready,
+    running_secure,
+)
+from benchmarks.startup import API_VERSIONS_V0
+from benchmarks.workloads import TIMEOUT_S, consume, create_topic, produce, send
+from kshim.wire_client import connect
+
+PROTOCOLS = ("PLAINTEXT", "SASL_SSL")
+THROUGHPUT_TARGET = 0.7
+FLOOD_TARGET = 0.9
+CLIENT_PROCESSES = 2
+FLOOD_CONCURRENCY = 50  # in all, over the client processes
+WINDOW_S = 4.0  # the producer's run before and after each flood
+FLOOD_RECORD_BYTES = 1024
+PROBE_INTERVAL_S = 0.01
+Run = dict[str, float]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records-1kib", type=int, default=100_000)
+    parser.add_argument("--records-100b", type=int, default=300_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--connections", type=int, default=600)
+    parser.add_argument("--flood", type=int, default=1000)
+    parser.add_argument("--json", default="benchmarks/results/security.json")
+    arguments = parser.parse_args()
+    started = time.perf_counter()
+    machine = _machine()
+    spawn = multiprocessing.get_context("spawn")
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-security-") as directory,
+        running_secure(Path(directory)) as (broker, secure),
+        ProcessPoolExecutor(CLIENT_PROCESSES, mp_context=spawn) as pool,
+    ):
+        for warmed in [pool.submit(ready) for _ in range(CLIENT_PROCESSES)]:
+            warmed.result()
+        idle_rss_mb = broker.rss_bytes() / 1e6
+        sizes = {1024: arguments.records_1kib, 100: arguments.records_100b}
+        throughput = measure_throughput(broker, secure, sizes, arguments.repeats)
+        connections = measure_connections(broker, secure, pool, arguments.connections)
+        floods = {
+            name: measure_flood(broker, secure, pool, name, arguments.flood) for name in FLOODS
+        }
+        broker_errors = (Path(directory) / "broker.err").read_text()
+    results: dict[str, Any] = {
+        "command": "python -m benchmarks.security",
+        "arguments": vars(arguments),
+        "machine": machine,
+        "finished": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "total_s": time.perf_counter() - started,
+        "idle_rss_mb": idle_rss_mb,
+        "targets": {
+            "throughput": f"SASL_SSL >= {THROUGHPUT_TARGET}x PLAINTEXT records/s",
+            "flood": f"producer during the flood >= {FLOOD_TARGET}x without",
+        },
+        "throughput": throughput,
+        "connections": connections,
+        "floods": floods,
+        "broker_stderr": broker_errors[-2000:],
+    }
+    print(render(results))
+    Path(arguments.json).write_text(json.dumps(results, indent=2) + "\n")
+
+
+# --- 1. throughput -----------------------------------------------------------------------
+
+
+def measure_throughput(
+    broker: RunningBroker, secure: SecureBroker, sizes: dict[int, int], repeats: int
+) -> dict[str, Any]:
+    """Per record size and phase: each listener's runs, medians and SASL_SSL/PLAINTEXT."""
+    runs: dict[str, dict[str, list[Run]]] = {}
+    for repeat in range(repeats):
+        for size, count in sizes.items():
+            order = PROTOCOLS if repeat % 2 == 0 else PROTOCOLS[::-1]
+            for protocol in order:
+                for phase, run in _produce_and_consume(broker, secure, protocol, size, count):
+                    runs.setdefault(f"{phase} {_size(size)}", {}).setdefault(protocol, [])
+                    runs[f"{phase} {_size(size)}"][protocol].append(run)
+                    print(
+                        f"repeat {repeat + 1}/{repeats} {phase} {_size(size)} {protocol}: "
+                        f"{run['records_per_s']:,.0f} records/s",
+                        flush=True,
+                    )
+    return {shape: _compare(by_protocol) for shape, by_protocol in runs.items()}
+
+
+def _produce_and_consume(
+    broker: RunningBroker, secure: SecureBroker, protocol: str, size: int, count: int
+) -> list[tuple[str, Run]]:
+    topic = f"bench-{protocol.lower()}-{size}-{time.time_ns()}"
+    create_topic(broker, topic)
+    settings = librdkafka_settings(secure, protocol)
+    with sampled(broker) as producing:
+        produced = produce(broker, topic, count, size, **{"linger.ms": 5, **settings})
+    with sampled(broker) as consuming:
+        consumed = consume(broker, topic, count, size, **settings)
+    return [
+        (
+            "produce",
+            _run(
+                produced.records_per_second,
+                produced.broker_cpu_seconds,
+                count,
+                producing.peak_rss_bytes,
+            ),
+        ),
+        (
+            "consume",
+            _run(
+                consumed.records_per_second,
+                consumed.broker_cpu_seconds,
+                count,
+                consuming.peak_rss_bytes,
+            ),
+        ),
+    ]
+
+
+def _run(rate: float, cpu_seconds: float, count: int, peak_rss_bytes: int) -> Run:
+    return {
+        "records_per_s": rate,
+        "broker_cpu_us_per_record": cpu_seconds / count * 1e6,
+        "peak_rss_mb": peak_rss_bytes / 1e6,
+    }
+
+
+def _compare(by_protocol: dict[str, list[Run]]) -> dict[str, Any]:
+    medians = {
+        protocol: {name: statistics.median(run[name] for run in runs) for name in runs[0]}
+        for protocol, runs in by_protocol.items()
+    }
+    plain, secure = by_protocol["PLAINTEXT"], by_protocol["SASL_SSL"]
+    paired = [s["records_per_s"] / p["records_per_s"] for s, p in zip(secure, plain, strict=True)]
+    ratio = medians["SASL_SSL"]["records_per_s"] / medians["PLAINTEXT"]["records_per_s"]
+    return {
+        "median": medians,
+        "ratio_of_medians": ratio,
+        "paired_ratios": paired,
+        "verdict": _verdict(ratio, paired, THROUGHPUT_TARGET),
+        "runs": by_protocol,
+    }
+
+
+# --- 2. connections ----------------------------------------------------------------------
+
+
+def measure_connections(
+    broker: RunningBroker, secure: SecureBroker, pool: ProcessPoolExecutor, count: int
+) -> dict[str, dict[str, float]]:
+    """Per kind: connections per second, and broker and client CPU per connection."""
+    found = {}
+    each = count // CLIENT_PROCESSES
+    for kind in CONNECTION_KINDS:
+        with sampled(broker) as usage:
+            started = time.perf_counter()
+            workers = [
+                pool.submit(connection_worker, secure, kind, each) for _ in range(CLIENT_PROCESSES)
+            ]
+            client_cpu = sum(worker.result()["client_cpu_s"] for worker in workers)
+            seconds = time.perf_counter() - started
+        total = each * CLIENT_PROCESSES
+        found[kind] = {
+            "connections": total,
+            "per_s": total / seconds,
+            "broker_cpu_ms_each": usage.cpu_seconds / total * 1000,
+            "client_cpu_ms_each": client_cpu / total * 1000,
+            "peak_rss_mb": usage.peak_rss_bytes / 1e6,
+        }
+        print(
+            f"{kind}: {found[kind]['per_s']:,.0f}/s, broker CPU "
+            f"{found[kind]['broker_cpu_ms_each']:.2f} ms each",
+            flush=True,
+        )
+    return found
+
+
+# --- 3. a wrong-password flood beside an authenticated producer --------------------------
+
+
+def measure_flood(
+    broker: RunningBroker,
+    secure: SecureBroker,
+    pool: ProcessPoolExecutor,
+    flood: str,
+    attempts: int,
+) -> dict[str, Any]:
+    """The producer's records/s before, during and after ``attempts`` wrong logins."""
+    topic = f"flood-{time.time_ns()}"
+    create_topic(broker, topic)
+    producer = Producer(
+        {
+            **librdkafka_settings(secure, "SASL_SSL"),
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
+    )
+    _produce_for(producer, topic, lambda: False)  # connected and authenticated before
+    before = _window(broker, secure, producer, topic, _for_seconds(WINDOW_S))
+    per_worker = attempts // CLIENT_PROCESSES
+    concurrency = FLOOD_CONCURRENCY // CLIENT_PROCESSES
+    workers = [
+        pool.submit(flood_worker, secure, flood, per_worker, concurrency)
+        for _ in range(CLIENT_PROCESSES)
+    ]
+    during = _window(broker, secure, producer, topic, lambda: not all(w.done() for w in workers))
+    ends = [worker.result() for worker in workers]
+    after = _window(broker, secure, producer, topic, _for_seconds(WINDOW_S))
+    producer.flush(TIMEOUT_S)
+    outcomes: dict[str, int] = {}
+    for end in ends:
+        for outcome, times in end["outcomes"].items():
+            outcomes[outcome] = outcomes.get(outcome, 0) + times
+    without = (before["records_per_s"] + after["records_per_s"]) / 2
+    ratio = during["records_per_s"] / without
+    made = per_worker * CLIENT_PROCESSES
+    # The producer's share of the broker's CPU during the flood, at its cost per record
+    # without one; the rest is the flood's.
+    per_record = (before["broker_cpu_s"] + after["broker_cpu_s"]) / (
+        before["records"] + after["records"]
+    )
+    flood_cpu = during["broker_cpu_s"] - per_record * during["records"]
+    result = {
+        "attempts": made,
+        "outcomes": outcomes,
+        "attempts_per_s": made / during["seconds"],
+        "attacker_cpu_ms_each": sum(end["client_cpu_s"] for end in ends) / made * 1000,
+        "broker_cpu_ms_per_attempt": flood_cpu / made * 1000,
+        "before": before,
+        "during": during,
+        "after": after,
+        "ratio": ratio,
+        "paired_ratios": [
+            during["records_per_s"] / before["records_per_s"],
+            during["records_per_s"] / after["records_per_s"],
+        ],
+    }
+    result["verdict"] = _verdict(ratio, result["paired_ratios"], FLOOD_TARGET)
+    print(
+        f"flood {flood}: producer {during['records_per_s']:,.0f} records/s during, "
+        f"{without:,.0f} without ({ratio:.2f}x); {outcomes}",
+        flush=True,
+    )
+    return result
+
+
+def _for_seconds(seconds: float) -> Callable[[], bool]:
+    deadline = time.perf_counter() + seconds
+    return lambda: time.perf_counter() < deadline
+
+
+class _Probe:
+    """ApiVersions on a PLAINTEXT connection every PROBE_INTERVAL_S, in a thread, each
+    answer's time kept: how long the broker's event loop keeps a ready request waiting."""
+
+    def __init__(self, address: str) -> None:
+        self._address = address
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="probe", daemon=True)
+        self.answers_ms: list[float] = []
+
+    def __enter__(self) -> _Probe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        with connect(self._address, TIMEOUT_S) as conn:
+            while not self._stop.wait(PROBE_INTERVAL_S):
+                started = time.perf_counter()
+                conn.send(API_VERSIONS_V0)
+                conn.read_frame()
+                self.answers_ms.append((time.perf_counter() - started) * 1000)
+
+    def summary(self) -> dict[str, float]:
+        ordered = sorted(self.answers_ms) or [float("nan")]
+        return {
+            "probe_p50_ms": ordered[len(ordered) // 2],
+            "probe_p99_ms": ordered[min(int(len(ordered) * 0.99), len(ordered) - 1)],
+            "probe_max_ms": ordered[-1],
+        }
+
+
+def _window(
+    broker: RunningBroker,
+    secure: SecureBroker,
+    producer: Producer,
+    topic: str,
+    going: Callable[[], bool],
+) -> dict[str, float]:
+    """Produces while ``going()``, then until every record is acknowledged: records/s over
+    that time, the broker's and the producer's cores (CPU seconds a second), the broker's
+    peak RSS and its answer times to the probe."""
+    with sampled(broker) as usage, _Probe(secure.plaintext) as probe:
+        started, client_cpu = time.perf_counter(), time.process_time()
+        count = _produce_for(producer, topic, going)
+        seconds = time.perf_counter() - started
+        client_cpu = time.process_time() - client_cpu
+    return {
+        **probe.summary(),
+        "records": count,
+        "seconds": seconds,
+        "records_per_s": count / seconds,
+        "broker_cpu_s": usage.cpu_seconds,
+        "broker_cores": usage.cpu_seconds / seconds,
+        # this process: the producer's Python loop and librdkafka's threads
+        "producer_cores": client_cpu / seconds,
+        "peak_rss_mb": usage.peak_rss_bytes / 1e6,
+    }
+
+
+def _produce_for(producer: Producer, topic: str, going: Callable[[], bool]) -> int:
+    """Sends 1 KiB records while ``going()`` (checked every 100 records, at least one
+    record), flushes, and returns how many were sent; raises if any is not acknowledged."""
+    payload = b"x" * FLOOD_RECORD_BYTES
+    count = 0
+    while True:
+        for _ in range(100):
+            send(producer, topic, payload)
+        count += 100
+        if not going():
+            break
+    if producer.flush(TIMEOUT_S):
+        raise RuntimeError("records not acknowledged")
+    return count
+
+
+# --- the report --------------------------------------------------------------------------
+
+
+def _verdict(ratio: float, paired: list[float], target: float) -> str:
+    """'met' when the ratio of the medians and every pair meet the target, 'missed' when
+    none does, else 'within noise'."""
+    if ratio >= target and min(paired) >= target:
+        return "met"
+    if ratio < target and max(paired) < target:
+        return "missed"
+    return "within noise"
+
+
+def _size(size: int) -> str:
+    return "1 KiB" if size == 1024 else f"{size} B"
+
+
+def _machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_before": os.getloadavg()[0],
+    }
+
+
+def render(results: dict[str, Any]) -> str:
+    """Three Markdown tables: throughput by listener, connections, floods."""
+    lines = [
+        "| shape | PLAINTEXT records/s | SASL_SSL records/s | SASL_SSL/PLAINTEXT (per repeat)"
+        " | broker CPU µs/record PLAINTEXT, SASL_SSL | peak RSS MB | result (>= 0.7x) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for shape, found in results["throughput"].items():
+        plain, secure = found["median"]["PLAINTEXT"], found["median"]["SASL_SSL"]
+        paired = ", ".join(f"{ratio:.2f}" for ratio in found["paired_ratios"])
+        lines.append(
+            f"| {shape} | {plain['records_per_s']:,.0f} | {secure['records_per_s']:,.0f} | "
+            f"{found['ratio_of_medians']:.2f}x ({paired}) | "
+            f"{plain['broker_cpu_us_per_record']:.2f}, {secure['broker_cpu_us_per_record']:.2f}"
+            f" | {max(plain['peak_rss_mb'], secure['peak_rss_mb']):.0f} | {found['verdict']} |"
+        )
+    lines += [
+        "",
+        "| connection | per second | broker CPU ms each | client CPU ms each |",
+        "|---|---|---|---|",
+    ]
+    for kind, found in results["connections"].items():
+        lines.append(
+            f"| {kind} | {found['per_s']:,.0f} | {found['broker_cpu_ms_each']:.2f} | "
+            f"{found['client_cpu_ms_each']:.2f} |"
+        )
+    lines += [
+        "",
+        "| flood (wrong passwords) | attempts/s | refused | attacker CPU ms each | broker CPU"
+        " ms each (est.) | producer records/s before, during, after | during/without |"
+        " ApiVersions answer p99 (max) ms before, during, after | peak RSS MB before, during,"
+        " after | result (>= 0.9x) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for flood, found in results["floods"].items():
+        refused = sum(n for outcome, n in found["outcomes"].items() if outcome != "accepted")
+        windows = [found[name] for name in ("before", "during", "after")]
+        rates = ", ".join(f"{window['records_per_s']:,.0f}" for window in windows)
+        peaks = ", ".join(f"{window['peak_rss_mb']:.0f}" for window in windows)
+        probes = ", ".join(
+            f"{window['probe_p99_ms']:.1f} ({window['probe_max_ms']:.0f})" for window in windows
+        )
+        lines.append(
+            f"| {flood} | {found['attempts_per_s']:,.0f} | {refused}/{found['attempts']} | "
+            f"{found['attacker_cpu_ms_each']:.1f} | {found['broker_cpu_ms_per_attempt']:.1f} | "
+            f"{rates} | {found['ratio']:.2f}x | {probes} | {peaks} | {found['verdict']} |"
+        )
+    lines.append(f"\nidle RSS {results['idle_rss_mb']:.1f} MB; {results['total_s']:.0f} s in all")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
