@@ -249,6 +249,11 @@ class RepeatedGuess:
         return str(answer.error_message) if answer.error_code else "accepted"
 
 
+# The guesses come from another loopback address than the producer's: one peer guessing,
+# another working, as the failed-login throttle tells them apart.
+GUESSER = "127.0.0.2"
+
+
 def flood_worker(
     secure: SecureBroker, flood: str, attempts: int, concurrency: int
 ) -> dict[str, Any]:
@@ -262,7 +267,14 @@ def flood_worker(
     guess = RepeatedGuess(mechanism, user, WRONG_PASSWORD)
 
     def attempt(_: int) -> str:
-        with WireConnection(host, port, CONNECT_TIMEOUT_S, security=security) as conn:
+        try:
+            connection = WireConnection(
+                host, port, CONNECT_TIMEOUT_S, security=security, source_host=GUESSER
+            )
+        except OSError:
+            # The broker's failed-login throttle closed it before its TLS handshake.
+            return "closed before TLS"
+        with connection as conn:
             refusal = guess.login(conn)
             if refusal != "accepted":
                 conn.wait_closed(CONNECT_TIMEOUT_S)

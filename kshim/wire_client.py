@@ -197,8 +197,10 @@ class WireConnection:
         client_id: str | None = DEFAULT_CLIENT_ID,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         security: ClientSecurity | None = None,
+        source_host: str | None = None,
     ) -> None:
-        """Connects, with TLS and SASL when ``security`` says so (None: PLAINTEXT).
+        """Connects, with TLS and SASL when ``security`` says so (None: PLAINTEXT), from
+        ``source_host`` when given (another loopback address is another peer to the broker).
 
         Raises OSError (TimeoutError when the connection is not made in time, ssl.SSLError
         when the TLS handshake fails, as on a certificate that does not verify),
@@ -208,7 +210,8 @@ class WireConnection:
         self.timeout_s = timeout_s
         self.client_id = client_id
         self.max_response_bytes = max_response_bytes
-        self._socket = socket.create_connection((host, port), timeout=timeout_s)
+        source = None if source_host is None else (source_host, 0)
+        self._socket = socket.create_connection((host, port), timeout_s, source)
         # Each request is sent whole and then waited for: Nagle's algorithm only delays it.
         self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._next_correlation_id = 1

@@ -26,6 +26,7 @@ from kshim.storage.interface import FileRegion
 
 log = logging.getLogger(__name__)
 MAX_IN_FLIGHT = 64
+LINGER_S = 0.5  # how long a refused connection waits for its client to close
 
 ResponseTask = asyncio.Task[list[Part] | None]
 # A request being answered: its header (for the log line if it fails) and its task.
@@ -48,6 +49,7 @@ async def serve_connection(
     session = Session() if session is None else session
     in_flight: asyncio.Queue[InFlight | None] = asyncio.Queue(MAX_IN_FLIGHT)
     writer_task = asyncio.create_task(_write_responses(in_flight, stream, transport, peer))
+    refused = False
     try:
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
         if not session.authenticated:
@@ -55,6 +57,7 @@ async def serve_connection(
         await _read_requests(stream, broker, session, in_flight, client_host, observe)
     except AuthenticationEnded as ended:
         log.info("closing connection from %s: %s", peer, ended)
+        refused = True
     except (FrameError, ProtocolViolation) as error:
         log.info("closing connection from %s: %s", peer, error)
     except ConnectionError:
@@ -66,6 +69,8 @@ async def serve_connection(
         await in_flight.put(None)
         with contextlib.suppress(Exception):
             await writer_task
+        if refused:
+            await _linger(stream)
         transport.close()
         with contextlib.suppress(Exception):
             await stream.wait_closed()
@@ -111,6 +116,16 @@ async def _write_responses(
             log.exception("closing connection from %s: %s failed", peer, describe(header))
             broken = True
             transport.close()
+
+
+async def _linger(stream: RequestStream) -> None:
+    """After a refused authentication, the refusal sent: the client closes first (it does
+    on a refusal), or LINGER_S passes. A close right behind the refusal reaches some
+    clients with it, and kafka-python then sees the connection end, not the reason."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(LINGER_S):
+            while await stream.next_frame() is not None:
+                pass
 
 
 def describe(header: RequestHeader) -> str:

@@ -13,6 +13,8 @@ import contextlib
 import logging
 import socket
 import ssl
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kshim.broker.broker import Broker
@@ -25,8 +27,10 @@ from kshim.protocol.apis import served_versions
 from kshim.server.connection import serve_connection
 from kshim.server.request_stream import RequestStream
 from kshim.server.security.certificate import certificate_principal
+from kshim.server.security.login_throttle import LoginThrottle
 from kshim.server.security.sasl_gate import SASL_MAX_RECEIVE_BYTES
 from kshim.server.security.tls import TlsConfigError, server_context
+from kshim.server.security.tls_acceptor import TlsAcceptor
 
 if TYPE_CHECKING:
     from kshim.server.metrics.service import BrokerMetrics
@@ -60,6 +64,11 @@ class KafkaServer:
         # Each listener's bound host:port by name (the connections' label in the metrics).
         self.bound: dict[str, tuple[str, int]] = {}
         self._open: dict[str, int] = {}  # open connections by listener name
+        self._acceptors: list[TlsAcceptor] = []  # the TLS listeners
+        self._throttle = LoginThrottle(
+            broker.config.get_int("kshim.failed.authentication.burst"),
+            broker.config.get_int("kshim.failed.authentication.rate"),
+        )
 
     async def start(self) -> tuple[str, int]:
         """Starts the broker and listening; returns the first listener's bound (host, port)
@@ -112,25 +121,51 @@ class KafkaServer:
         # A SASL listener's connections are held to SASL's frame bound from their first
         # byte: bytes that came with the connection are read before the gate can lower it.
         max_frame = SASL_MAX_RECEIVE_BYTES if listener.uses_sasl else self._max_frame_size
+
+        def stream() -> asyncio.BaseProtocol:
+            return RequestStream(max_frame, accept)
+
         try:
-            server = await asyncio.get_running_loop().create_server(
-                lambda: RequestStream(max_frame, accept),
-                listener.host,
-                listener.port,
-                reuse_address=True,
-                ssl=context,
-                ssl_handshake_timeout=self._tls_handshake_timeout_s
-                if context is not None
-                else None,
-            )
+            if context is not None:
+                bound = await self._listen_tls(listener, context, stream)
+            else:
+                server = await asyncio.get_running_loop().create_server(
+                    stream, listener.host, listener.port, reuse_address=True
+                )
+                self._servers.append(server)
+                bound = server.sockets[0].getsockname()
         except OSError as error:
             await self.stop()  # the stores were opened: flush and close them
             raise ListenError(listener.host, listener.port, error) from error
-        self._servers.append(server)
-        bound = server.sockets[0].getsockname()
         self.bound[listener.name] = (bound[0], bound[1])
         self._open[listener.name] = 0
         self.broker.endpoints.bound(listener.name, bound[1])
+
+    async def _listen_tls(
+        self,
+        listener: Listener,
+        context: ssl.SSLContext,
+        stream: Callable[[], asyncio.BaseProtocol],
+    ) -> tuple[str, int]:
+        """A TLS listener, its connections admitted before their handshake (a peer the
+        failed-login throttle holds back costs an accept and a close)."""
+
+        def admit(address: str) -> bool:
+            return self._admitted(address, listener)
+
+        acceptor = TlsAcceptor(context, stream, admit, self._tls_handshake_timeout_s)
+        self._acceptors.append(acceptor)
+        return await acceptor.listen(listener.host, listener.port)
+
+    def _admitted(self, address: str, listener: Listener) -> bool:
+        """Whether a new connection is served: under max.connections, and on a SASL
+        listener from an address the failed-login throttle admits."""
+        handshakes = sum(len(acceptor.handshakes) for acceptor in self._acceptors)
+        if len(self._connections) + handshakes >= self._max_connections:
+            return False
+        if listener.uses_sasl and self._throttle.enabled:
+            return self._throttle.admits(address, time.monotonic())
+        return True
 
     def _connection_counts(self) -> dict[str, int]:
         return {f"{host}:{port}": self._open[name] for name, (host, port) in self.bound.items()}
@@ -138,9 +173,11 @@ class KafkaServer:
     def _accept(self, stream: RequestStream, listener: Listener, rules: list[Rule]) -> None:
         transport = stream.transport
         assert transport is not None
-        if len(self._connections) >= self._max_connections:
-            transport.close()
-            return
+        if transport.get_extra_info("sslcontext") is None:  # TLS: admitted before its handshake
+            peer = transport.get_extra_info("peername")
+            if not self._admitted(peer[0] if isinstance(peer, tuple) else "", listener):
+                transport.close()
+                return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -162,6 +199,8 @@ class KafkaServer:
         with contextlib.suppress(asyncio.CancelledError):
             observe = None if self.metrics is None else self.metrics.requests.observe
             await serve_connection(stream, self.broker, observe, session)
+        if session.failed:
+            self._throttle.failed(session.client_address, time.monotonic())
 
     async def stop(self) -> None:
         """Stops accepting, drops open connections, then stops the broker (its background
@@ -170,9 +209,14 @@ class KafkaServer:
             self.metrics.stop()
         for server in self._servers:
             server.close()
+        for acceptor in self._acceptors:
+            acceptor.close()
         for task in self._connections:
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        for acceptor in self._acceptors:
+            await acceptor.wait_closed()
+        self._acceptors = []
         for server in self._servers:
             await server.wait_closed()
         self._servers = []

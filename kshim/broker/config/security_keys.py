@@ -42,6 +42,11 @@ SECURITY_DEFAULTS: dict[str, str] = {
     # that connects and says nothing does not hold a connection slot for asyncio's
     # default minute (Kafka leaves it to connections.max.idle.ms, ten minutes).
     "kshim.ssl.handshake.timeout.ms": "10000",
+    # kshim's own: failed SASL logins from one address spend a bucket of this many tokens,
+    # refilled at this rate a second; an address with none left has its new connections to
+    # SASL listeners closed unserved (server/security/login_throttle.py). Burst 0: off.
+    "kshim.failed.authentication.burst": "10",
+    "kshim.failed.authentication.rate": "1",
     "ssl.keystore.type": "PEM",
     "ssl.keystore.location": "",
     "ssl.keystore.password": "",
@@ -109,7 +114,7 @@ def _tls_versions(value: str) -> str:
     return ",".join(versions)
 
 
-def _milliseconds(minimum: int, maximum: int) -> Callable[[str], str]:
+def _integer(minimum: int, maximum: int) -> Callable[[str], str]:
     def check(value: str) -> str:
         try:
             number = int(value.strip())
@@ -154,8 +159,10 @@ def _jaas(value: str) -> str:
 SECURITY_VALIDATORS: dict[str, Callable[[str], str]] = {
     "listener.security.protocol.map": _protocol_map,
     "sasl.enabled.mechanisms": _names(SASL_MECHANISMS),
-    "connection.failed.authentication.delay.ms": _milliseconds(0, 60_000),
-    "kshim.ssl.handshake.timeout.ms": _milliseconds(1, 300_000),
+    "connection.failed.authentication.delay.ms": _integer(0, 60_000),
+    "kshim.ssl.handshake.timeout.ms": _integer(1, 300_000),
+    "kshim.failed.authentication.burst": _integer(0, 1_000_000),
+    "kshim.failed.authentication.rate": _integer(1, 1_000_000),
     "ssl.keystore.type": _choice("PEM"),
     "ssl.truststore.type": _choice("PEM"),
     "ssl.client.auth": _choice("none", "requested", "required"),
