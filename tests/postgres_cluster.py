@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kshim.testing import free_port
 
-ROLE = "kshim"  # a superuser with LOGIN (and so REPLICATION), which the tests connect as
+ROLE = "kshim"  # the tests connect as this superuser
 COMMAND_TIMEOUT_S = 120
 
 
@@ -95,4 +95,5 @@ def _create_role(port: int) -> None:
     with psycopg.connect(
         f"postgresql://postgres@127.0.0.1:{port}/postgres", autocommit=True
     ) as connection:
-        connection.execute(f"CREATE ROLE {ROLE} LOGIN SUPERUSER")
+        # A superuser may replicate anyway; Debezium checks for the attribute itself.
+        connection.execute(f"CREATE ROLE {ROLE} LOGIN SUPERUSER REPLICATION")
