@@ -1,7 +1,7 @@
 """The apply job: a Spark Structured Streaming query from a kshim topic into a database.
 
     python -m spark_examples.apply --bootstrap HOST:PORT --topic T --dest URL --checkpoint DIR \
-        [--kafka-config client.properties] [--kafka-option KEY=VALUE ...]
+        [--format kshim|debezium] [--kafka-config client.properties] [--kafka-option KEY=VALUE ...]
 
 The source is Spark's stock ``format("kafka")`` with standard options only (a broker that
 wants TLS or SASL gets the Kafka client settings of --kafka-config and --kafka-option as
@@ -13,6 +13,11 @@ which makes the sink exactly-once (see spark_examples/README.md). ``--once`` dra
 committed now (trigger availableNow) and exits; otherwise the query runs until stopped. The
 exit status is non-zero when a record could not be applied. ``python -m spark_examples.apply``
 runs ``main`` (__main__.py), and so does spark_submit.py under ``spark-submit``.
+
+``--format debezium`` reads Debezium's change events (Kafka Connect's JsonConverter, with or
+without schemas: spark_examples/debezium_format.py) instead of the capture's records;
+``--topic`` then names Debezium's topics, one per table, comma-separated (each may be its
+full-data view ``prefix.schema.table.full``), and the same sink applies them.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING
 from kshim.client_security import ClientSecurity
 from spark_examples.apply.sink import (
     DEFAULT_MAX_RETRIES,
+    FORMATS,
     ApplyError,
     SourceRecord,
     apply_batch,
@@ -58,6 +64,7 @@ class ApplyOptions:
     max_offsets_per_trigger: int = DEFAULT_MAX_OFFSETS_PER_TRIGGER
     trigger_interval: str = DEFAULT_TRIGGER_INTERVAL
     security: ClientSecurity | None = None  # None: PLAINTEXT
+    record_format: str = "kshim"  # a name in sink.FORMATS: "kshim" or "debezium"
 
 
 def read_changes(spark: SparkSession, options: ApplyOptions) -> DataFrame:
@@ -100,13 +107,18 @@ def _to_record(row: Row) -> SourceRecord:
 
 
 def batch_writer(
-    dest: str, max_retries: int, report: Callable[[str], None] | None = None
+    dest: str,
+    max_retries: int,
+    report: Callable[[str], None] | None = None,
+    record_format: str = "kshim",
 ) -> Callable[[DataFrame, int], None]:
     """Returns the foreachBatch function: collect, order by offset, apply in one transaction.
 
     Batches are bounded by maxOffsetsPerTrigger, so collecting them on the driver is safe.
     The destination is opened per batch, so other processes (verify) can open it between.
+    ``record_format`` names the records' format in ``sink.FORMATS``.
     """
+    decoder = FORMATS[record_format]
 
     def write(frame: DataFrame, batch_id: int) -> None:
         records = [_to_record(row) for row in frame.toLocalIterator()]
@@ -114,7 +126,7 @@ def batch_writer(
             return
         database = open_database(dest)
         try:
-            result = apply_batch(database, records, max_retries=max_retries)
+            result = apply_batch(database, records, max_retries=max_retries, decoder=decoder)
         finally:
             database.close()
         if report is not None:
@@ -138,7 +150,9 @@ def start_apply(
         database.close()
     writer = (
         read_changes(spark, options)
-        .writeStream.foreachBatch(batch_writer(options.dest, options.max_retries, report))
+        .writeStream.foreachBatch(
+            batch_writer(options.dest, options.max_retries, report, options.record_format)
+        )
         .option("checkpointLocation", options.checkpoint)
         .queryName(f"kshim-apply {options.topic} -> {options.dest}")  # unique per session
     )
@@ -184,7 +198,18 @@ def parse_arguments(argv: Sequence[str] | None = None) -> ApplyOptions:
         prog="python -m spark_examples.apply", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--bootstrap", required=True, help="HOST:PORT of the broker")
-    parser.add_argument("--topic", required=True, help="T for changes, T.full to bootstrap")
+    parser.add_argument(
+        "--topic",
+        required=True,
+        help="T for changes, T.full to bootstrap; with --format debezium, Debezium's topics "
+        "(one per table, comma-separated)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=sorted(FORMATS),
+        default="kshim",
+        help="the records' format: kshim's capture (default) or Debezium's change events",
+    )
     parser.add_argument("--dest", required=True, help="destination database URL")
     parser.add_argument("--checkpoint", required=True, help="Spark checkpoint directory")
     parser.add_argument("--once", action="store_true", help="drain what is there, then exit")
@@ -205,6 +230,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> ApplyOptions:
         max_offsets_per_trigger=arguments.max_offsets_per_trigger,
         trigger_interval=arguments.trigger_interval,
         security=kafka_security(parser, arguments.kafka_config, arguments.kafka_option),
+        record_format=arguments.format,
     )
 
 

@@ -9,8 +9,12 @@ row would then diverge from the source (the ordering hazard of retrying table-dr
 the batch is rolled back and retried a bounded number of times, then ``ApplyError`` names the
 record.
 
-Two ways to apply the same records, with the same committed result: the fast path keeps the
-last change per row and writes the survivors with multi-row statements (bulk.py); the
+Records are read by a ``RecordDecoder`` per input format (``FORMATS``): kshim's own
+(change_format.py, the capture's) or Debezium's (debezium_format.py, Kafka Connect's
+JsonConverter).
+
+Two ways to apply the same records, with the same committed result: the fast path keeps
+the last change per row and writes the survivors with multi-row statements (bulk.py); the
 sequential path applies record after record in offset order. The first attempt tries the fast
 path and, if it fails, the sequential one at once, which finds the failing record to name;
 retries are sequential. Thread use: one call at a time per ``Database``.
@@ -18,11 +22,13 @@ retries are sequential. Thread use: one call at a time per ``Database``.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
+from spark_examples import debezium_format
 from spark_examples.apply.bulk import delete_keys, upsert_rows
 from spark_examples.change_format import (
     Change,
@@ -31,7 +37,8 @@ from spark_examples.change_format import (
     decode_row,
     decode_value,
 )
-from spark_examples.databases import Database, PortableValue, Row
+from spark_examples.databases import Columns, Database, PortableValue, Row
+from spark_examples.debezium_format import ColumnLookup
 
 STATE_TABLE = "kshim_apply_state"
 
@@ -49,6 +56,8 @@ STORE_NEXT_OFFSET = (
 
 # A decoded record: (table, primary key as JSON values, the change or None for a delete).
 DecodedRecord: TypeAlias = tuple[str, JsonRow, Change | None]
+# Reads one record, given the destination's columns of a table (None: no such table).
+RecordDecoder: TypeAlias = Callable[["SourceRecord", ColumnLookup], DecodedRecord]
 
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_BACKOFF_S = 0.2
@@ -120,20 +129,23 @@ def apply_batch(
     backoff_s: float = DEFAULT_BACKOFF_S,
     sleep: Callable[[float], None] = time.sleep,
     coalesce: bool = True,
+    decoder: RecordDecoder | None = None,
 ) -> BatchResult:
     """Applies ``records`` (any order; sorted here) in one transaction, retried on error.
 
     Assumes ``ensure_state_table`` ran on the database. Raises ApplyError after
     ``max_retries`` retries (``max_retries + 1`` attempts), naming the failing record.
-    ``coalesce=False`` skips the fast path (same result, record by record).
+    ``coalesce=False`` skips the fast path (same result, record by record). ``decoder``
+    reads the records (default: kshim's format, ``decode_kshim``).
     """
     ordered = order_records(records)
+    decode = decode_kshim if decoder is None else decoder
     attempts = 0
     while True:
         attempts += 1
         try:
             fast = coalesce and attempts == 1
-            return BatchResult(*_attempt(database, ordered, fast), attempts)
+            return BatchResult(*_attempt(database, ordered, fast, decode), attempts)
         except _RecordFailure as failure:
             if attempts > max_retries:
                 raise ApplyError(failure.record, attempts, failure.cause) from failure.cause
@@ -143,21 +155,24 @@ def apply_batch(
         sleep(min(backoff_s * 2 ** (attempts - 1), MAX_BACKOFF_S))
 
 
-def _attempt(database: Database, ordered: list[SourceRecord], fast: bool) -> tuple[int, int]:
+def _attempt(
+    database: Database, ordered: list[SourceRecord], fast: bool, decode: RecordDecoder
+) -> tuple[int, int]:
     if fast:
         try:
             with database.transaction():
-                return _apply_in_transaction(database, ordered, _apply_coalesced)
+                return _apply_in_transaction(database, ordered, _apply_coalesced, decode)
         except Exception:  # the sequential path below finds and names the failing record
             pass
     with database.transaction():
-        return _apply_in_transaction(database, ordered, _apply_sequentially)
+        return _apply_in_transaction(database, ordered, _apply_sequentially, decode)
 
 
 def _apply_in_transaction(
     database: Database,
     ordered: list[SourceRecord],
-    apply: Callable[[Database, list[SourceRecord]], None],
+    apply: Callable[[Database, list[SourceRecord], RecordDecoder], None],
+    decode: RecordDecoder,
 ) -> tuple[int, int]:
     """Skips what was applied, applies the rest, stores the next offsets: one transaction."""
     positions: dict[tuple[str, int], int] = {}
@@ -169,7 +184,7 @@ def _apply_in_transaction(
         if record.offset >= positions[position]:
             pending.append(record)
             positions[position] = record.offset + 1
-    apply(database, pending)
+    apply(database, pending, decode)
     for (topic, partition), offset in positions.items():
         database.execute(STORE_NEXT_OFFSET, (topic, partition, offset))
     return len(pending), len(ordered) - len(pending)
@@ -186,6 +201,14 @@ class _Tables:
             self.known.add(table)
         return table in self.known
 
+    def lookup(self, database: Database) -> ColumnLookup:
+        """The destination's columns of a table, None when it has none (for decoders)."""
+
+        def columns(table: str) -> Columns | None:
+            return database.table_columns(table) if self.exists(database, table) else None
+
+        return columns
+
     def ensure(self, database: Database, table: str, change: Change, key: list[str]) -> None:
         if not self.exists(database, table):
             # The key's JSON has sorted names; the source's column order is the better pk order.
@@ -193,11 +216,14 @@ class _Tables:
             self.known.add(table)
 
 
-def _apply_sequentially(database: Database, records: list[SourceRecord]) -> None:
+def _apply_sequentially(
+    database: Database, records: list[SourceRecord], decode: RecordDecoder
+) -> None:
     tables = _Tables()
+    lookup = tables.lookup(database)
     for record in records:
         try:
-            table, key, change = _decode(record)
+            table, key, change = decode(record, lookup)
             if change is None:
                 # Deleting an absent row (or from an absent table) is already done: a
                 # destination bootstrapped from T.full may see tombstones of rows it never had.
@@ -210,12 +236,19 @@ def _apply_sequentially(database: Database, records: list[SourceRecord]) -> None
             raise _RecordFailure(record, error) from error
 
 
-def _apply_coalesced(database: Database, records: list[SourceRecord]) -> None:
-    latest: dict[bytes | None, DecodedRecord] = {}
-    for record in records:
-        latest.pop(record.key, None)  # re-inserted last: keeps the order of last changes
-        latest[record.key] = _decode(record)
+def _apply_coalesced(
+    database: Database, records: list[SourceRecord], decode: RecordDecoder
+) -> None:
     tables = _Tables()
+    lookup = tables.lookup(database)
+    # A row is (table, primary key): Debezium's keys hold no table, and one batch may read
+    # several topics.
+    latest: dict[tuple[str, str], DecodedRecord] = {}
+    for record in records:
+        decoded = decode(record, lookup)
+        row = (decoded[0], json.dumps(decoded[1], sort_keys=True))
+        latest.pop(row, None)  # re-inserted last: keeps the order of last changes
+        latest[row] = decoded
     deletes: dict[str, list[Row]] = {}
     upserts: dict[str, tuple[list[str], list[list[PortableValue]]]] = {}
     for table, key, change in latest.values():
@@ -232,8 +265,9 @@ def _apply_coalesced(database: Database, records: list[SourceRecord]) -> None:
         upsert_rows(database, table, columns, rows)
 
 
-def _decode(record: SourceRecord) -> DecodedRecord:
-    """(table, primary key as JSON values, change or None for a delete)."""
+def decode_kshim(record: SourceRecord, destination: ColumnLookup) -> DecodedRecord:
+    """A record of kshim's format (change_format.py): (table, primary key as JSON values,
+    change or None for a delete). The format carries its types: ``destination`` is unused."""
     if record.key is None:
         raise ValueError("a change record needs a key (table and primary key)")
     table, key = decode_key(record.key)
@@ -246,6 +280,15 @@ def _decode(record: SourceRecord) -> DecodedRecord:
     if missing:
         raise ValueError(f"row image lacks primary key column(s) {missing}")
     return table, key, change
+
+
+def decode_debezium(record: SourceRecord, destination: ColumnLookup) -> DecodedRecord:
+    """A record of Debezium's format (debezium_format.py), from any of its topics."""
+    return debezium_format.decode_change(record.topic, record.key, record.value, destination)
+
+
+# The input formats, by the apply job's --format name.
+FORMATS: dict[str, RecordDecoder] = {"kshim": decode_kshim, "debezium": decode_debezium}
 
 
 def _typed_key(database: Database, table: str, key: JsonRow) -> Row:

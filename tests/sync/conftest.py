@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from kshim.testing import BrokerProcess
+from spark_examples.apply.sink import ensure_state_table
 from spark_examples.capture import review as capture_review
 from spark_examples.databases import Database, open_database
 from spark_examples.testing import registry_environment
@@ -82,6 +83,19 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
     with psycopg.connect(postgres_server + "postgres", autocommit=True) as connection:
         connection.execute(f"CREATE DATABASE {name} OWNER {ROLE}")
     yield postgres_server + name
+
+
+@pytest.fixture(params=["sqlite", "duckdb", "postgresql"])
+def any_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """An empty destination with the apply state table, once per engine."""
+    if request.param == "postgresql":
+        url = request.getfixturevalue("postgres_url")
+    else:
+        url = f"{request.param}:///{tmp_path}/dest.{request.param}"
+    database = open_database(url)
+    ensure_state_table(database)
+    yield database
+    database.close()
 
 
 @pytest.fixture(scope="module")

@@ -215,18 +215,6 @@ def typed_row(number: int, **changes: Any) -> dict[str, Any]:
     return {**row, **changes}
 
 
-@pytest.fixture(params=["sqlite", "duckdb", "postgresql"])
-def any_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    if request.param == "postgresql":
-        url = request.getfixturevalue("postgres_url")
-    else:
-        url = f"{request.param}:///{tmp_path}/dest.{request.param}"
-    database = open_database(url)
-    ensure_state_table(database)
-    yield database
-    database.close()
-
-
 @pytest.mark.parametrize("coalesce", [True, False], ids=["bulk", "record-by-record"])
 def test_every_portable_type_survives_each_engine(any_database: Database, coalesce: bool) -> None:
     log = Log()
