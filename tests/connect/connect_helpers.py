@@ -21,6 +21,7 @@ from examples.connect.classpath import ClasspathError, worker_jars
 from examples.connect.rest import ConnectRest
 from examples.connect.worker import java_executable
 from kshim.testing import free_port, kill_process, stop_process
+from spark_examples.apply.sink import SourceRecord
 from tests.postgres_cluster import postgres_unavailable_reason
 
 WORKER_START_TIMEOUT_S = 90.0
@@ -235,3 +236,34 @@ def first_occurrences(events: Sequence[ChangeEvent]) -> list[ChangeEvent]:
             seen.add((key, op, lsn))
             kept.append(event)
     return kept
+
+
+def read_records(bootstrap: str, topic: str) -> list[SourceRecord]:
+    """Every committed record of partition 0 of ``topic`` up to its end now, as the apply
+    job's sink takes them (raw key and value bytes)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "kshim-connect-test",
+        "enable.auto.commit": False, "enable.partition.eof": True,
+        "isolation.level": "read_committed", "fetch.wait.max.ms": 100,
+    })  # fmt: skip
+    records: list[SourceRecord] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    return records
+                raise RuntimeError(f"reading {topic}: {error}")
+            offset = message.offset()
+            assert offset is not None
+            records.append(SourceRecord(topic, 0, offset, message.key(), message.value()))
+        raise TimeoutError(f"no end of {topic} after {READ_TIMEOUT_S} s")
+    finally:
+        consumer.close()
