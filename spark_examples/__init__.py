@@ -10,6 +10,8 @@ topic's full-data view ``T.full``.
 - apply/: the Spark apply job and its exactly-once sink;
 - verify.py: the consistency checker; demo.py: the one-command demo;
 - change_format.py: one change as one Kafka record (shared by capture and apply);
+- debezium_format.py: Debezium's change events (Kafka Connect's JsonConverter) read as the
+  same changes, for ``apply --format debezium``;
 - databases/: one interface over SQLite, PostgreSQL and DuckDB (shared by all of the above);
 - kafka_security.py: the Kafka client settings of a broker with TLS or SASL, for capture and
   apply (``--kafka-config``, ``--kafka-option``);

@@ -21,7 +21,7 @@ import datetime
 import itertools
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +34,7 @@ from spark_examples.apply.sink import apply_batch, decode_debezium, ensure_state
 from spark_examples.databases import open_database
 from spark_examples.verify import compare_tables
 from tests.connect.connect_helpers import (
+    ChangeEvent,
     ConnectWorker,
     connect_unavailable_reason,
     operations,
@@ -110,15 +111,17 @@ class Source:
             ("UPDATE orders SET note = %s WHERE id = 0", (marker,)),
         ]])  # fmt: skip
         for topic, column in zip(TOPICS, ("name", "note"), strict=True):
-            wait_for_events(
-                self.bootstrap,
-                topic,
-                lambda events, c=column: any(
-                    e.row is not None and e.row.get("id") == 0 and e.row.get(c) == marker
-                    for e in events
-                ),
-                120,
-            )
+            wait_for_events(self.bootstrap, topic, _marked(column, marker), 120)
+
+
+def _marked(column: str, marker: str) -> Callable[[list[ChangeEvent]], bool]:
+    def marked(events: list[ChangeEvent]) -> bool:
+        return any(
+            event.row is not None and event.row.get("id") == 0 and event.row.get(column) == marker
+            for event in events
+        )
+
+    return marked
 
 
 def _random_statement(generator: random.Random) -> tuple[str, tuple[object, ...]]:
