@@ -3,6 +3,7 @@ CLI, the compose wiring, and the protocol-speaking health check against live bro
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
 import re
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from compat_tests.brokers import BrokerUnderTest
+from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.keys import from_environment
 from kshim.cli.main import build_parser, load_config
 from kshim.testing import free_port
@@ -53,6 +55,12 @@ def exec_form(arguments: str) -> list[str]:
     return value
 
 
+def image_environment(parsed: list[tuple[str, str]]) -> dict[str, str]:
+    """The KSHIM_* variables the Dockerfile's ENV sets."""
+    text = " ".join(arguments for name, arguments in parsed if name == "ENV")
+    return dict(re.findall(r"(KSHIM_[A-Z_]+)=(\S+)", text))
+
+
 def test_dockerfile_image_shape() -> None:
     parsed = instructions(DOCKER / "Dockerfile")
 
@@ -76,9 +84,7 @@ def test_dockerfile_command_matches_the_cli() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 
     arguments = build_parser().parse_args(command)
-    environment = dict(
-        re.findall(r"(KSHIM_[A-Z_]+)=(\S+)", " ".join(a for n, a in parsed if n == "ENV"))
-    )
+    environment = image_environment(parsed)
     config = load_config(arguments, environment)
 
     assert entrypoint == ["kshim"]
@@ -124,7 +130,9 @@ def test_compose_wiring() -> None:
 
     assert kshim["build"] == {"context": "..", "dockerfile": "docker/Dockerfile"}
     assert (DOCKER / kshim["build"]["context"] / kshim["build"]["dockerfile"]).is_file()
-    assert kshim["environment"]["KSHIM_ADVERTISED_LISTENERS"] == "PLAINTEXT://kshim:9092"
+    assert kshim["environment"]["KSHIM_ADVERTISED_LISTENERS"] == (
+        "INTERNAL://kshim:9092,EXTERNAL://localhost:19092"
+    )
     assert kshim["volumes"] == [f"kshim-data:{DATA_DIR}"]
     assert "kshim-data" in compose["volumes"]
     assert job["depends_on"] == {"kshim": {"condition": "service_healthy"}}
@@ -146,12 +154,52 @@ def test_compose_text() -> None:
 
     for expected in (
         "dockerfile: docker/Dockerfile",
-        "KSHIM_ADVERTISED_LISTENERS: PLAINTEXT://kshim:9092",
+        "KSHIM_ADVERTISED_LISTENERS: INTERNAL://kshim:9092,EXTERNAL://localhost:19092",
         "condition: service_healthy",
         "KAFKA_BOOTSTRAP: kshim:9092",
         "../spark_examples:/job/spark_examples:ro",
     ):
         assert expected in text, expected
+
+
+def compose_broker_config(compose: dict[str, Any]) -> tuple[argparse.Namespace, BrokerConfig]:
+    """The compose broker's arguments and configuration as kshim would load them in the
+    container: the image's ENV overridden by the service's environment, the service's
+    command."""
+    kshim = compose["services"]["kshim"]
+    environment = {**image_environment(instructions(DOCKER / "Dockerfile")), **kshim["environment"]}
+    arguments = build_parser().parse_args(kshim["command"])
+    return arguments, load_config(arguments, environment)
+
+
+def test_compose_broker_has_an_internal_and_an_external_listener() -> None:
+    """Containers on the compose network are told kshim:9092, the host localhost:19092
+    (published as itself); the service runs the image's command without --listen, which
+    would replace both listeners with one."""
+    compose = load_compose()
+    services = compose["services"]
+    arguments, config = compose_broker_config(compose)
+    image_command = exec_form(only(instructions(DOCKER / "Dockerfile"), "CMD"))
+    listen_at = image_command.index("--listen")
+    listeners = [(item.name, item.security_protocol, item.port) for item in config.listeners()]
+
+    assert services["kshim"]["command"] == [
+        *image_command[:listen_at],
+        *image_command[listen_at + 2 :],
+    ]
+    assert arguments.listen is None
+    assert listeners == [("INTERNAL", "PLAINTEXT", 9092), ("EXTERNAL", "PLAINTEXT", 19092)]
+    assert all(item.host == "0.0.0.0" for item in config.listeners())
+    assert config.advertised_addresses() == {
+        "INTERNAL": ("kshim", 9092),
+        "EXTERNAL": ("localhost", 19092),
+    }
+    assert services["kshim"]["ports"] == ["19092:19092", "9308:9308"]
+    assert config.values["log.dirs"] == DATA_DIR
+    assert config.metrics_address() == ("0.0.0.0", 9308)
+    # The image's health check and the Spark job use the internal listener.
+    assert "127.0.0.1:9092" in only(instructions(DOCKER / "Dockerfile"), "HEALTHCHECK")
+    assert services["spark-job"]["environment"]["KAFKA_BOOTSTRAP"] == "kshim:9092"
 
 
 def test_spark_job_uses_the_session_helper() -> None:

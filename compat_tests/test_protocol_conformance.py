@@ -29,6 +29,7 @@ from kio.serial import entity_reader, entity_writer
 
 from compat_tests import conformance_cases_data as data
 from compat_tests import conformance_cases_groups as groups
+from compat_tests import conformance_cases_security as security
 from compat_tests import conformance_cases_txn as txn
 from compat_tests.brokers import BrokerUnderTest, start_kshim
 from compat_tests.conformance_probe import Exchange, Probe, as_stored, record_batch
@@ -72,6 +73,13 @@ CASES: dict[int, Case] = {
     61: txn.describe_producers,
     65: txn.describe_transactions,
     66: txn.list_transactions,
+    17: security.sasl_handshake,
+    36: security.sasl_authenticate,
+    29: security.describe_acls,
+    30: security.create_acls,
+    31: security.delete_acls,
+    50: security.describe_user_scram_credentials,
+    51: security.alter_user_scram_credentials,
 }
 
 

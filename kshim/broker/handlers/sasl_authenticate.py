@@ -23,7 +23,8 @@ async def handle(
     if not session.uses_sasl or session.authenticated or session.raw_tokens:
         return SaslAuthenticateResponse(
             error_code=ErrorCode.illegal_sasl_state,
-            error_message="SaslAuthenticate is not expected in this state",
+            # Kafka's KafkaApis says the same on a listener without SASL too.
+            error_message="SaslAuthenticate request received after successful authentication",
             auth_bytes=b"",
         )
     if session.exchange is None:  # no SaslHandshake first: Kafka closes the connection

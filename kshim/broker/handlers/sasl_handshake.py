@@ -19,7 +19,8 @@ async def handle(request: SaslHandshakeRequest, context: RequestContext) -> Sasl
     session = context.session
     enabled = enabled_mechanisms(session, dict(context.broker.config.values))
     if not session.uses_sasl or session.authenticated or session.mechanism is not None:
-        return SaslHandshakeResponse(error_code=ErrorCode.illegal_sasl_state, mechanisms=enabled)
+        # As Kafka's KafkaApis, which names no mechanism in this answer.
+        return SaslHandshakeResponse(error_code=ErrorCode.illegal_sasl_state, mechanisms=[])
     if not choose_mechanism(session, request.mechanism, enabled, context.broker.credentials):
         return SaslHandshakeResponse(
             error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=enabled

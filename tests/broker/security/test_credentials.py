@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from scramp import ScramClient
 
 from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.config.keys import ConfigError
 from kshim.broker.security.credentials import Credentials
 from kshim.broker.security.jaas import JaasError
 from kshim.broker.security.sasl.factory import start_exchange
@@ -287,6 +289,10 @@ def test_plain_users_come_from_the_listeners_jaas_config(store: MetadataStore) -
 def test_a_malformed_jaas_config_is_refused_naming_its_key(store: MetadataStore) -> None:
     key = "listener.name.sasl_ssl.plain.sasl.jaas.config"
     unterminated = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="pw"'
-    config = BrokerConfig.load([{key: unterminated}])
-    with pytest.raises(JaasError, match=f"^{key}: .*semicolon"):
+    # Refused as the configuration is loaded, before any broker starts.
+    with pytest.raises(ConfigError, match=f"^{re.escape(key)}: .*semicolon"):
+        BrokerConfig.load([{key: unterminated}])
+    # A configuration that bypassed the check is refused by the credentials as well.
+    config = BrokerConfig({**BrokerConfig.load([]).values, key: unterminated})
+    with pytest.raises(JaasError, match=f"^{re.escape(key)}: .*semicolon"):
         Credentials(store.scram, config)
