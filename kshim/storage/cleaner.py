@@ -232,6 +232,7 @@ def start_pass(
     pass's first dirty offset."""
     offset_map = OffsetMap(request.offset_map_capacity)
     first_dirty, upper = plan.first_dirty_offset, plan.first_uncleanable_offset
+    offset_map.covered(first_dirty - 1)  # the clean part: its records were judged before
     build_offset_map(segments, batches, first_dirty, upper, offset_map, request.aborted)
     end = min(max(offset_map.latest_offset + 1, first_dirty), upper)
     rules = CleaningRules(

@@ -73,7 +73,9 @@ class CompactionRequest:
     # so that the producer's sequence survives a restart (Kafka's lastRecordsOfActiveProducers).
     producer_last_offsets: frozenset[int]
     offset_map_capacity: int  # keys the pass may map (offset_map.capacity_for)
-    force: bool = False  # compact whatever the dirty ratio (tools and tests)
+    # Compact whatever the dirty ratio, even with nothing dirty (tools and tests: tombstones
+    # past their horizon then go; Kafka's cleaner waits for new dirty bytes).
+    force: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +119,9 @@ def plan_compaction(
     first, the active one last."""
     first_dirty = _first_dirty(segments, log_start_offset, request.first_dirty_offset)
     upper = _first_uncleanable(segments, first_dirty, request)
-    if upper <= first_dirty:
-        return None
+    if upper <= segments[0].base_offset:
+        return None  # nothing may be rewritten
+    first_dirty = min(first_dirty, upper)  # a forced pass may find nothing dirty
     cleanable = [segment for segment in segments if segment.base_offset < upper]
     dirty = [segment for segment in cleanable if segment.next_offset > first_dirty]
     dirty_bytes = sum(segment.size for segment in dirty)
