@@ -109,15 +109,19 @@ def _record_bytes(record: KeyedRecord, offset_delta: int, base_timestamp: int) -
     return write_signed_varint(len(body)) + body
 
 
-def keyed_records(batch: bytes | memoryview) -> Iterator[KeyedRecord]:
-    """Yields the records of one stored batch that have a key, in offset order.
+def keyed_records(
+    batch: bytes | memoryview, header: BatchHeader | None = None
+) -> Iterator[KeyedRecord]:
+    """Yields the records of one stored batch that have a key, in offset order; ``header``
+    is the batch's, when the caller read it already.
 
     Raises DecodeError for malformed record bytes.
     """
-    header = read_header(batch)
+    if header is None:
+        header = read_header(batch)
     body = memoryview(batch)[RECORDS_OFFSET : header.size]
     try:
-        raw = bytes(compression.decompress(header.compression_codec, body))
+        raw = compression.decompress(header.compression_codec, body)
     except Exception as error:
         raise DecodeError(f"cannot decompress batch: {error}") from error
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)

@@ -82,7 +82,7 @@ def build_offset_map(
             if header.base_offset >= upper:
                 return
             if not header.is_control and not _is_aborted(header, aborted):
-                for record in keyed_records(batch):
+                for record in keyed_records(batch, header):
                     if record.offset >= start and not offset_map.put(record.key, record.offset):
                         return  # full: the next pass goes on from here
             offset_map.covered(header.last_offset)
@@ -125,7 +125,7 @@ class BatchCleaner:
             return batch  # its transaction's batches are still there
         horizon = header.delete_horizon
         if horizon is None:
-            return retained_batch(header, list(keyed_records(batch)), self._new_horizon())
+            return retained_batch(header, list(keyed_records(batch, header)), self._new_horizon())
         if horizon <= self._rules.now_ms:
             self.kept_records -= 1
             self.removed_records += 1
@@ -135,7 +135,11 @@ class BatchCleaner:
     def _records(self, batch: memoryview, header: BatchHeader) -> bytes | memoryview | None:
         horizon = header.delete_horizon
         keep_tombstones = horizon is None or self._rules.now_ms < horizon
-        kept = [record for record in keyed_records(batch) if self._keeps(record, keep_tombstones)]
+        kept = [
+            record
+            for record in keyed_records(batch, header)
+            if self._keeps(record, keep_tombstones)
+        ]
         self.kept_records += len(kept)
         self.removed_records += header.records_count - len(kept)
         if not kept:
