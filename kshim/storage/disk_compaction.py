@@ -105,16 +105,23 @@ class DiskCompaction:
     ) -> CompactionResult:
         """One pass (see the module docstring)."""
         segments = list(partition_log.segments)
-        cleaner, to_clean, end = await self._in_thread(
-            start_pass, segments, self._batches, plan, request
-        )
+        # Pinned while read, so that retention waits before it deletes their files.
+        with partition_log.reads.pinned(segment.path for segment in segments):
+            cleaner, to_clean, end = await self._in_thread(
+                start_pass, segments, self._batches, plan, request
+            )
         groups = group_segments([segment.size for segment in to_clean],
                                 partition_log.config.segment_bytes)  # fmt: skip
         replaced = written = 0
         new_segments = 0
         for group in groups:
             old = [to_clean[index] for index in group]
-            cleaned = await self._in_thread(self._clean_group, partition_log, old, cleaner)
+            if partition_log.deleted:
+                break
+            if not partition_log.holds_segments(old):
+                continue  # retention dropped them since the pass began
+            with partition_log.reads.pinned(segment.path for segment in old):
+                cleaned = await self._in_thread(self._clean_group, partition_log, old, cleaner)
             if cleaned is None or not await self._swap(partition_log, cleaned):
                 continue
             replaced += len(old)
@@ -207,6 +214,15 @@ class DiskCompaction:
         else:
             index.adopt_into(segment)
 
+    def _uncommit(self, directory: str, cleaned: CleanedGroup) -> None:
+        """Deletes a committed cleaned segment whose old segments retention dropped."""
+        paths = [cleaned.new.path, sealed_path_for(cleaned.new.path)]
+        self._descriptors.forget(paths)
+        for path in paths:
+            if self._fs.exists(path):
+                self._fs.remove(path)
+        self._fs.fsync_directory(directory)
+
     def _discard(self, cleaned: CleanedGroup) -> None:
         for path in (cleaned_path_for(cleaned.new.path), sealed_path_for(cleaned.new.path)):
             if self._fs.exists(path):
@@ -237,6 +253,14 @@ class DiskCompaction:
                 await self._in_thread(self._discard, cleaned)
                 return False
             await self._in_thread(self._commit, partition_log.directory, cleaned)
+            if partition_log.deleted:
+                return False  # the deletion removes the whole directory once we let go
+            if not partition_log.holds_segments(cleaned.old):
+                # Retention dropped some of them meanwhile (their files go once we let go
+                # of the lock): so must the cleaned segment, or recovery would find it
+                # overlapping nothing.
+                await self._in_thread(self._uncommit, partition_log.directory, cleaned)
+                return False
             self._memtable_freed(partition_log.replace_segments(cleaned.old, cleaned.new))
         await partition_log.reads.released([segment.path for segment in cleaned.old])
         async with self._lock:

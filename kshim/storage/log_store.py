@@ -102,6 +102,9 @@ class DiskLogStore:
         self._checkpointer.unspilled_changed(log, delta)
 
     async def drop_segments(self, log: DiskPartitionLog, dropped: list[Segment]) -> None:
+        # Reads planned over them (and a compaction pass reading them) finish first; only
+        # then the lock, which a compaction's swap takes while it holds no pin.
+        await log.reads.released([segment.path for segment in dropped])
         async with self._checkpointer.lock:
             await asyncio.to_thread(self._remove_segment_files, log, dropped)
 

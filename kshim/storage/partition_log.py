@@ -322,7 +322,12 @@ class DiskPartitionLog:
         plan = plan_compaction(summaries, self.log_start_offset, request)
         if plan is None or self.deleted:
             return None
-        return await self._host.compact(self, plan, request)
+        try:
+            return await self._host.compact(self, plan, request)
+        except OSError:
+            if self.deleted:  # its files went while the pass read them
+                return None
+            raise
 
     def replace_segments(self, old: list[Segment], new: Segment) -> int:
         """Swaps ``new`` in for the consecutive segments ``old`` (still in the log: the
