@@ -18,16 +18,12 @@ import logging
 from collections.abc import Mapping
 
 from kshim.broker.broker import Broker
+from kshim.broker.compacted_records import compacts
 from kshim.broker.topic_resolver import DeletablePartition
 from kshim.storage.compaction import CompactionPolicy, CompactionRequest, CompactionResult
 from kshim.storage.offset_map import capacity_for
 
 log = logging.getLogger(__name__)
-
-
-def compacts(configs: Mapping[str, str]) -> bool:
-    """Whether a topic's ``cleanup.policy`` includes compact."""
-    return "compact" in configs["cleanup.policy"].split(",")
 
 
 def compaction_policy(configs: Mapping[str, str]) -> CompactionPolicy:

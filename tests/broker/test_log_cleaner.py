@@ -22,7 +22,7 @@ from kshim.broker.log_cleaner import clean_once, compact_partition
 from kshim.broker.retention import enforce_retention_once
 from kshim.broker.topics import TopicError, validate_topic_configs
 from kshim.protocol.record_batch import validate_produced
-from kshim.protocol.records import Record, build_batch
+from kshim.protocol.records import Record, build_batch, decode_records
 from kshim.storage.interface import PartitionLog, TopicPartition
 from kshim.storage.log_store import DiskLogStore
 from kshim.testing import FakeClock
@@ -154,6 +154,42 @@ async def test_the_full_view_holds_the_cleaner_back(tmp_path: Path) -> None:
     result = await compact_partition(broker, partition, force=True)
     assert result is not None and result.first_dirty_offset == 3
     assert [record.offset for record in await read_records(log)] == [2, 3, 4, 5]
+    await broker.close()
+
+
+async def test_a_view_first_read_after_compaction_matches_the_log(tmp_path: Path) -> None:
+    config = BrokerConfig.load([{"log.dirs": str(tmp_path), "kshim.full.view.process": "false"}])
+    broker = Broker(config, clock=FakeClock(START_MS))
+    await broker.start()
+    configs = {"cleanup.policy": "compact", "segment.bytes": "100"}  # a view kept once read
+    await broker.topics.create("lazy", 1, configs)
+    log = _log(broker, "lazy")
+    writes = [(b"k%d" % (i % 3), None if i == 7 else b"%d" % i) for i in range(12)]
+    await _append_many(log, [_batch(key, value, START_MS) for key, value in writes])
+    await _size(broker, log)
+    assert await clean_once(broker) == 1
+    latest = {record.key: (record.offset, record.value) for record in await read_records(log)}
+    await broker.full_view.ensure_kept("lazy")
+    viewed = {}
+    for stored in broker.full_view.store.live_records(TopicPartition("lazy", 0)):
+        (record,) = decode_records(stored.batch)[1]
+        viewed[record.key] = (stored.offset, record.value)
+    assert viewed == latest
+    await broker.close()
+
+
+async def test_a_compacted_topic_refuses_records_without_a_key(tmp_path: Path) -> None:
+    broker = await _broker(tmp_path, FakeClock(START_MS))
+    await broker.topics.create("compacted", 1, {**NO_VIEW, "cleanup.policy": "compact"})
+    writable = broker.resolver.writable_partition(TopicPartition("compacted", 0))
+    assert writable is not None and writable.check is not None
+    keyless = build_batch([Record(0, START_MS, b"k", b"v"), Record(1, START_MS, None, b"v")])
+    assert "without key" in (writable.check(memoryview(keyless), START_MS) or "")
+    keyed = build_batch([Record(0, START_MS, b"k", b"v"), Record(1, START_MS, b"j", None)])
+    assert writable.check(memoryview(keyed), START_MS) is None
+    await broker.topics.create("plain", 1, NO_VIEW)
+    plain = broker.resolver.writable_partition(TopicPartition("plain", 0))
+    assert plain is not None and plain.check is None
     await broker.close()
 
 

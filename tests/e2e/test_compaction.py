@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kafka import KafkaConsumer  # type: ignore[import-untyped]
@@ -181,6 +181,16 @@ def test_list_offsets_of_a_compacted_topic(compacted: tuple[BrokerProcess, str])
             wanted = ConfluentTopicPartition(topic, 0, BASE_TIMESTAMP_MS + removed)
             (found,) = consumer.offsets_for_times([wanted], timeout=10)
             assert found.offset == min(offset for offset in surviving if offset >= removed)
+
+
+def test_a_record_without_a_key_is_refused(compacted: tuple[BrokerProcess, str]) -> None:
+    broker, topic = compacted
+    errors: list[KafkaError | None] = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "retries": 0})
+    producer.produce(topic, value=b"keyless", on_delivery=lambda error, _: errors.append(error))
+    assert producer.flush(20) == 0
+    assert errors and errors[0] is not None
+    assert errors[0].code() == KafkaError.INVALID_RECORD
 
 
 def test_compacted_segments_are_on_disk_under_generation_names(
