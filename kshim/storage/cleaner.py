@@ -112,7 +112,7 @@ class BatchCleaner:
             self._open.add(header.producer_id)
             if _is_aborted(header, self._rules.aborted):
                 self.removed_records += header.records_count
-                return self._emptied(header)
+                return self._emptied(batch, header)
         return self._records(batch, header)
 
     def _new_horizon(self) -> int:
@@ -143,7 +143,7 @@ class BatchCleaner:
         self.kept_records += len(kept)
         self.removed_records += header.records_count - len(kept)
         if not kept:
-            return self._emptied(header)
+            return self._emptied(batch, header)
         has_tombstones = any(record.is_tombstone for record in kept)
         if horizon is None and has_tombstones:
             horizon = self._new_horizon()
@@ -157,9 +157,12 @@ class BatchCleaner:
         latest = record.offset >= self._map.get(record.key)
         return latest and (keep_tombstones or not record.is_tombstone)
 
-    def _emptied(self, header: BatchHeader) -> bytes | None:
-        """A batch with no record left: kept empty if it is an idempotent producer's last."""
+    def _emptied(self, batch: memoryview, header: BatchHeader) -> bytes | memoryview | None:
+        """A batch with no record left: kept empty if it is an idempotent producer's last
+        (itself, when an earlier pass emptied it already)."""
         if header.has_producer_id and header.last_offset in self._rules.producer_last_offsets:
+            if header.records_count == 0:
+                return batch
             return retained_batch(header, [], header.delete_horizon)
         return None
 
@@ -182,9 +185,12 @@ class SegmentRewrite:
         """One old batch and what ``BatchCleaner.clean`` made of it."""
         self.read_bytes += len(original)
         if cleaned is None:
-            self.changed = True
+            header = read_header(original)
+            # An empty batch an earlier pass left over a removed range comes out the same,
+            # unless what it is merged with changed.
+            self.changed |= not _is_filler(header)
             if self._gap_start is None:
-                self._gap_start = read_header(original).base_offset
+                self._gap_start = header.base_offset
             return
         header = read_header(cleaned)
         self._close_gap(header.base_offset)
@@ -223,6 +229,11 @@ class SegmentRewrite:
             self._sink(self._pending)
         self._pending = []
         self._pending_bytes = 0
+
+
+def _is_filler(header: BatchHeader) -> bool:
+    """Whether a batch is one a pass wrote over a removed range (``empty_batch``)."""
+    return header.records_count == 0 and not header.has_producer_id and not header.is_control
 
 
 def start_pass(

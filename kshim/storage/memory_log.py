@@ -210,17 +210,22 @@ class MemoryPartitionLog:
         cleaner, to_clean, end = start_pass(segments, MemorySegment.batches, plan, request)
         groups = group_segments([segment.size for segment in to_clean], self.config.segment_bytes)
         replaced: list[MemorySegment] = []
+        swapped = 0
         for group in groups:
-            old = [segments[index] for index in group]
+            old = [to_clean[index] for index in group]
             new = MemorySegment(old[0].base_offset, "", old[0].created_ms)
-            clean_segments(old, MemorySegment.batches, cleaner, SegmentRewrite(new, new.extend))
-            replaced.append(new)
+            rewrite = SegmentRewrite(new, new.extend)
+            clean_segments(old, MemorySegment.batches, cleaner, rewrite)
+            kept_as_is = not rewrite.changed and len(old) == 1  # as the disk store does
+            replaced.append(old[0] if kept_as_is else new)
+            swapped += 0 if kept_as_is else len(old)
         read = sum(segment.size for segment in to_clean)
+        kept = {id(segment) for segment in to_clean}
+        fresh = [segment for segment in replaced if id(segment) not in kept]
+        written, new_segments = sum(segment.size for segment in fresh), len(fresh)
         self.segments = replaced + segments[len(to_clean) :]
-        return CompactionResult(
-            end, read, sum(segment.size for segment in replaced), len(to_clean), len(replaced),
-            cleaner.kept_records, cleaner.removed_records,
-        )  # fmt: skip
+        return CompactionResult(end, read, written, swapped, new_segments,
+                                cleaner.kept_records, cleaner.removed_records)  # fmt: skip
 
     async def close(self) -> None:
         """Makes pending appends durable at once; later appends raise LogFailed."""

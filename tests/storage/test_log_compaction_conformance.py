@@ -101,6 +101,19 @@ async def test_a_tombstone_keeps_its_timestamp_once_its_horizon_is_set(harness: 
     assert await log.offset_for_timestamp(0) == (1, 5_001)
 
 
+async def test_a_second_pass_rewrites_nothing(harness: Harness) -> None:
+    log = await harness.open(ONE_BATCH_SEGMENTS)
+    spec = BatchSpec(producer_id=3, producer_epoch=0, base_sequence=0)
+    await append(log, *keyed_batch([(b"p", b"1")], spec=spec))  # emptied, kept: its last
+    await append_writes(log, [(b"k", b"1"), (b"k", None), (b"p", b"2"), (b"z", b"")])
+    first = await compact(harness.store, log, request(producers=frozenset({0})))
+    assert first is not None and first.new_segments > 0
+    summaries = log.segment_summaries()
+    again = await compact(harness.store, log, request(producers=frozenset({0})))
+    assert again is not None and (again.new_segments, again.replaced_segments) == (0, 0)
+    assert log.segment_summaries() == summaries
+
+
 async def test_a_pass_is_due_only_past_the_dirty_ratio(harness: Harness) -> None:
     log = await harness.open(ONE_BATCH_SEGMENTS)
     await append_writes(log, [(b"k%d" % (index % 2), b"v") for index in range(6)])
