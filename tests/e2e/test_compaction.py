@@ -43,6 +43,7 @@ KEYS = [b"k%d" % index for index in range(5)]
 ROUNDS = 40
 BASE_TIMESTAMP_MS = 1_700_000_000_000
 Read = list[tuple[int, bytes | None, bytes | None]]  # offset, key, value
+Stamped = list[tuple[int, int]]  # offset, timestamp
 
 
 def _writes() -> list[tuple[bytes, bytes | None]]:
@@ -156,6 +157,38 @@ def test_clients_read_a_compacted_topic_from_the_beginning(
     _check_compacted(from_confluent)
     assert read_kafka_python(broker.bootstrap, topic, 0) == from_confluent
     assert "compacted" in broker.log_text()
+
+
+def test_records_keep_their_timestamps(compacted: tuple[BrokerProcess, str]) -> None:
+    """The cleaner keeps a tombstone's batch with its delete horizon in the batch's base
+    timestamp (KIP-534): record timestamps must not change for any client."""
+    broker, topic = compacted
+    with _confluent(broker.bootstrap) as consumer:
+        consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
+        stamped: Stamped = []
+
+        def keep(message: Message) -> None:
+            offset = message.offset()
+            assert offset is not None
+            stamped.append((offset, message.timestamp()[1]))
+
+        consume_until_end(consumer, len(WRITES), Deadline(), keep)
+    assert stamped and all(stamp == BASE_TIMESTAMP_MS + offset for offset, stamp in stamped)
+    assert (MAIN - 1, BASE_TIMESTAMP_MS + MAIN - 1) in stamped  # the tombstone
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+    try:
+        partition = KafkaTopicPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 0)
+        found: Stamped = []
+        deadline = Deadline()
+        while len(found) < len(stamped):
+            assert not deadline.expired()
+            for batch in consumer.poll(timeout_ms=200).values():
+                found += [(record.offset, record.timestamp) for record in batch]
+        assert found == stamped
+    finally:
+        consumer.close()
 
 
 def test_a_consumer_at_a_removed_offset_gets_the_next_record(
