@@ -25,6 +25,7 @@ thread: it decodes every record of the log.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -38,6 +39,7 @@ from kshim.storage.compaction import (
 )
 from kshim.storage.index_file import IndexEntry
 from kshim.storage.offset_map import OffsetMap
+from kshim.storage.sealed_index import pack_producer
 from kshim.storage.segment import Segment, SegmentT
 
 # The widest range one empty batch may cover: its last offset delta is an int32.
@@ -169,11 +171,13 @@ class BatchCleaner:
 
 class SegmentRewrite:
     """The cleaned segment of one group, assembled batch by batch: its index (``segment``,
-    ``entries``) and its bytes, handed to ``sink`` every OUTPUT_CHUNK_BYTES."""
+    its producer columns) and its bytes, handed to ``sink`` every OUTPUT_CHUNK_BYTES. Its
+    memory is the index's: 48 bytes a batch."""
 
     def __init__(self, segment: Segment, sink: Callable[[list[bytes | memoryview]], None]) -> None:
         self.segment = segment  # new and empty: its index is built here
-        self.entries: list[IndexEntry] = []
+        self.producer_ids = array("q")  # the sealed index's producer columns
+        self.producers = array("q")
         self.changed = False  # whether any batch differs from the old segments'
         self.read_bytes = 0
         self._sink = sink
@@ -218,7 +222,8 @@ class SegmentRewrite:
         position = self.segment.add_batch(
             header.base_offset, len(data), header.next_offset, header.max_timestamp
         )
-        self.entries.append(IndexEntry.of(header, header.base_offset, position))
+        self.producer_ids.append(header.producer_id)
+        self.producers.append(pack_producer(IndexEntry.of(header, header.base_offset, position)))
         self._pending.append(data)
         self._pending_bytes += len(data)
         if self._pending_bytes >= OUTPUT_CHUNK_BYTES:

@@ -43,7 +43,7 @@ from kshim.storage.descriptor_cache import DescriptorCache
 from kshim.storage.filesystem import FileSystem
 from kshim.storage.index_file import index_path_for
 from kshim.storage.partition_log import DiskPartitionLog
-from kshim.storage.sealed_index import decode_sealed_index, encode_sealed_index, sealed_path_for
+from kshim.storage.sealed_index import decode_sealed_index, encode_sealed_columns, sealed_path_for
 from kshim.storage.segment import (
     SEGMENT_SUFFIX,
     Segment,
@@ -195,7 +195,8 @@ class DiskCompaction:
     def _write_sealed(self, path: str, rewrite: SegmentRewrite) -> None:
         descriptor = self._fs.open_append(path)
         try:
-            self._fs.write(descriptor, [encode_sealed_index(rewrite.segment, rewrite.entries)])
+            index = encode_sealed_columns(rewrite.segment, rewrite.producer_ids, rewrite.producers)
+            self._fs.write(descriptor, [index])
             self._fs.fsync(descriptor)
         finally:
             self._fs.close(descriptor)
