@@ -20,7 +20,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from kafka import KafkaConsumer  # type: ignore[import-untyped]
 from kafka import TopicPartition as KafkaTopicPartition
 
@@ -214,6 +219,20 @@ def test_list_offsets_of_a_compacted_topic(compacted: tuple[BrokerProcess, str])
             wanted = ConfluentTopicPartition(topic, 0, BASE_TIMESTAMP_MS + removed)
             (found,) = consumer.offsets_for_times([wanted], timeout=10)
             assert found.offset == min(offset for offset in surviving if offset >= removed)
+
+
+def test_the_topic_describes_its_compaction_configs(
+    compacted: tuple[BrokerProcess, str],
+) -> None:
+    broker, topic = compacted
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(timeout=20)
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["min.cleanable.dirty.ratio"].value == "0.01"
+    assert configs["min.compaction.lag.ms"].value == "0"
+    assert configs["max.compaction.lag.ms"].value == str((1 << 63) - 1)
+    assert configs["delete.retention.ms"].value == "86400000"
 
 
 def test_a_record_without_a_key_is_refused(compacted: tuple[BrokerProcess, str]) -> None:
