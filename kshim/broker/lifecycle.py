@@ -1,12 +1,12 @@
 """A broker from start to stop: its state loaded, its background work run and ended in order.
 
 The background jobs are what Kafka runs on its scheduler threads: log
-retention, the group coordinator's timers and offset expiry, the review and
-expiry of transactions, the applier that keeps every full-data view current,
-and delayed delivery's reader and dispatcher. Each runs as one supervised
-task: a job that fails is logged once and started again after a pause, so no
-task ever ends with an exception nobody retrieves and one broken job never
-stops the others.
+retention, the log cleaner (compaction), the group coordinator's timers and
+offset expiry, the review and expiry of transactions, the applier that keeps
+every full-data view current, and delayed delivery's reader and dispatcher.
+Each runs as one supervised task: a job that fails is logged once and started
+again after a pause, so no task ever ends with an exception nobody retrieves
+and one broken job never stops the others.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from kshim.broker.broker import Broker
 from kshim.broker.delay.runner import run_delays
 from kshim.broker.full_view.applier import run_full_view
 from kshim.broker.groups.maintenance import run_group_coordinator
+from kshim.broker.log_cleaner import run_log_cleaner
 from kshim.broker.retention import run_retention
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ BACKGROUND_JOBS: dict[str, Job] = {
     "alarm checks": run_alarm_checks,
     "alarm webhook": _alarm_webhook,
     "log retention": _retention,
+    "log cleaner": run_log_cleaner,
     "group coordinator": run_group_coordinator,
     "transaction review": _review,
     "full-data views": run_full_view,

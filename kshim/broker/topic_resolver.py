@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from kshim.broker.compacted_records import compacts, keyless_refusal
 from kshim.broker.delay import naming as delay_naming
 from kshim.broker.delay.requests import check_batch
 from kshim.broker.delay.service import DelaySchedule
@@ -272,6 +273,8 @@ class TopicResolver:
             return WritablePartition(
                 log, resolved.stored, lambda batch, now: check_batch(batch, now, max_delay_ms)
             )
+        if compacts(resolved.stored.configs):
+            return WritablePartition(log, resolved.stored, keyless_refusal)
         return WritablePartition(log, resolved.stored)
 
     def is_writable(self, topic_partition: TopicPartition) -> bool:

@@ -1,28 +1,32 @@
 """Keyed records cut out of a stored batch, each re-framed as a one-record batch.
 
-What compaction (the full-data view) needs from a batch: each record's offset, timestamp
-and key, whether it is a tombstone, and the record itself as a valid one-record v2 batch
-at its own offset. ``decode_records`` + ``build_batch`` would decode and re-encode the
-key, value and headers of every record; here they are copied as they are: a record's
-bytes after its offset delta (key, value, headers) do not depend on the batch it sits
-in, so only the short prefix (length, attributes, timestamp delta 0, offset delta 0) and
-the batch header are written anew. Pure; run it off the event loop.
+What compaction (the full-data view, the log cleaner) needs from a batch: each record's
+offset, timestamp and key, whether it is a tombstone, and the record itself as a valid
+one-record v2 batch at its own offset, or a batch rebuilt from the records it keeps.
+``decode_records`` + ``build_batch`` would decode and re-encode the key, value and
+headers of every record; here they are copied as they are: a record's bytes after its
+offset delta (key, value, headers) do not depend on the batch it sits in, so only the
+short prefix (length, attributes, timestamp delta, offset delta) and the batch header
+are written anew. Pure; run it off the event loop.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from kshim.protocol import compression
 from kshim.protocol.primitives import DecodeError, read_signed_varint, write_signed_varint
 from kshim.protocol.record_batch import (
+    COMPRESSION_CODEC_MASK,
     CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
+    BatchHeader,
     crc_of,
     read_header,
 )
@@ -53,15 +57,71 @@ class KeyedRecord(NamedTuple):  # a tuple: built for every record, so it must be
         return bytes(batch)
 
 
-def keyed_records(batch: bytes | memoryview) -> Iterator[KeyedRecord]:
-    """Yields the records of one stored batch that have a key, in offset order.
+def retained_batch(
+    header: BatchHeader, kept: Sequence[KeyedRecord], delete_horizon: int | None
+) -> bytes:
+    """The batch of ``header`` holding only ``kept`` (some of its records, in order), as
+    Kafka's log cleaner rewrites it (MemoryRecords.filterTo): the same base offset, offset
+    range (the last offset delta stays, so the producer's last sequence does too), producer
+    fields, leader epoch and codec; the delete horizon flagged in the attributes and held
+    in BaseTimestamp when given (KIP-534). With nothing kept, an empty batch (no codec)
+    that keeps the offset range and producer fields: Kafka's RETAIN_EMPTY."""
+    attributes = header.attributes & ~DELETE_HORIZON_FLAG_MASK
+    if delete_horizon is not None:
+        attributes |= DELETE_HORIZON_FLAG_MASK
+    if not kept:
+        attributes &= ~COMPRESSION_CODEC_MASK
+    log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
+    if delete_horizon is not None:
+        base_timestamp = delete_horizon
+    else:
+        base_timestamp = kept[0].timestamp if kept else header.max_timestamp
+    if log_append_time or not kept:
+        max_timestamp = header.max_timestamp
+    else:
+        max_timestamp = max(record.timestamp for record in kept)
+    body = b"".join(
+        _record_bytes(record, record.offset - header.base_offset, base_timestamp) for record in kept
+    )
+    body = compression.compress(attributes & COMPRESSION_CODEC_MASK, body)
+    length = RECORDS_OFFSET + len(body) - LOG_OVERHEAD
+    fields = HEADER_STRUCT.pack(
+        header.base_offset, length, header.partition_leader_epoch, header.magic, 0, attributes,
+        header.last_offset_delta, base_timestamp, max_timestamp, header.producer_id,
+        header.producer_epoch, header.base_sequence, len(kept),
+    )  # fmt: skip
+    batch = bytearray(fields + body)
+    _CRC.pack_into(batch, CRC_OFFSET, crc_of(batch))
+    return bytes(batch)
+
+
+def _record_bytes(record: KeyedRecord, offset_delta: int, base_timestamp: int) -> bytes:
+    """One record framed for a batch based at ``base_timestamp``: its stored key, value and
+    headers after a new prefix (attributes, timestamp delta, offset delta)."""
+    body = b"".join(
+        (
+            b"\x00",
+            write_signed_varint(record.timestamp - base_timestamp),
+            write_signed_varint(offset_delta),
+            record.fields,
+        )
+    )
+    return write_signed_varint(len(body)) + body
+
+
+def keyed_records(
+    batch: bytes | memoryview, header: BatchHeader | None = None
+) -> Iterator[KeyedRecord]:
+    """Yields the records of one stored batch that have a key, in offset order; ``header``
+    is the batch's, when the caller read it already.
 
     Raises DecodeError for malformed record bytes.
     """
-    header = read_header(batch)
+    if header is None:
+        header = read_header(batch)
     body = memoryview(batch)[RECORDS_OFFSET : header.size]
     try:
-        raw = bytes(compression.decompress(header.compression_codec, body))
+        raw = compression.decompress(header.compression_codec, body)
     except Exception as error:
         raise DecodeError(f"cannot decompress batch: {error}") from error
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)

@@ -10,6 +10,7 @@ all integers big-endian:
     16     1    Magic                 must be 2
     17     4    CRC                   CRC-32C of bytes 21..end
     21     2    Attributes            codec(0-2) timestampType(3) transactional(4) control(5)
+                                         deleteHorizon(6): BaseTimestamp is the delete horizon
     23     4    LastOffsetDelta
     27     8    BaseTimestamp
     35     8    MaxTimestamp
@@ -49,6 +50,10 @@ COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
+# KIP-534: the log cleaner sets this on a batch holding tombstones or a transaction marker the
+# first time it passes it, and BaseTimestamp then holds the time after which they may go
+# (record timestamps stay BaseTimestamp plus their deltas, so readers see no difference).
+DELETE_HORIZON_FLAG_MASK = 0x40
 CURRENT_MAGIC = 2
 NO_PRODUCER_ID = -1
 
@@ -117,6 +122,12 @@ class BatchHeader:
     @property
     def has_producer_id(self) -> bool:
         return self.producer_id != NO_PRODUCER_ID
+
+    @property
+    def delete_horizon(self) -> int | None:
+        """When the batch's tombstones or marker may be removed (KIP-534), or None when the
+        log cleaner has not set it."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG_MASK else None
 
 
 def read_header(buffer: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:

@@ -103,7 +103,12 @@ class Checkpointer:
             self._spill_all = True
         if self._spill_due or self._spill_all or self._checkpoint_due():
             self._start()
-        elif self._timer is None:
+        else:
+            self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        """A checkpoint kshim.wal.checkpoint.interval.ms from now, unless one is set."""
+        if self._timer is None:
             delay_s = self._settings.checkpoint_interval_ms / 1000
             self._timer = asyncio.get_running_loop().call_later(delay_s, self._start)
 
@@ -164,10 +169,13 @@ class Checkpointer:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
+    def _written_since_checkpoint(self) -> int:
+        return self._logged_end - self._last_checkpoint_end + self._direct_bytes
+
     def _checkpoint_due(self) -> bool:
         if self._checkpoint_requested:
             return True
-        written = self._logged_end - self._last_checkpoint_end + self._direct_bytes
+        written = self._written_since_checkpoint()
         if written == 0:
             return False
         grown = written >= self._settings.checkpoint_bytes
@@ -175,6 +183,7 @@ class Checkpointer:
         return grown or waited_ms >= self._settings.checkpoint_interval_ms
 
     async def _run(self) -> None:
+        failed = False
         try:
             while True:
                 if self._checkpoint_due():
@@ -182,11 +191,17 @@ class Checkpointer:
                 elif self._spill_due or self._spill_all:
                     await self._spill()
                 else:
-                    return
+                    break
         except Exception as error:  # a disk error: the store refuses further appends
             self._on_failure(error)
+            failed = True
         finally:
             self._task = None
+        # Rounds that ended while this job ran (it cleared their timer, if any) and were
+        # not due yet get their checkpoint later: without a next write nothing else would
+        # make them durable in the segment files, index them, or seal a rolled segment.
+        if not failed and self._written_since_checkpoint() > 0:
+            self._arm_timer()
 
     async def _spill(self) -> None:
         async with self.lock:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kshim.protocol.record_batch import BatchHeader
+from kshim.storage.compaction import CompactionRequest, CompactionResult
 from kshim.storage.retention import SegmentSummary
 
 Clock = Callable[[], int]  # milliseconds since the epoch
@@ -233,6 +234,16 @@ class PartitionLog(Protocol):
         """Deletes the ``count`` oldest segments (never the active one) and raises the log
         start offset to at least ``log_start_offset`` and the first kept segment's base
         (Kafka's UnifiedLog.deleteOldSegments)."""
+        ...
+
+    async def compact(self, request: CompactionRequest) -> CompactionResult | None:
+        """One pass of the log cleaner (storage/compaction.py, cleaner.py) when one is due
+        or ``request.force``; None when none was. Offsets never change: records that are
+        superseded, expired tombstones, aborted transactions' records and markers no
+        longer needed go, and ranges left without a batch read as empty batches. Only
+        segments below ``plan_compaction``'s bound are rewritten (never the active one);
+        the CPU and file work runs in worker threads, and reads under way finish on the
+        segments they started on."""
         ...
 
     async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:

@@ -13,6 +13,8 @@ from kshim.storage.interface import TopicPartition
 
 TOPICS_DB = b"topics"  # topic name -> TopicRecord JSON
 LOG_STARTS_DB = b"log_starts"  # partition key -> int64 log start offset
+# partition key -> int64 first dirty offset: where the log cleaner's last pass stopped
+CLEANER_CHECKPOINTS_DB = b"cleaner_checkpoints"
 COUNTERS_DB = b"counters"  # counter name -> int64
 PRODUCER_IDS_COUNTER = b"next_producer_id"
 TRANSACTIONS_DB = b"transactions"  # transactional id (UTF-8) -> TransactionRecord JSON

@@ -3,9 +3,9 @@ made durable through one write-ahead log under ``{data_dir}/wal``.
 
 The store owns what its partitions share: the write-ahead log and its flush rounds
 (group_commit.py: one fsync per round whatever the number of partitions written), the
-spills and checkpoints (checkpointer.py), and the bounded set of open files
-(descriptor_cache.py). Nothing it holds grows with the number of partitions but a small
-in-memory index per partition.
+spills and checkpoints (checkpointer.py), compaction's file work and swaps
+(disk_compaction.py), and the bounded set of open files (descriptor_cache.py). Nothing it
+holds grows with the number of partitions but a small in-memory index per partition.
 
 Recovery (``recover``) reads the write-ahead log after its checkpoint once, then opens
 every partition: its segments as they are on disk, then the batches only the write-ahead
@@ -25,7 +25,9 @@ from kshim.progress import Progress, to_log
 from kshim.protocol.record_batch import BatchHeader
 from kshim.storage import interface
 from kshim.storage.checkpointer import Checkpointer
+from kshim.storage.compaction import CompactionPlan, CompactionRequest, CompactionResult
 from kshim.storage.descriptor_cache import DescriptorCache
+from kshim.storage.disk_compaction import DiskCompaction
 from kshim.storage.filesystem import FileSystem, OsFileSystem
 from kshim.storage.group_commit import GroupCommit
 from kshim.storage.index_file import index_path_for
@@ -74,6 +76,9 @@ class DiskLogStore:
         self._checkpointer = Checkpointer(
             self._wal, self._fs, self.logs_dir, settings, self._fail, self._checkpoint_limit
         )
+        self._compaction = DiskCompaction(
+            self._fs, self.descriptors, self._checkpointer.lock, self._memtable_freed
+        )
         self._commit = GroupCommit(
             self._wal,
             settings.inline_write_max_us,
@@ -97,8 +102,19 @@ class DiskLogStore:
         self._checkpointer.unspilled_changed(log, delta)
 
     async def drop_segments(self, log: DiskPartitionLog, dropped: list[Segment]) -> None:
+        # Reads planned over them (and a compaction pass reading them) finish first; only
+        # then the lock, which a compaction's swap takes while it holds no pin.
+        await log.reads.released([segment.path for segment in dropped])
         async with self._checkpointer.lock:
             await asyncio.to_thread(self._remove_segment_files, log, dropped)
+
+    async def compact(
+        self, log: DiskPartitionLog, plan: CompactionPlan, request: CompactionRequest
+    ) -> CompactionResult:
+        return await self._compaction.run(log, plan, request)
+
+    def _memtable_freed(self, size: int) -> None:
+        self._checkpointer.memtable_bytes -= size
 
     # -- statistics --------------------------------------------------------------------
 
@@ -263,6 +279,7 @@ class DiskLogStore:
         """Writes pending appends, checkpoints everything, then closes every file. The
         store may be opened again (a restart: the write-ahead log is read anew)."""
         await self._commit.idle()
+        await self._compaction.idle()
         if self._failure is None and self._tail is not None:
             await self._checkpointer.checkpoint()
         await self._checkpointer.idle()

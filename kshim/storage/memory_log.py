@@ -12,6 +12,9 @@ waits for its fsync, the twin waits one loop turn: an append becomes visible
 turn after it, all appends of a turn together, as a group commit would. Code
 that forgets to await ``wait_durable`` fails here as it would on disk.
 
+Compaction runs the disk store's cleaner (cleaner.py) over the same segments, on the loop,
+and swaps the rewritten segments in at once: no file, so nothing to make durable.
+
 A closed log's batches stay in its store, so opening the partition again is
 the twin's restart (recovery replays the producer batches to ``on_batch``).
 Not thread-safe: use from the event loop only.
@@ -20,10 +23,17 @@ Not thread-safe: use from the event loop only.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from kshim.protocol.record_batch import BatchHeader, iter_batches, stamped
+from kshim.storage.cleaner import SegmentRewrite, clean_segments, start_pass
+from kshim.storage.compaction import (
+    CompactionRequest,
+    CompactionResult,
+    group_segments,
+    plan_compaction,
+)
 from kshim.storage.interface import (
     LEADER_EPOCH,
     Clock,
@@ -57,6 +67,17 @@ class MemorySegment(Segment):
 
     def batch_at(self, index: int) -> bytes:
         return bytes(self.data[self.batch_positions[index] : self.batch_end(index)])
+
+    def extend(self, chunks: list[bytes | memoryview]) -> None:
+        """Appends batches' bytes (a compaction filling a new segment)."""
+        for chunk in chunks:
+            self.data += chunk
+
+    def batches(self) -> Iterator[memoryview]:
+        """Every batch, in order (views of a copy: the segment's own bytes stay resizable)."""
+        data = memoryview(bytes(self.data))
+        for index in range(len(self.batch_offsets)):
+            yield data[self.batch_positions[index] : self.batch_end(index)]
 
 
 class MemoryPartitionLog:
@@ -178,6 +199,33 @@ class MemoryPartitionLog:
         self.log_start_offset = max(
             self.log_start_offset, log_start_offset, self.segments[0].base_offset
         )
+
+    async def compact(self, request: CompactionRequest) -> CompactionResult | None:
+        """See interface.PartitionLog.compact: here all at once, on the loop."""
+        segments = self.segments
+        summaries = [segment.cleanable(sealed=True) for segment in segments]
+        plan = plan_compaction(summaries, self.log_start_offset, request)
+        if plan is None:
+            return None
+        cleaner, to_clean, end = start_pass(segments, MemorySegment.batches, plan, request)
+        groups = group_segments([segment.size for segment in to_clean], self.config.segment_bytes)
+        replaced: list[MemorySegment] = []
+        swapped = 0
+        for group in groups:
+            old = [to_clean[index] for index in group]
+            new = MemorySegment(old[0].base_offset, "", old[0].created_ms)
+            rewrite = SegmentRewrite(new, new.extend)
+            clean_segments(old, MemorySegment.batches, cleaner, rewrite)
+            kept_as_is = not rewrite.changed and len(old) == 1  # as the disk store does
+            replaced.append(old[0] if kept_as_is else new)
+            swapped += 0 if kept_as_is else len(old)
+        read = sum(segment.size for segment in to_clean)
+        kept = {id(segment) for segment in to_clean}
+        fresh = [segment for segment in replaced if id(segment) not in kept]
+        written, new_segments = sum(segment.size for segment in fresh), len(fresh)
+        self.segments = replaced + segments[len(to_clean) :]
+        return CompactionResult(end, read, written, swapped, new_segments,
+                                cleaner.kept_records, cleaner.removed_records)  # fmt: skip
 
     async def close(self) -> None:
         """Makes pending appends durable at once; later appends raise LogFailed."""

@@ -1,4 +1,5 @@
-"""Durable broker metadata in LMDB: topics, their configs, log start offsets, counters.
+"""Durable broker metadata in LMDB: topics, their configs, log start offsets, where the log
+cleaner stopped, counters.
 
 Each write is its own LMDB transaction, committed with fsync before it
 returns, so a created topic or a DeleteRecords survives a crash once
@@ -51,6 +52,7 @@ class MetadataStore:
         self._env = lmdb.open(directory, max_dbs=16, map_size=MAP_SIZE_BYTES, sync=True)
         self._topics = self._env.open_db(keys.TOPICS_DB)
         self._log_starts = self._env.open_db(keys.LOG_STARTS_DB)
+        self._cleaner_checkpoints = self._env.open_db(keys.CLEANER_CHECKPOINTS_DB)
         self._counters = self._env.open_db(keys.COUNTERS_DB)
         self.committed_offsets = CommittedOffsetStore(self._env)
         self.transactions = TransactionStore(self._env)
@@ -70,11 +72,12 @@ class MetadataStore:
             txn.put(keys.topic_key(record.name), record.to_json())
 
     def delete_topic(self, name: str) -> None:
-        """Removes the topic and every per-partition entry it had (log starts, aborted
-        transactions), in one transaction."""
+        """Removes the topic and every per-partition entry it had (log starts, cleaner
+        checkpoints, aborted transactions), in one transaction."""
         with self._env.begin(write=True) as txn:
             txn.delete(keys.topic_key(name), db=self._topics)
             delete_prefixed(txn.cursor(db=self._log_starts), keys.topic_prefix(name))
+            delete_prefixed(txn.cursor(db=self._cleaner_checkpoints), keys.topic_prefix(name))
             self.transactions.forget_topic(txn, name)
 
     def log_start_offset(self, topic_partition: TopicPartition) -> int:
@@ -98,6 +101,17 @@ class MetadataStore:
                 keys.partition_key(topic_partition), keys.encode_int64(offset), db=self._log_starts
             )
             self.transactions.forget_below(txn, topic_partition, offset)
+
+    def cleaner_checkpoint(self, topic_partition: TopicPartition) -> int | None:
+        """The partition's first dirty offset, where the log cleaner's last pass stopped
+        (Kafka's cleaner-offset-checkpoint), or None before any pass."""
+        with self._env.begin(db=self._cleaner_checkpoints) as txn:
+            value = txn.get(keys.partition_key(topic_partition))
+        return None if value is None else keys.decode_int64(value)
+
+    def set_cleaner_checkpoint(self, topic_partition: TopicPartition, offset: int) -> None:
+        with self._env.begin(db=self._cleaner_checkpoints, write=True) as txn:
+            txn.put(keys.partition_key(topic_partition), keys.encode_int64(offset))
 
     def allocate_producer_id(self) -> int:
         """Returns a producer id never handed out before, even across restarts."""

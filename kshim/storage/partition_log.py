@@ -18,6 +18,12 @@ from collections.abc import Callable
 from typing import Protocol
 
 from kshim.protocol.record_batch import BatchHeader, stamped
+from kshim.storage.compaction import (
+    CompactionPlan,
+    CompactionRequest,
+    CompactionResult,
+    plan_compaction,
+)
 from kshim.storage.descriptor_cache import DescriptorCache
 from kshim.storage.index_file import IndexEntry
 from kshim.storage.interface import (
@@ -32,6 +38,7 @@ from kshim.storage.interface import (
     TopicPartition,
 )
 from kshim.storage.memtable import Memtable
+from kshim.storage.read_pins import ReadPins
 from kshim.storage.recovery import RecoveredLog
 from kshim.storage.retention import SegmentSummary
 from kshim.storage.segment import Segment, segment_file_name, segment_holding, should_roll
@@ -60,6 +67,12 @@ class LogHost(Protocol):
 
     async def drop_segments(self, log: DiskPartitionLog, dropped: list[Segment]) -> None:
         """Deletes the files of ``dropped`` segments, between spills."""
+        ...
+
+    async def compact(
+        self, log: DiskPartitionLog, plan: CompactionPlan, request: CompactionRequest
+    ) -> CompactionResult:
+        """Runs the compaction pass ``plan`` over ``log`` (disk_compaction.py)."""
         ...
 
 
@@ -102,6 +115,7 @@ class DiskPartitionLog:
         self.last_sync_ms = clock()
         self.listeners: list[Callable[[], None]] = []
         self.deleted = False  # set by the store's delete: appends are refused
+        self.reads = ReadPins()  # segment files being read in worker threads
 
     @property
     def memtable_bytes(self) -> int:
@@ -270,7 +284,10 @@ class DiskPartitionLog:
         descriptors = self._host.descriptors
         chunk: Chunk | None = descriptors.cached_region(segment.path, length, position)
         if chunk is None:
-            chunk = await asyncio.to_thread(descriptors.read_chunk, segment.path, length, position)
+            with self.reads.pinned([segment.path]):  # compaction keeps the file meanwhile
+                chunk = await asyncio.to_thread(
+                    descriptors.read_chunk, segment.path, length, position
+                )
         return ReadResult((chunk, *more), length + more_size, end)
 
     async def _read_batch(self, segment: Segment, index: int) -> bytes:
@@ -286,12 +303,50 @@ class DiskPartitionLog:
     async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
         """See interface.PartitionLog; reads one batch, from memory or in a worker thread."""
         visible = range(self.log_start_offset, self.high_watermark)
-        return await first_record_at_or_after(self.segments, self._read_batch, visible, timestamp)
+        segments = list(self.segments)  # the lookup's own list: compaction may swap some
+        with self.reads.pinned(segment.path for segment in segments):
+            return await first_record_at_or_after(segments, self._read_batch, visible, timestamp)
 
     async def offset_of_max_timestamp(self) -> TimestampHit | None:
         """See interface.PartitionLog; reads one batch, from memory or in a worker thread."""
         visible = range(self.log_start_offset, self.high_watermark)
-        return await record_with_max_timestamp(self.segments, self._read_batch, visible)
+        segments = list(self.segments)
+        with self.reads.pinned(segment.path for segment in segments):
+            return await record_with_max_timestamp(segments, self._read_batch, visible)
+
+    # -- compaction (disk_compaction.py) -------------------------------------------------
+
+    async def compact(self, request: CompactionRequest) -> CompactionResult | None:
+        """See interface.PartitionLog.compact; only sealed segments are rewritten."""
+        summaries = [segment.cleanable(segment.sealed) for segment in self.segments]
+        plan = plan_compaction(summaries, self.log_start_offset, request)
+        if plan is None or self.deleted:
+            return None
+        try:
+            return await self._host.compact(self, plan, request)
+        except OSError:
+            if self.deleted:  # its files went while the pass read them
+                return None
+            raise
+
+    def replace_segments(self, old: list[Segment], new: Segment) -> int:
+        """Swaps ``new`` in for the consecutive segments ``old`` (still in the log: the
+        caller checked); reads planned from now on use it. Returns the bytes the memtable
+        freed: it lets go of the batches ``new`` replaces, so reads get the cleaned ones."""
+        index = next(i for i, segment in enumerate(self.segments) if segment is old[0])
+        self.segments[index : index + len(old)] = [new]
+        return self._memtable.evict(new.next_offset, budget_bytes=0)
+
+    def holds_segments(self, segments: list[Segment]) -> bool:
+        """Whether ``segments`` are still consecutive segments of the log (retention or a
+        deletion may have dropped them since a compaction read them)."""
+        for index, segment in enumerate(self.segments):
+            if segment is segments[0]:
+                following = self.segments[index : index + len(segments)]
+                return len(following) == len(segments) and all(
+                    kept is wanted for kept, wanted in zip(following, segments, strict=True)
+                )
+        return False
 
     # -- the log start and retention ---------------------------------------------------
 

@@ -9,6 +9,10 @@ any later segment is removed. Then the batches the write-ahead log still holds
 for the partition are replayed after the recovered end (``replay_logged``):
 every acknowledged batch is in one of the two. What recovery scanned or
 replayed is not synced here; the store's next checkpoint syncs and indexes it.
+
+Compaction (disk_compaction.py) may have been cut short: its unfinished ``.cleaned`` files
+go, and where a cleaned segment (a higher generation) overlaps the segments it replaced,
+it stays and they go; index files left without their segment go too.
 Runs in a worker thread.
 """
 
@@ -28,10 +32,12 @@ from kshim.storage.sealed_index import (
     sealed_path_for,
     unpack_producer,
 )
-from kshim.storage.segment import SEGMENT_SUFFIX, Segment, segment_file_name
+from kshim.storage.segment import Segment, parse_segment_name, segment_file_name
 
 log = logging.getLogger(__name__)
 READ_CHUNK_BYTES = 8 << 20
+CLEANED_SUFFIX = ".cleaned"  # a compaction's segment not yet committed (disk_compaction.py)
+INDEX_SUFFIXES = (".index", ".sealed")
 BatchCallback = Callable[[BatchHeader], None]
 
 
@@ -62,18 +68,29 @@ def recover_segments(
     listed = _listing(filesystem, directory)
     if not listed:
         filesystem.make_directory(directory)
-    names = [name for name in listed if name.endswith(SEGMENT_SUFFIX)]
+    listed = _remove_unfinished(filesystem, directory, listed)
+    named = sorted(
+        ((parsed, name) for name in listed if (parsed := parse_segment_name(name)) is not None),
+        key=lambda item: (item[0][0], -item[0][1]),  # by base; the newest generation first
+    )
+    names = [name for _, name in named]
     present = set(listed)
     recovered = RecoveredLog([])
-    for position, name in enumerate(names):
-        segment = Segment(int(name[: -len(SEGMENT_SUFFIX)]), os.path.join(directory, name), now_ms)
+    generation = 0  # of the last segment recovered
+    for position, ((base, its_generation), name) in enumerate(named):
+        if recovered.segments and _replaced(recovered.segments[-1], generation, base,
+                                            its_generation):  # fmt: skip
+            _remove_segment_files(filesystem, directory, [name])
+            continue
+        segment = Segment(base, os.path.join(directory, name), now_ms)
         if recovered.segments and segment.base_offset != recovered.segments[-1].next_offset:
             raise CorruptLog(f"{segment.path} starts at {segment.base_offset}, expected "
                              f"{recovered.segments[-1].next_offset}")  # fmt: skip
         torn = _recover_segment(filesystem, segment, present, recovered, on_batch)
         recovered.segments.append(segment)
+        generation = its_generation
         if torn:
-            _remove_later_segments(filesystem, directory, names[position + 1 :])
+            _remove_segment_files(filesystem, directory, names[position + 1 :])
             break
     if not recovered.segments or recovered.segments[-1].sealed:
         # Appends need an active segment; a sealed last one gets a fresh successor.
@@ -278,9 +295,35 @@ def _plausible(header: BatchHeader, segment: Segment, remaining: int) -> bool:
     )
 
 
-def _remove_later_segments(filesystem: FileSystem, directory: str, names: list[str]) -> None:
+def _replaced(previous: Segment, previous_generation: int, base: int, generation: int) -> bool:
+    """Whether a segment file based at ``base`` lies inside ``previous``, a cleaned
+    segment of a higher generation that replaced it (a compaction committed, its old files
+    not yet all deleted)."""
+    return base < previous.next_offset and generation < previous_generation
+
+
+def _remove_unfinished(filesystem: FileSystem, directory: str, listed: list[str]) -> list[str]:
+    """Deletes an unfinished compaction's ``.cleaned`` files and index files without their
+    segment; returns the names left."""
+    stems = {name.rsplit(".", 1)[0] for name in listed if parse_segment_name(name) is not None}
+    leftovers = [
+        name
+        for name in listed
+        if name.endswith(CLEANED_SUFFIX)
+        or (name.endswith(INDEX_SUFFIXES) and name.rsplit(".", 1)[0] not in stems)
+    ]
+    for name in leftovers:
+        log.warning("%s: removing what an unfinished compaction left", name)
+        filesystem.remove(os.path.join(directory, name))
+    if leftovers:
+        filesystem.fsync_directory(directory)
+    return [name for name in listed if name not in leftovers]
+
+
+def _remove_segment_files(filesystem: FileSystem, directory: str, names: list[str]) -> None:
+    """Removes segments after a torn one, or replaced by a cleaned one, with their indexes."""
     for name in names:
-        log.warning("%s: removing segment after a torn one", name)
+        log.warning("%s: removing segment (after a torn one, or replaced)", name)
         path = os.path.join(directory, name)
         filesystem.remove(path)
         for index_name in (index_path_for(name), sealed_path_for(name)):

@@ -59,19 +59,29 @@ def unpack_producer(packed: int) -> tuple[int, int, int]:
 
 def encode_sealed_index(segment: Segment, entries: Sequence[IndexEntry]) -> bytes:
     """Returns the sealed index of a segment whose batches ``entries`` describe, in order."""
+    producer_ids = array("q", (entry.producer_id for entry in entries))
+    producers = array("q", (pack_producer(entry) for entry in entries))
+    return encode_sealed_columns(segment, producer_ids, producers)
+
+
+def encode_sealed_columns(
+    segment: Segment, producer_ids: Sequence[int], producers: Sequence[int]
+) -> bytes:
+    """``encode_sealed_index`` from the producer columns themselves (``pack_producer``'s),
+    for a writer that keeps no IndexEntry per batch (the log cleaner)."""
     arrays = [
         array("q", segment.batch_offsets),
         array("q", segment.batch_positions),
         array("q", segment.batch_max_timestamps),
         array("q", segment.running_max_timestamps),
-        array("q", (entry.producer_id for entry in entries)),
-        array("q", (pack_producer(entry) for entry in entries)),
+        array("q", producer_ids),
+        array("q", producers),
     ]
     if not LITTLE_ENDIAN:
         for values in arrays:
             values.byteswap()
     body = b"".join(values.tobytes() for values in arrays)
-    header = HEADER.pack(MAGIC, len(entries), segment.size, segment.next_offset,
+    header = HEADER.pack(MAGIC, len(producer_ids), segment.size, segment.next_offset,
                          segment.max_timestamp, crc32c.crc32c(body))  # fmt: skip
     return header + body
 

@@ -1,7 +1,10 @@
 """One segment of a partition log: a file of raw batches plus its offset index.
 
 The file is ``{base_offset:020d}.log`` (Kafka's naming) and is its own
-write-ahead log: batches are stored exactly as they are sent to consumers.
+write-ahead log: batches are stored exactly as they are sent to consumers. A segment the
+log cleaner rewrote is ``{base_offset:020d}.{generation}.log``: a name no file had before,
+so that the cleaned file can be made durable beside the ones it replaces, and recovery
+keeps the newest generation where they overlap (recovery.py, disk_compaction.py).
 The index keeps, per batch, its base offset, file position and max timestamp
 in compact arrays, so a read finds its batch by binary search and its byte
 range without touching the file.
@@ -10,20 +13,46 @@ range without touching the file.
 from __future__ import annotations
 
 import bisect
+import os
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TypeVar
 
+from kshim.storage.compaction import CleanableSegment
 from kshim.storage.interface import LogConfig
 from kshim.storage.retention import SegmentSummary
 
 SEGMENT_SUFFIX = ".log"
+BASE_OFFSET_DIGITS = 20
 
 
-def segment_file_name(base_offset: int) -> str:
-    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+def segment_file_name(base_offset: int, generation: int = 0) -> str:
+    """``{base_offset:020d}.log``, or ``{base_offset:020d}.{generation}.log`` for a segment
+    the log cleaner wrote (generation 1 and up)."""
+    if generation == 0:
+        return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+    return f"{base_offset:020d}.{generation}{SEGMENT_SUFFIX}"
+
+
+def parse_segment_name(name: str) -> tuple[int, int] | None:
+    """(base offset, generation) of a segment file's name, or None for any other file."""
+    if not name.endswith(SEGMENT_SUFFIX):
+        return None
+    stem = name[: -len(SEGMENT_SUFFIX)]
+    base, _, generation = stem.partition(".")
+    if len(base) != BASE_OFFSET_DIGITS or not base.isdigit():
+        return None
+    if not generation:
+        return int(base), 0
+    return (int(base), int(generation)) if generation.isdigit() else None
+
+
+def segment_generation(path: str) -> int:
+    """The generation of a segment file (0 unless the log cleaner wrote it)."""
+    parsed = parse_segment_name(os.path.basename(path))
+    return 0 if parsed is None else parsed[1]
 
 
 def should_roll(
@@ -118,6 +147,13 @@ class Segment:
     def summary(self) -> SegmentSummary:
         """What retention plans over (``plan_retention``)."""
         return SegmentSummary(self.base_offset, self.next_offset, self.size, self.max_timestamp)
+
+    def cleanable(self, sealed: bool) -> CleanableSegment:
+        """What compaction plans over (``plan_compaction``); ``sealed``: whether the store
+        may rewrite it."""
+        first = self.batch_max_timestamps[0] if len(self.batch_max_timestamps) else -1
+        return CleanableSegment(self.base_offset, self.next_offset, self.size,
+                                self.max_timestamp, first, sealed)  # fmt: skip
 
 
 SegmentT = TypeVar("SegmentT", bound=Segment)

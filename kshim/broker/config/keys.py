@@ -64,6 +64,16 @@ def _cleanup_policy(value: str) -> str:
     return ",".join(policies)
 
 
+def _ratio(value: str) -> str:
+    try:
+        number = float(value.strip())
+    except ValueError:
+        raise ConfigError(f"{value!r} is not a number") from None
+    if not 0.0 <= number <= 1.0:
+        raise ConfigError(f"{number} outside [0, 1]")
+    return str(number)
+
+
 def _boolean(value: str) -> str:
     if value.strip().lower() not in ("true", "false"):
         raise ConfigError(f"{value!r} is not true or false")
@@ -93,10 +103,11 @@ def _any_string(value: str) -> str:
 class TopicConfigSpec:
     broker_key: str  # the broker-level key that supplies the default
     validate: Callable[[str], str]
-    config_type: int  # DescribeConfigs ConfigType: 1 BOOLEAN 2 STRING 3 INT 4 SHORT 5 LONG 7 LIST
+    # DescribeConfigs ConfigType: 1 BOOLEAN 2 STRING 3 INT 4 SHORT 5 LONG 6 DOUBLE 7 LIST
+    config_type: int
 
 
-BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
 
 TOPIC_CONFIGS: dict[str, TopicConfigSpec] = {
     "cleanup.policy": TopicConfigSpec("log.cleanup.policy", _cleanup_policy, LIST),
@@ -117,6 +128,14 @@ TOPIC_CONFIGS: dict[str, TopicConfigSpec] = {
     "flush.messages": TopicConfigSpec("log.flush.interval.messages", _integer(1), LONG),
     "flush.ms": TopicConfigSpec("log.flush.interval.ms", _integer(0), LONG),
     "delete.retention.ms": TopicConfigSpec("log.cleaner.delete.retention.ms", _integer(0), LONG),
+    # Log compaction (cleanup.policy=compact): broker/log_cleaner.py, storage/compaction.py.
+    "min.cleanable.dirty.ratio": TopicConfigSpec("log.cleaner.min.cleanable.ratio", _ratio, DOUBLE),
+    "min.compaction.lag.ms": TopicConfigSpec(
+        "log.cleaner.min.compaction.lag.ms", _integer(0), LONG
+    ),
+    "max.compaction.lag.ms": TopicConfigSpec(
+        "log.cleaner.max.compaction.lag.ms", _integer(1), LONG
+    ),
     "compression.type": TopicConfigSpec("compression.type", _choice("producer"), STRING),
     "min.insync.replicas": TopicConfigSpec("min.insync.replicas", _integer(1, 1), INT),
     "kshim.full.view": TopicConfigSpec("kshim.full.view", _boolean, BOOLEAN),
@@ -144,6 +163,15 @@ BROKER_DEFAULTS: dict[str, str] = {
     "log.flush.interval.messages": "1",
     "log.flush.interval.ms": "0",
     "log.cleaner.delete.retention.ms": "86400000",
+    # Log compaction, Kafka's defaults: a pass once half a log's cleanable bytes are dirty,
+    # a look for one every 15 s when the last found nothing, and a key map of 128 MiB (in
+    # Python about 900,000 keys: a log with more distinct dirty keys takes several passes).
+    "log.cleaner.enable": "true",
+    "log.cleaner.min.cleanable.ratio": "0.5",
+    "log.cleaner.min.compaction.lag.ms": "0",
+    "log.cleaner.max.compaction.lag.ms": str(LONG_MAX),
+    "log.cleaner.backoff.ms": "15000",
+    "log.cleaner.dedupe.buffer.size": str(128 << 20),
     "compression.type": "producer",
     "min.insync.replicas": "1",
     "kshim.full.view": "true",
@@ -224,6 +252,9 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "socket.request.max.bytes": _integer(1024, INT_MAX),
     "max.connections": _integer(1, INT_MAX),
     "log.retention.check.interval.ms": _integer(1),
+    "log.cleaner.enable": _boolean,
+    "log.cleaner.backoff.ms": _integer(1),
+    "log.cleaner.dedupe.buffer.size": _integer(1 << 10),
     "kshim.memtable.bytes": _integer(0),
     "kshim.write.inline.max.us": _integer(0),
     "kshim.max.open.files": _integer(8, INT_MAX),

@@ -2,8 +2,8 @@
 
 Batches are never decoded here: the header and CRC-32C are checked, offsets
 are stamped into the header, and the bytes are stored as received. (Only a
-partition whose records follow rules of their own, a delay companion's, has
-its records read: the resolver's ``WritablePartition.check``.) A
+partition whose records follow rules of their own, a delay companion's or a
+compacted topic's, has its records read: the resolver's ``WritablePartition.check``.) A
 response (acks 1 or -1) is sent only once every appended batch is fsynced;
 acks=0 gets none. One bad partition never fails the others.
 """
