@@ -15,14 +15,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from examples.connect.classpath import ClasspathError, worker_jars
 from examples.connect.rest import ConnectRest
 from examples.connect.worker import java_executable
 from kshim.testing import free_port, kill_process, stop_process
-from spark_examples.apply.sink import SourceRecord
+from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
+from spark_examples.apply.sink import SourceRecord, apply_batch, decode_debezium, ensure_state_table
+from spark_examples.databases import open_database
 from tests.postgres_cluster import postgres_unavailable_reason
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 WORKER_START_TIMEOUT_S = 90.0
 # Members of a killed worker are dropped after the session timeout (Connect's 10 s); a lost
@@ -34,6 +41,8 @@ TEST_WORKER_SETTINGS = {
     "heartbeat.interval.ms": "1000",
 }
 READ_TIMEOUT_S = 20.0
+APPLY_BATCH = 100  # records per sink transaction, as a small micro-batch of the apply job
+SPARK_APPLY_TIMEOUT_S = 180
 
 
 def connect_unavailable_reason() -> str | None:
@@ -97,6 +106,10 @@ class ConnectWorker:
         """kill -9 of the worker: no shutdown, no offset flush, an open transaction left."""
         kill_process(self.process)
         self.process = None
+
+    def is_running(self) -> bool:
+        """Whether the worker's process was started and has not exited."""
+        return self.process is not None and self.process.poll() is None
 
     def stop(self) -> None:
         """SIGTERM (Connect's orderly shutdown), SIGKILL if it lingers."""
@@ -267,3 +280,38 @@ def read_records(bootstrap: str, topic: str) -> list[SourceRecord]:
         raise TimeoutError(f"no end of {topic} after {READ_TIMEOUT_S} s")
     finally:
         consumer.close()
+
+
+def apply_topics(dest: str, bootstrap: str, topics: Sequence[str]) -> None:
+    """Every committed record of ``topics`` through the apply job's exactly-once sink
+    (Debezium's format) into the database at ``dest``, in batches, as the job would."""
+    database = open_database(dest)
+    try:
+        ensure_state_table(database)
+        for topic in topics:
+            records = read_records(bootstrap, topic)
+            for start in range(0, len(records), APPLY_BATCH):
+                batch = records[start : start + APPLY_BATCH]
+                apply_batch(database, batch, decoder=decode_debezium)
+    finally:
+        database.close()
+
+
+def apply_once(
+    spark: SparkSession, bootstrap: str, topics: Sequence[str], dest: str, checkpoint: Path
+) -> None:
+    """One ``--once --format debezium`` run of the Spark apply job over ``topics``; fails
+    the test when it does not finish in time or a record cannot be applied."""
+    options = ApplyOptions(
+        bootstrap, ",".join(topics), dest, str(checkpoint), once=True, record_format="debezium"
+    )
+    query = start_apply(spark, options)
+    try:
+        finished = query.awaitTermination(SPARK_APPLY_TIMEOUT_S)
+    except Exception:  # the query failed: its message is read below
+        finished = True
+    if not finished:
+        query.stop()
+        pytest.fail(f"apply of {topics} into {dest} did not finish in {SPARK_APPLY_TIMEOUT_S} s")
+    message = apply_error_message(query)
+    assert message is None, message[-3000:]

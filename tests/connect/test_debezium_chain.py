@@ -1,0 +1,420 @@
+"""The whole chain through crashes: Kafka Connect distributed with Debezium's PostgreSQL
+connector and ``exactly.once.source.support=enabled`` -> kshim -> the apply job's
+exactly-once sink -> SQLite and DuckDB, ending with ``verify`` equal to the source.
+
+The tests run in order on one source database, one broker and one worker:
+
+1. the snapshot of the existing rows (``op: r``), then random changes, one to five per
+   source transaction;
+2. kill -9 of the worker while changes stream, changes while it is down, a restart: the
+   task's open transaction is aborted, and it resumes from the offsets it committed with
+   its records;
+3. kill -9 of the broker (``BrokerProcess.kill``), changes at the source while it is down,
+   a restart on the same data directory and port: the worker and its producers reconnect
+   on their own;
+4. more changes, deletes among them (each followed by a tombstone); every committed record
+   through the sink (no Spark needed) into SQLite and DuckDB, and ``verify`` equal; the
+   broker's log shows no failure of its own;
+5. a read_committed reader sees every source change exactly once, in the source's order per
+   row: compared with an audit log that triggers keep at the source (not captured);
+6. on Spark (skipped without ``KSHIM_SPARK_JARS``), the apply job itself into both engines.
+
+Skipped with the reason without Java, the Connect jars or PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from examples.connect.postgres_connector import postgres_connector_config
+from examples.connect.rest import ConnectRestError, wait_for
+from kshim.testing import BrokerProcess, failure_lines
+from spark_examples.testing import topic_end_offset
+from spark_examples.verify import compare_tables
+from tests.connect.connect_helpers import (
+    ChangeEvent,
+    ConnectWorker,
+    apply_once,
+    apply_topics,
+    connect_unavailable_reason,
+    read_events,
+    wait_for_events,
+)
+from tests.sync.spark_marks import UNAVAILABLE as SPARK_UNAVAILABLE
+
+UNAVAILABLE = connect_unavailable_reason()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or ""),
+    pytest.mark.timeout(300),
+]
+
+GROUP_ID = "kshim-chain"
+CONNECTOR = "chain"
+PREFIX = "chain"
+TABLES = ["customers", "orders"]
+TOPICS = [f"{PREFIX}.public.{table}" for table in TABLES]
+KEYS = 30  # rows 1..30 of each table change at random; row 0 carries the markers
+RUNNING_TIMEOUT_S = 120.0
+CAPTURE_TIMEOUT_S = 90.0
+# After the broker's restart: the worker's clients back off and reconnect, its group rejoins
+# and the task's transactional producer carries on; generous on a loaded 2-core machine.
+RECOVERY_TIMEOUT_S = 120.0
+STREAM_PACE_S = 0.05  # between source transactions of a stream: changes keep coming
+# The task's producer commits a transaction every 2 s (KIP-618's "interval" boundary): long
+# enough that each kill below finds one open, with records in the log that a read_committed
+# reader does not get yet.
+EXACTLY_ONCE = {
+    "exactly.once.support": "required",
+    "transaction.boundary": "interval",
+    "transaction.boundary.interval.ms": "2000",
+}
+BROKER_DOWN_S = 5.0  # how long changes go on at the source with no broker
+
+SOURCE_SCHEMA = (
+    "CREATE TABLE customers (id integer PRIMARY KEY, name text NOT NULL,"
+    " balance numeric(12,2), born date, seen timestamp, active boolean, photo bytea,"
+    " score double precision)",
+    "CREATE TABLE orders (id integer PRIMARY KEY, customer_id integer, amount numeric(12,2),"
+    " note text)",
+    "INSERT INTO customers (id, name) VALUES (0, 'marker 0')",
+    "INSERT INTO orders (id, note) VALUES (0, 'marker 0')",
+    "INSERT INTO customers SELECT i, 'customer ' || i, i * 1.25, DATE '2000-01-01' + i,"
+    " TIMESTAMP '2020-01-01 10:00:00.123456' + i * INTERVAL '1 hour', i % 2 = 0,"
+    " decode(lpad(to_hex(i), 4, '0'), 'hex'), i / 3.0 FROM generate_series(1, 10) AS i",
+    "INSERT INTO orders SELECT i, i, i * 10, 'order ' || i FROM generate_series(1, 5) AS i",
+)
+# Every change after the snapshot, logged at the source in its order per row (a row's
+# changes are serialised by its lock); change_log is not in the connector's publication.
+AUDIT = (
+    "CREATE TABLE change_log (seq bigserial PRIMARY KEY, table_name text NOT NULL,"
+    " id integer NOT NULL, op text NOT NULL)",
+    "CREATE FUNCTION log_change() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " IF TG_OP = 'DELETE' THEN"
+    "  INSERT INTO change_log (table_name, id, op) VALUES (TG_TABLE_NAME, OLD.id, 'd');"
+    " ELSE"
+    "  INSERT INTO change_log (table_name, id, op) VALUES (TG_TABLE_NAME, NEW.id,"
+    "   CASE TG_OP WHEN 'INSERT' THEN 'c' ELSE 'u' END);"
+    " END IF; RETURN NULL; END $$",
+    *(
+        f"CREATE TRIGGER {table}_log AFTER INSERT OR UPDATE OR DELETE ON {table}"
+        " FOR EACH ROW EXECUTE FUNCTION log_change()"
+        for table in TABLES
+    ),
+)
+UPSERT_CUSTOMER = (
+    "INSERT INTO customers VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO"
+    " UPDATE SET name = excluded.name, balance = excluded.balance, born = excluded.born,"
+    " seen = excluded.seen, active = excluded.active, photo = excluded.photo,"
+    " score = excluded.score"
+)
+UPSERT_ORDER = (
+    "INSERT INTO orders VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET"
+    " customer_id = excluded.customer_id, amount = excluded.amount, note = excluded.note"
+)
+Statement = tuple[str, tuple[object, ...]]
+_markers = itertools.count(1)
+
+
+@dataclass
+class Chain:
+    """The module's source, broker and worker, and what the tests had to do to them."""
+
+    source_url: str
+    broker: BrokerProcess
+    worker: ConnectWorker
+    snapshot_rows: dict[str, list[int]] = field(default_factory=dict)
+    worker_restarts_after_outage: int = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return self.broker.bootstrap
+
+    def execute(self, transactions: list[list[Statement]], pace_s: float = 0.0) -> None:
+        """Runs each list of statements as one source transaction, ``pace_s`` apart."""
+        import psycopg
+
+        with psycopg.connect(self.source_url) as connection:
+            for statements in transactions:
+                with connection.transaction():
+                    for statement, parameters in statements:
+                        connection.execute(statement, parameters or None)
+                time.sleep(pace_s)
+
+    def random_changes(self, count: int, seed: int, pace_s: float = 0.0) -> None:
+        """About ``count`` inserts, updates and deletes, one to five per transaction."""
+        generator = random.Random(seed)
+        transactions = []
+        while count > 0:
+            size = min(count, generator.randint(1, 5))
+            transactions.append([_random_statement(generator) for _ in range(size)])
+            count -= size
+        self.execute(transactions, pace_s)
+
+    def wait_until_captured(self, timeout_s: float = CAPTURE_TIMEOUT_S) -> None:
+        """Changes row 0 of both tables in one transaction and waits until a read_committed
+        reader sees both: the connector reads the source's log in commit order, so every
+        change before is committed in the topics too."""
+        marker = f"marker {next(_markers)}"
+        self.execute([[
+            ("UPDATE customers SET name = %s WHERE id = 0", (marker,)),
+            ("UPDATE orders SET note = %s WHERE id = 0", (marker,)),
+        ]])  # fmt: skip
+        for topic, column in zip(TOPICS, ("name", "note"), strict=True):
+            marked = _marked(column, marker)
+            wait_for_events(self.bootstrap, topic, marked, timeout_s, "read_committed")
+
+    def topics_end(self) -> list[int]:
+        """The end of each topic (committed, aborted and open records alike)."""
+        return [topic_end_offset(self.bootstrap, topic) for topic in TOPICS]
+
+    def open_records(self, starts: list[int]) -> int:
+        """Records from ``starts`` on that a read_committed reader does not get (yet)."""
+        return sum(
+            len(read_events(self.bootstrap, topic, "read_uncommitted", start))
+            - len(read_events(self.bootstrap, topic, "read_committed", start))
+            for topic, start in zip(TOPICS, starts, strict=True)
+        )
+
+    def wait_for_open_transaction(self, starts: list[int]) -> None:
+        wait_for(lambda: self.open_records(starts) > 0, CAPTURE_TIMEOUT_S, "an open transaction")
+
+    def worker_errors(self, lines: int = 15) -> str:
+        """The worker log's last ERROR and WARN lines: why a task stopped."""
+        found = [
+            line
+            for line in self.worker.log_text().splitlines()
+            if line.startswith("[") and (" ERROR " in line or " WARN " in line)
+        ]
+        return "\n".join(found[-lines:])
+
+
+def _marked(column: str, marker: str) -> Callable[[list[ChangeEvent]], bool]:
+    def marked(events: list[ChangeEvent]) -> bool:
+        return any(
+            event.row is not None and event.row.get("id") == 0 and event.row.get(column) == marker
+            for event in events
+        )
+
+    return marked
+
+
+def _random_statement(generator: random.Random) -> Statement:
+    identity = generator.randint(1, KEYS)
+    table = generator.choice(TABLES)
+    if generator.random() < 0.25:
+        return f"DELETE FROM {table} WHERE id = %s", (identity,)
+    if table == "orders":
+        amount = f"{generator.randint(-(10**6), 10**6) / 100:.2f}"
+        note = None if generator.random() < 0.2 else f"note {generator.random():.5f} é✓"
+        return UPSERT_ORDER, (identity, generator.randint(1, KEYS), amount, note)
+    return UPSERT_CUSTOMER, (
+        identity,
+        f"customer {generator.random():.6f}",
+        None if generator.random() < 0.2 else f"{generator.randint(-(10**8), 10**8) / 100:.2f}",
+        datetime.date(2000, 1, 1) + datetime.timedelta(days=generator.randint(-20000, 20000)),
+        f"2024-05-06 07:08:09.{generator.randint(0, 999999):06d}",
+        generator.choice([True, False, None]),
+        None if generator.random() < 0.3 else generator.randbytes(generator.randint(0, 12)),
+        None if generator.random() < 0.2 else generator.uniform(-1e6, 1e6),
+    )
+
+
+class Stream:
+    """Random changes at the source in a thread of their own, paced: a stream to crash into.
+    ``join`` re-raises what the thread raised."""
+
+    def __init__(self, chain: Chain, count: int, seed: int) -> None:
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(chain, count, seed), daemon=True)
+        self.thread.start()
+
+    def _run(self, chain: Chain, count: int, seed: int) -> None:
+        try:
+            chain.random_changes(count, seed, STREAM_PACE_S)
+        except BaseException as error:  # handed to the test's thread by join
+            self.error = error
+
+    def join(self, timeout_s: float = 60.0) -> None:
+        self.thread.join(timeout_s)
+        assert not self.thread.is_alive(), f"the source's changes not done in {timeout_s} s"
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.fixture(scope="module")
+def chain(
+    source_database: str, connect_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Chain]:
+    """The source with its rows and audit triggers, an exactly-once worker, the connector
+    registered with ``exactly.once.support=required``."""
+    work_dir = tmp_path_factory.mktemp("chain-connect") / "worker"
+    worker = ConnectWorker(work_dir, connect_broker.bootstrap, GROUP_ID, exactly_once=True)
+    chain = Chain(source_database, connect_broker, worker)
+    chain.execute([[(statement, ()) for statement in (*SOURCE_SCHEMA, *AUDIT)]])
+    chain.snapshot_rows = {table: _source_ids(source_database, table) for table in TABLES}
+    try:
+        worker.start()
+        tables = [f"public.{table}" for table in TABLES]
+        config = postgres_connector_config(
+            source_database, PREFIX, tables, "chain_slot", "chain_pub", overrides=EXACTLY_ONCE
+        )
+        worker.rest.put_connector(CONNECTOR, config)
+        worker.rest.wait_until_running(CONNECTOR, tasks=1, timeout_s=RUNNING_TIMEOUT_S)
+        yield chain
+    finally:
+        chain.worker.stop()
+
+
+def _source_ids(url: str, table: str) -> list[int]:
+    import psycopg
+
+    with psycopg.connect(url) as connection:
+        return [row[0] for row in connection.execute(f"SELECT id FROM {table} ORDER BY id")]
+
+
+def test_snapshot_then_changes(chain: Chain) -> None:
+    chain.wait_until_captured()
+    for table, topic in zip(TABLES, TOPICS, strict=True):
+        snapshot = read_events(chain.bootstrap, topic, "read_committed")
+        rows = chain.snapshot_rows[table]
+        assert [(e.op, _key_id(e)) for e in snapshot[: len(rows)]] == [("r", i) for i in rows]
+    chain.random_changes(150, seed=1)
+    chain.wait_until_captured()
+
+
+def test_worker_killed_mid_stream_then_restarted(chain: Chain) -> None:
+    stream = Stream(chain, 300, seed=2)
+    chain.wait_for_open_transaction(chain.topics_end())
+    chain.worker.kill()  # its transaction stays open until the restarted task aborts it
+    assert stream.thread.is_alive(), "the stream ended before the kill: make it longer"
+    stream.join()
+    chain.random_changes(100, seed=3)  # while the worker is down
+    chain.worker.start()
+    chain.worker.rest.wait_until_running(CONNECTOR, tasks=1, timeout_s=RUNNING_TIMEOUT_S)
+    chain.wait_until_captured()
+
+
+def test_broker_killed_then_restarted_on_its_data(chain: Chain) -> None:
+    broker = chain.broker
+    stream = Stream(chain, 200, seed=4)  # the changes go on while the broker is down
+    chain.wait_for_open_transaction(chain.topics_end())
+    broker.kill()  # with a transaction open: its records are in the log, its end is not
+    outage_started = time.monotonic()
+    assert stream.thread.is_alive(), "the stream ended before the kill: make it longer"
+    stream.join()
+    # An outage of a given length is the scenario itself: no event to wait for instead.
+    time.sleep(max(0.0, BROKER_DOWN_S - (time.monotonic() - outage_started)))
+    broker.start()  # the same data directory and port: clients keep their bootstrap
+    restarted = time.monotonic()
+    _wait_until_connect_recovers(chain)
+    chain.wait_until_captured(RECOVERY_TIMEOUT_S)
+    print(
+        f"broker down {restarted - outage_started:.1f} s, capturing again"
+        f" {time.monotonic() - restarted:.1f} s after its restart;"
+        f" worker restarts needed: {chain.worker_restarts_after_outage}"
+    )
+
+
+def _wait_until_connect_recovers(chain: Chain) -> None:
+    """Waits, bounded, until the connector and its task run again after the broker's
+    restart. A worker that exited meanwhile is started again, as an operator would (Connect
+    gives up, for example, when the broker stays away longer than its clients' timeouts);
+    a FAILED task is not restarted: that is a failure of the chain, reported with the log."""
+    worker = chain.worker
+
+    def running() -> bool:
+        if not worker.is_running():
+            chain.worker_restarts_after_outage += 1
+            worker.start()
+        try:
+            status = worker.rest.status(CONNECTOR)
+        except (ConnectRestError, OSError):
+            return False
+        states = [status["connector"]["state"], *(task["state"] for task in status["tasks"])]
+        assert "FAILED" not in states, f"after the broker's restart: {status}\n" + (
+            chain.worker_errors()
+        )
+        return states == ["RUNNING", "RUNNING"]
+
+    wait_for(running, RECOVERY_TIMEOUT_S, "connector running again", chain.worker_errors)
+
+
+def test_more_changes_then_apply_and_verify(chain: Chain, tmp_path: Path) -> None:
+    chain.random_changes(150, seed=6)
+    chain.execute([
+        [("DELETE FROM customers WHERE id IN (SELECT id FROM customers WHERE id > 0"
+          " ORDER BY id LIMIT 3)", ())],
+        [("DELETE FROM orders WHERE id > 0 AND id % 4 = 0", ())],
+    ])  # fmt: skip
+    chain.wait_until_captured()
+    for dest in (f"sqlite:///{tmp_path}/dest.db", f"duckdb:///{tmp_path}/dest.duckdb"):
+        apply_topics(dest, chain.bootstrap, TOPICS)
+        assert compare_tables(chain.source_url, dest, TABLES) == [], dest
+    # Both lives of the broker, the killed one and the restarted one, logged no failure.
+    assert failure_lines(chain.broker.log_text()) == [], chain.broker.log_tail()
+
+
+def test_read_committed_sees_each_change_once_in_order(chain: Chain) -> None:
+    expected = _audited_operations(chain)
+    aborted = 0
+    for table, topic in zip(TABLES, TOPICS, strict=True):
+        events = read_events(chain.bootstrap, topic, "read_committed")
+        seen: dict[int, list[str]] = {}
+        for event in events:
+            seen.setdefault(_key_id(event), []).append(event.op)
+        wrong = {
+            row: (expected[table].get(row), seen.get(row))
+            for row in sorted(expected[table].keys() | seen.keys())
+            if expected[table].get(row) != seen.get(row)
+        }
+        assert wrong == {}, f"{topic}: operations per row (source, read_committed): {wrong}"
+        every = len(read_events(chain.bootstrap, topic, "read_uncommitted"))
+        aborted += every - len(events)
+        print(f"{topic}: {len(events)} committed, {every - len(events)} aborted record(s)")
+    assert aborted > 0, "the killed worker's open transaction left no records"
+
+
+def _audited_operations(chain: Chain) -> dict[str, dict[int, list[str]]]:
+    """Per table and row, the operations a reader must see: ``r`` for a row of the
+    snapshot, then every change the audit log holds, a delete followed by its tombstone."""
+    import psycopg
+
+    expected: dict[str, dict[int, list[str]]] = {
+        table: {row: ["r"] for row in rows} for table, rows in chain.snapshot_rows.items()
+    }
+    with psycopg.connect(chain.source_url) as connection:
+        logged = connection.execute("SELECT table_name, id, op FROM change_log ORDER BY seq")
+        for table, row, op in logged:
+            operations = expected[table].setdefault(row, [])
+            operations += [op, "tombstone"] if op == "d" else [op]
+    return expected
+
+
+def _key_id(event: ChangeEvent) -> int:
+    assert event.key is not None, f"a record without a key at offset {event.offset}"
+    return int(event.key["id"])
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(SPARK_UNAVAILABLE is not None, reason=SPARK_UNAVAILABLE or "")
+def test_the_spark_apply_job_after_the_crashes(chain: Chain, tmp_path: Path) -> None:
+    from spark_examples.spark_session import kafka_spark_session
+
+    spark = kafka_spark_session("kshim-debezium-chain")
+    try:
+        destinations = [f"sqlite:///{tmp_path}/dest.db", f"duckdb:///{tmp_path}/dest.duckdb"]
+        for number, dest in enumerate(destinations):
+            apply_once(spark, chain.bootstrap, TOPICS, dest, tmp_path / f"checkpoint-{number}")
+            assert compare_tables(chain.source_url, dest, TABLES) == [], dest
+    finally:
+        spark.stop()
