@@ -840,7 +840,9 @@ def test_deleting_topic_drops_its_pending_records(shared_broker: BrokerProcess) 
     bootstrap = shared_broker.bootstrap
     topic = unique_topic("delay-delete")
     create_topic(bootstrap, topic)
-    due = now_ms() + 1500
+    # Far enough ahead to be still pending when seen: each status read is a `kshim delays`
+    # process, which takes a second or more on a loaded machine.
+    due = now_ms() + 8000
     pending = [
         Outgoing(b"old", b"1", (deliver_at(due),)),
         Outgoing(b"old", b"2", (deliver_at(due),)),
