@@ -29,23 +29,21 @@ import pytest
 
 from examples.connect.postgres_connector import postgres_connector_config
 from kshim.testing import BrokerProcess
-from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
-from spark_examples.apply.sink import apply_batch, decode_debezium, ensure_state_table
-from spark_examples.databases import open_database
 from spark_examples.verify import compare_tables
 from tests.connect.connect_helpers import (
     ChangeEvent,
     ConnectWorker,
+    apply_once,
+    apply_topics,
     connect_unavailable_reason,
     operations,
     read_events,
-    read_records,
     wait_for_events,
 )
 from tests.sync.spark_marks import UNAVAILABLE as SPARK_UNAVAILABLE
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    pass
 
 UNAVAILABLE = connect_unavailable_reason()
 pytestmark = [
@@ -196,19 +194,6 @@ def destinations(tmp_path: Path, source_url: str) -> list[str]:
     ]
 
 
-def apply_topics(dest: str, bootstrap: str, topics: list[str]) -> None:
-    """Every record of ``topics`` through the sink, in batches, as the apply job would."""
-    database = open_database(dest)
-    try:
-        ensure_state_table(database)
-        for topic in topics:
-            records = read_records(bootstrap, topic)
-            for start in range(0, len(records), BATCH):
-                apply_batch(database, records[start : start + BATCH], decoder=decode_debezium)
-    finally:
-        database.close()
-
-
 def test_debezium_topics_through_the_sink_into_each_engine(source: Source, tmp_path: Path) -> None:
     source.random_changes(400, seed=5)
     source.wait_until_captured()
@@ -242,22 +227,3 @@ def test_the_spark_apply_job_on_debezium_topics(source: Source, tmp_path: Path) 
             assert compare_tables(source.url, dest, TABLES) == [], dest
     finally:
         spark.stop()
-
-
-def apply_once(
-    spark: SparkSession, bootstrap: str, topics: list[str], dest: str, checkpoint: Path
-) -> None:
-    """One ``--once --format debezium`` run of the apply job over ``topics``."""
-    options = ApplyOptions(
-        bootstrap, ",".join(topics), dest, str(checkpoint), once=True, record_format="debezium"
-    )
-    query = start_apply(spark, options)
-    try:
-        finished = query.awaitTermination(APPLY_TIMEOUT_S)
-    except Exception:  # the query failed: its message is read below
-        finished = True
-    if not finished:
-        query.stop()
-        pytest.fail(f"apply of {topics} into {dest} did not finish in {APPLY_TIMEOUT_S} s")
-    message = apply_error_message(query)
-    assert message is None, message[-3000:]
