@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from scramp import ScramClient, ScramException  # type: ignore[import-untyped]
-
 
 class AuthenticationFailed(Exception):
     """The broker refused the SASL authentication, or its answer did not verify; the
@@ -46,6 +44,10 @@ class ScramClientExchange:
     those SASLprep changes (non-ASCII compatibility characters, some spaces)."""
 
     def __init__(self, mechanism: str, username: str, password: str) -> None:
+        # Imported here: every kshim command (and `kshim serve`) imports this module, and
+        # scramp with asn1crypto costs about 5 MB to a process that never logs in.
+        from scramp import ScramClient, ScramException  # type: ignore[import-untyped]
+
         try:
             self._scram = ScramClient([mechanism], username, password)
         except ScramException as error:
@@ -61,6 +63,8 @@ class ScramClientExchange:
 
     def step(self, answer: bytes) -> bytes | None:
         """client-final for the server-first, then None once server-final verifies."""
+        from scramp import ScramException
+
         self._answers += 1
         try:
             message = answer.decode()

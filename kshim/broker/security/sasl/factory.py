@@ -6,7 +6,6 @@ from __future__ import annotations
 from kshim.broker.security.credentials import Credentials
 from kshim.broker.security.sasl.plain import MECHANISM as PLAIN
 from kshim.broker.security.sasl.plain import PlainExchange
-from kshim.broker.security.sasl.scram import ScramExchange
 from kshim.broker.security.scram_credential import MECHANISMS as SCRAM_MECHANISMS
 from kshim.broker.security.session import SaslExchange
 
@@ -20,5 +19,9 @@ def start_exchange(mechanism: str, listener: str, credentials: Credentials) -> S
     if mechanism == PLAIN:
         return PlainExchange(listener, credentials)
     if mechanism in SCRAM_MECHANISMS:
+        # Imported at the first SCRAM login: scramp and asn1crypto cost a broker that
+        # serves no SASL about 5 MB and its start-up time.
+        from kshim.broker.security.sasl.scram import ScramExchange
+
         return ScramExchange(mechanism, credentials)
     raise ValueError(f"SASL mechanism {mechanism!r} is not one of {', '.join(MECHANISMS)}")
