@@ -19,6 +19,7 @@ from kshim.protocol.fetch_response import Part
 from kshim.protocol.framing import FrameError
 from kshim.protocol.headers import RequestHeader
 from kshim.server.dispatch import Observer, ProtocolViolation, decode, respond
+from kshim.server.encrypted_sender import write_encrypted
 from kshim.server.region_sender import send_region
 from kshim.server.request_stream import RequestStream
 from kshim.server.security.sasl_gate import AuthenticationEnded, authenticate
@@ -98,6 +99,7 @@ async def _write_responses(
 ) -> None:
     """Writes each response as its request's turn comes; stops at the sentinel."""
     broken = False
+    encrypted = transport.get_extra_info("ssl_object") is not None
     while (request := await in_flight.get()) is not None:
         header, task = request
         try:
@@ -107,7 +109,10 @@ async def _write_responses(
             if broken or transport.is_closing():
                 _close_regions(parts)
                 continue
-            await _send(stream, transport, parts)
+            if encrypted:
+                await _send_encrypted(stream, transport, parts)
+            else:
+                await _send(stream, transport, parts)
         except (ConnectionError, OSError):
             broken = True
         except Exception:
@@ -147,6 +152,17 @@ async def _send(stream: RequestStream, transport: asyncio.Transport, parts: list
             else:
                 pending.append(part)  # type: ignore[arg-type]
         transport.writelines(pending)
+        await stream.drain()
+    finally:
+        _close_regions(parts)
+
+
+async def _send_encrypted(
+    stream: RequestStream, transport: asyncio.Transport, parts: list[Part]
+) -> None:
+    """Writes one response through TLS (encrypted_sender.py)."""
+    try:
+        await write_encrypted(transport, parts)
         await stream.drain()
     finally:
         _close_regions(parts)

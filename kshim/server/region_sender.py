@@ -7,8 +7,8 @@ ahead of them. Whatever the socket does not take at once (its send buffer is ful
 client slow to read) is read into memory and queued on the transport, which then waits
 for the socket as it does for every other response.
 
-Over TLS the bytes must be encrypted in user space: the region is read and written
-through the transport (sendfile would put plaintext on the encrypted stream).
+Only for plaintext transports: over TLS the bytes are encrypted in user space, and
+encrypted_sender.py writes them (sendfile would put plaintext on the encrypted stream).
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ async def send_region(transport: asyncio.Transport, region: FileRegion) -> None:
     """Writes the region after everything already written; closes it."""
     try:
         if transport.get_extra_info("ssl_object") is not None:
-            transport.write(region.read_bytes())
-            return
+            raise ValueError("a file region over TLS goes through encrypted_sender")
         loop = asyncio.get_running_loop()
         if isinstance(loop, asyncio.BaseEventLoop):
             await loop.sendfile(transport, region.as_file(), region.position, region.length)
