@@ -53,6 +53,7 @@ from tests.e2e.security_support import (
 pytestmark = pytest.mark.timeout(60)
 
 VALUES = [b"first", b"second", b"third"]
+LARGE_COUNT, LARGE_VALUE_BYTES = 4000, 1024  # about 4 MB: several fetches of 1 MB
 # librdkafka before 2.6.1 (Debian's kcat bundles 2.0.2) puts its own nonce in front of the
 # server's in the SCRAM client-final message (librdkafka#4895); kshim accepts that, as Kafka
 # 3.8.1 to 3.9 do, so kcat's SCRAM logins are in the matrix like every other.
@@ -129,6 +130,19 @@ def test_produce_and_consume(broker: SecureBroker, client: str, login: Login) ->
     topic = new_topic(broker, f"security-{client}")
 
     assert ROUND_TRIPS[client](broker, login, topic, VALUES) == VALUES
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("login_name", ["ssl", "sasl_ssl-scram-sha-256"])
+def test_reads_of_many_megabytes_over_tls(
+    broker: SecureBroker, client: str, login_name: str
+) -> None:
+    """Fetch answers of a megabyte and more go out encrypted in pieces (the broker's
+    encrypted_sender.py): every record arrives, whole and in order."""
+    topic = new_topic(broker, f"security-large-{client}")
+    values = [f"{index:06d}-".encode() + b"x" * LARGE_VALUE_BYTES for index in range(LARGE_COUNT)]
+
+    assert ROUND_TRIPS[client](broker, LOGINS[login_name], topic, values) == values
 
 
 @pytest.mark.parametrize(("client", "login"), matrix(LOGINS, tuple(TRANSACTIONS_AND_GROUPS)))
