@@ -21,11 +21,10 @@ _NAME_LENGTH = struct.Struct(">H")
 _NULL = _LENGTH.pack(-1)
 # For writers that lay out many packed records in one pass (kshim/storage/delay_filing.py):
 # a record starts with RECORD_HEAD (timestamp, header count, key length), then the key,
-# then LENGTH (the value's, or NULL_LENGTH) and the value, then per header its
+# then LENGTH (the value's, -1 for none) and the value, then per header its
 # ``header_prefix`` and value.
 RECORD_HEAD = _FIXED_KEY
 LENGTH = _LENGTH
-NULL_LENGTH = _NULL
 MAX_HEADERS = 0xFFFF
 _MAX_PACKED_NAMES = 1024
 _packed_names: dict[str, bytes] = {}

@@ -18,7 +18,6 @@ from typing import NamedTuple
 
 from kshim.protocol.packed_record import (
     LENGTH,
-    NULL_LENGTH,
     RECORD_HEAD,
     header_prefix,
     pack_record,
@@ -31,7 +30,7 @@ NO_MARK = (-(1 << 63), -1)  # below every entry
 # packed_record.RECORD_HEAD): what a record filed straight from its fields starts with.
 _ENTRY_AND_RECORD_HEAD = struct.Struct(ENTRY.format + RECORD_HEAD.format.lstrip(">"))
 # Decimal due times of at most this many digits are below 2**63: always in range.
-MAX_PLAIN_DIGITS = 18
+MAX_DIGITS = 18
 # What a record asks of the schedule: (due ms, or None for a cancel; whether it cancels
 # the pending records with its key first), or None when it asks for nothing valid.
 Request = tuple[int | None, bool] | None
@@ -110,29 +109,31 @@ class Filer:
     ) -> int:
         """Files ``records`` (of ``T.delay``, in offset order) as seqs from ``seq`` on into
         the schedule of topic id, partition (``place``, then now in ms); returns the next
-        seq. Cancellations go to ``cancels`` as (key, seq). A record whose one header is
-        ``due_header`` with a decimal due time is filed straight from its fields, laid
-        out as ``pack_record`` and ``entry_parts`` would; any other is asked of
-        ``request_of``, and one it refuses takes no seq.
+        seq. Cancellations go to ``cancels`` as (key, seq). A record with a key, a value
+        and one header, ``due_header`` with a decimal due time, is filed straight from its
+        fields, laid out as ``pack_record`` and ``entry_parts`` would; any other is asked
+        of ``request_of``, and one it refuses takes no seq. One Filer files for one
+        ``place``: the buckets found are kept by minute.
 
         This loop runs for every record a delay topic receives and sets the rate at which
         the schedule fills, hence the common shape inlined: one struct for the entry's
         and the record's heads, one extend for the rest of the entry."""
         topic_id, partition, now_ms = place
         plain = self._plain
-        head = _ENTRY_AND_RECORD_HEAD.pack
-        length = LENGTH.pack
-        prefixes = [header_prefix(due_header, size) for size in range(MAX_PLAIN_DIGITS + 1)]
+        head, length = _ENTRY_AND_RECORD_HEAD.pack, LENGTH.pack
+        prefixes = [header_prefix(due_header, size) for size in range(MAX_DIGITS + 1)]
         # The packed record's bytes but its key and value, by the due time's digits.
         sizes = [RECORD_HEAD.size + LENGTH.size + len(prefix) + digits
                  for digits, prefix in enumerate(prefixes)]  # fmt: skip
         filed = 0
         for record in records:
             headers = record.headers
-            if len(headers) == 1:
+            key, value = record.key, record.value
+            # The common shape: a key, a value and one header, the due time in digits.
+            if len(headers) == 1 and key is not None and value is not None:
                 name, text = headers[0]
-                if (name == due_header and text and len(text) <= MAX_PLAIN_DIGITS
-                        and text.isdigit()):  # fmt: skip
+                # Digits first: int() refuses strings past 4,300 digits.
+                if name == due_header and text and text.isdigit() and len(text) <= MAX_DIGITS:
                     due_ms = int(text)
                     minute = (due_ms if due_ms > now_ms else now_ms) // MINUTE_MS
                     if minute in plain:
@@ -141,19 +142,14 @@ class Filer:
                         found = self._plain_bucket(minute, due_ms, now_ms, seq)
                     if found is not None:
                         parts, first_due = found
-                        key, value = record.key, record.value
-                        digits = len(text)
-                        size = sizes[digits]
-                        if key is not None:
-                            size += len(key)
-                        if value is not None:
-                            size += len(value)
+                        digits, key_length, value_length = len(text), len(key), len(value)
                         parts += (
-                            head(due_ms, seq, topic_id, partition, record.offset, size,
-                                 record.timestamp, 1, -1 if key is None else len(key)),
-                            key or b"",
-                            NULL_LENGTH if value is None else length(len(value)),
-                            value or b"",
+                            head(due_ms, seq, topic_id, partition, record.offset,
+                                 sizes[digits] + key_length + value_length,
+                                 record.timestamp, 1, key_length),
+                            key,
+                            length(value_length),
+                            value,
                             prefixes[digits],
                             text,
                         )  # fmt: skip

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from kshim.broker.delay.chunk_worker import ChunkWorker, ChunkWorkerError
 from kshim.broker.delay.chunks import ChunkRequest, file_request
+from kshim.broker.delay.ingest import _commit as ingest_commit
 from kshim.broker.delay.naming import (
     CANCEL_HEADER,
     DELAY_MS_HEADER,
@@ -299,5 +300,26 @@ def test_a_chunk_filed_before_the_schedule_moved_is_not_committed(tmp_path: Path
         with pytest.raises(StaleChunk):
             store.commit_chunk(SOURCE, TARGET, moved, 2)  # the position is 1 now
         assert store.summary()[TARGET.topic].pending == 1
+    finally:
+        store.close()
+
+
+def test_a_chunk_filed_from_a_state_that_did_not_come_about_is_filed_again(
+    tmp_path: Path,
+) -> None:
+    store = DelayStore(str(tmp_path / "delays"))
+    try:
+        later = dataclasses.replace(common(NOW + 20_000), offset=1)
+        first = stamped(build_batch([common(NOW + 10_000), later]), 0, 0)
+        second = stamped(build_batch([common(NOW + 15_000)]), 2, 0)
+        ahead = ChunkRequest(second, [], SOURCE, 0, store.next_seq,
+                             store.topic_id(TARGET.topic), NOW,
+                             store.near_buckets())  # fmt: skip
+        stale = file_request(ahead)  # as if it came first: seq 0, from position 0
+        store.commit_chunk(SOURCE, TARGET, file_request(ahead._replace(data=first)), 2)
+        ingest_commit(store, (ahead, stale), TARGET, 3)
+        scheduled = store.peek(10)
+        assert [(item.source_offset, item.seq) for item in scheduled] == [(0, 0), (2, 2), (1, 1)]
+        assert store.position(SOURCE) == 3
     finally:
         store.close()
