@@ -23,7 +23,14 @@ from kshim.protocol.packed_record import (
     pack_record,
 )
 from kshim.protocol.records import RecordView
-from kshim.storage.delay_buckets import ENTRY, MINUTE_MS, Bucket, Entry, bucket_for, entry_parts
+from kshim.storage.delay_buckets import (
+    ENTRY,
+    MINUTE_MS,
+    Bucket,
+    EntryFields,
+    bucket_for,
+    entry_parts,
+)
 
 NO_MARK = (-(1 << 63), -1)  # below every entry
 # An entry's header and its packed record's head, packed at once (delay_buckets.ENTRY,
@@ -92,11 +99,9 @@ class Filer:
     def __init__(self, near: dict[int, NearBucket]) -> None:
         self._near = near
         self.buckets: dict[Bucket, FiledBucket] = {}
-        self.loaded: list[Entry] = []  # entries for buckets held in memory, to be heaped
+        self.loaded: list[EntryFields] = []  # for buckets held in memory, to be heaped
         self.filed = 0  # records filed by file_records
-        # By minute routed to, the parts and first due times of the bucket those records
-        # go to when they can be filed straight (see _plain_bucket).
-        self._plain: dict[int, tuple[list[bytes], dict[int, int]] | None] = {}
+        self._plain: dict[int, tuple[Bucket, FiledBucket, bool]] = {}  # by minute: _found
 
     def file_records(
         self,
@@ -120,7 +125,7 @@ class Filer:
         and the record's heads, one extend for the rest of the entry."""
         topic_id, partition, now_ms = place
         plain = self._plain
-        head, length = _ENTRY_AND_RECORD_HEAD.pack, LENGTH.pack
+        head, record_head, length = _ENTRY_AND_RECORD_HEAD.pack, RECORD_HEAD.pack, LENGTH.pack
         prefixes = [header_prefix(due_header, size) for size in range(MAX_DIGITS + 1)]
         # The packed record's bytes but its key and value, by the due time's digits.
         sizes = [RECORD_HEAD.size + LENGTH.size + len(prefix) + digits
@@ -137,13 +142,12 @@ class Filer:
                     due_ms = int(text)
                     minute = (due_ms if due_ms > now_ms else now_ms) // MINUTE_MS
                     if minute in plain:
-                        found = plain[minute]
+                        bucket, filing, straight = plain[minute]
                     else:
-                        found = self._plain_bucket(minute, due_ms, now_ms, seq)
-                    if found is not None:
-                        parts, first_due = found
-                        digits, key_length, value_length = len(text), len(key), len(value)
-                        parts += (
+                        bucket, filing, straight = self._found(minute, due_ms, now_ms, seq)
+                    digits, key_length, value_length = len(text), len(key), len(value)
+                    if straight:
+                        filing.parts += (
                             head(due_ms, seq, topic_id, partition, record.offset,
                                  sizes[digits] + key_length + value_length,
                                  record.timestamp, 1, key_length),
@@ -153,24 +157,30 @@ class Filer:
                             prefixes[digits],
                             text,
                         )  # fmt: skip
+                        first_due = filing.first_due
                         if due_ms < first_due.get(topic_id, due_ms + 1):
                             first_due[topic_id] = due_ms
-                        filed += 1
-                        seq += 1
-                        continue
+                    else:  # behind a delivery mark, or held in memory: _append says how
+                        packed = b"".join((record_head(record.timestamp, 1, key_length), key,
+                                           length(value_length), value, prefixes[digits],
+                                           text))  # fmt: skip
+                        self._append(bucket, filing, due_ms, seq, topic_id, partition,
+                                     record.offset, packed)  # fmt: skip
+                    filed += 1
+                    seq += 1
+                    continue
             seq = self._file_requested(record, seq, place, request_of, cancels)
         self.filed += filed
         return seq
 
-    def _plain_bucket(
+    def _found(
         self, minute: int, due_ms: int, now_ms: int, seq: int
-    ) -> tuple[list[bytes], dict[int, int]] | None:
-        """The parts and first due times of the bucket records routed to ``minute`` go
-        to, if they can be filed straight: one without a delivery mark, not held in
-        memory (None otherwise)."""
-        filing = self._bucket(bucket_for(due_ms, now_ms), seq)
-        plain = filing.mark == NO_MARK and not filing.loaded
-        found = (filing.parts, filing.first_due) if plain else None
+    ) -> tuple[Bucket, FiledBucket, bool]:
+        """The bucket records routed to ``minute`` go to, its filing and whether they can
+        be filed straight: a bucket without a delivery mark, not held in memory."""
+        bucket = bucket_for(due_ms, now_ms)
+        filing = self._bucket(bucket, seq)
+        found = bucket, filing, filing.mark == NO_MARK and not filing.loaded
         self._plain[minute] = found
         return found
 
@@ -263,7 +273,7 @@ class Filer:
         if (order_ms, seq) <= filing.mark:
             order_ms = filing.mark[0] + 1
         if filing.loaded:
-            self.loaded.append(Entry(order_ms, seq, bucket.start_ms, topic_id, partition,
+            self.loaded.append((order_ms, seq, bucket.start_ms, topic_id, partition,
                                      source_offset, packed))  # fmt: skip
         filing.parts += entry_parts(order_ms, seq, topic_id, partition, source_offset, packed)
         if order_ms < filing.first_due.get(topic_id, order_ms + 1):
@@ -283,7 +293,7 @@ class FiledChunk:
     filed: int  # records filed (a cancel is not)
     cancels: list[tuple[bytes, int]]  # (record key, seq below which it is cancelled)
     buckets: dict[Bucket, FiledBucket]
-    loaded: list[Entry]
+    loaded: list[EntryFields]  # for buckets held in memory (delay_buckets.new_entry)
     near: dict[int, NearBucket]  # what the store said when the chunk was made
 
 

@@ -57,8 +57,10 @@ from kshim.storage.delay_buckets import (
     MINUTE_MS,
     Bucket,
     Entry,
+    EntryFields,
     bucket_for,
     iter_entries,
+    new_entry,
 )
 from kshim.storage.delay_filing import (
     NO_MARK,
@@ -115,8 +117,9 @@ __all__ = ["NO_MARK", "ScheduleChange", "new_change"]  # kept here for their old
 
 
 class StaleChunk(RuntimeError):
-    """A filed chunk was made from a state of the store that has changed since (a bug:
-    the chunk must be made and committed under the schedule's lock)."""
+    """A filed chunk was made from a state of the store other than the one it is to be
+    committed to (kshim/broker/delay/ingest.py files a chunk ahead, from the state the
+    commit before it should leave, and files it again when that did not come about)."""
 
 
 @dataclass(slots=True)
@@ -805,7 +808,10 @@ class _Filing:
     put in memory after it (``publish``) for the buckets that are loaded."""
 
     def __init__(
-        self, store: DelayStore, buckets: dict[Bucket, FiledBucket], loaded: list[Entry]
+        self,
+        store: DelayStore,
+        buckets: dict[Bucket, FiledBucket],
+        loaded: list[EntryFields],
     ) -> None:
         self._store = store
         self._buckets = buckets
@@ -862,7 +868,8 @@ class _Filing:
     def publish(self) -> None:
         store = self._store
         store._buckets.update(self._states)
-        for entry in self._loaded:
+        for fields in self._loaded:
+            entry = new_entry(fields)
             heapq.heappush(store._heap, entry)
             store._loaded[entry.bucket_start_ms] += 1
 

@@ -182,7 +182,7 @@ def test_records_for_a_minute_being_delivered_go_behind_its_mark_and_into_memory
     request = request_of(stamped(build_batch(records), 0, 0), near=near)
     filed = file_request(request)
     assert filed == model_chunk(request)
-    assert [(entry.order_ms, entry.seq) for entry in filed.loaded] == [
+    assert [(entry[0], entry[1]) for entry in filed.loaded] == [  # order ms, seq
         (NOW + 6, 0),
         (NOW + 20_000, 1),
     ]
