@@ -11,6 +11,10 @@ common shape against ``read_request``.
 from __future__ import annotations
 
 import dataclasses
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -323,3 +327,35 @@ def test_a_chunk_filed_from_a_state_that_did_not_come_about_is_filed_again(
         assert store.position(SOURCE) == 3
     finally:
         store.close()
+
+
+def test_the_worker_ends_when_the_broker_is_killed(tmp_path: Path) -> None:
+    """A broker killed with SIGKILL leaves no worker behind: its pipe closes."""
+    script = (
+        "import os, signal, sys\n"
+        "from kshim.broker.delay.chunk_worker import ChunkWorker\n"
+        "from tests.broker.test_delay_chunks import large_request\n"
+        "worker = ChunkWorker(min_bytes=1)\n"
+        "worker.file(large_request())\n"
+        "print(worker._process.pid, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    # The worker's standard error is the broker's: not captured, or run() would wait for it.
+    killed = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, timeout=60, check=False,
+                            cwd=Path(__file__).parents[2])  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL
+    child = int(killed.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _running(child)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, waiting for a parent that is gone, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
