@@ -276,6 +276,26 @@ def test_close_ends_the_worker(worker: ChunkWorker) -> None:
     assert process.poll() == 0
 
 
+def test_a_worker_idle_long_enough_is_ended_and_the_next_chunk_starts_another() -> None:
+    now = [0.0]
+    chunk_worker = ChunkWorker(min_bytes=1, clock=lambda: now[0])
+    try:
+        request = large_request()
+        chunk_worker.file(request)
+        process = chunk_worker._process
+        assert process is not None
+        now[0] += 29.0
+        assert chunk_worker.close_if_idle(30.0)
+        assert process.poll() is None
+        now[0] += 1.0
+        assert not chunk_worker.close_if_idle(30.0)
+        assert process.poll() == 0
+        assert chunk_worker.file(request) == file_request(request)
+        assert chunk_worker.started == 2
+    finally:
+        chunk_worker.close()
+
+
 def test_small_chunks_never_start_a_worker() -> None:
     chunk_worker = ChunkWorker()
     request = request_of(stamped(build_batch([common(NOW + 1)]), 0, 0))
