@@ -228,7 +228,7 @@ class Broker:
             self.metadata.close()
             await asyncio.to_thread(self.full_view.applier.close)
             self.full_view.store.close()
-            self.delays.store.close()
+            self.delays.close()
         finally:
             self.data_dir_lock.release()
 

@@ -19,6 +19,12 @@ _FIXED_KEY = struct.Struct(">qHi")  # the same, then the key length
 _LENGTH = struct.Struct(">i")
 _NAME_LENGTH = struct.Struct(">H")
 _NULL = _LENGTH.pack(-1)
+# For writers that lay out many packed records in one pass (kshim/storage/delay_filing.py):
+# a record starts with RECORD_HEAD (timestamp, header count, key length), then the key,
+# then LENGTH (the value's, -1 for none) and the value, then per header its
+# ``header_prefix`` and value.
+RECORD_HEAD = _FIXED_KEY
+LENGTH = _LENGTH
 MAX_HEADERS = 0xFFFF
 _MAX_PACKED_NAMES = 1024
 _packed_names: dict[str, bytes] = {}
@@ -53,6 +59,11 @@ def _pack_name(name: str) -> bytes:
     if len(_packed_names) < _MAX_PACKED_NAMES:
         _packed_names[name] = packed
     return packed
+
+
+def header_prefix(name: str, value_length: int) -> bytes:
+    """What precedes a header's value of ``value_length`` bytes in a packed record."""
+    return _pack_name(name) + _LENGTH.pack(value_length)
 
 
 def unpack_record(packed: bytes, offset: int) -> Record:

@@ -19,8 +19,9 @@ numbers records in the order they were read into the schedule.
 
 from __future__ import annotations
 
+import functools
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 MINUTE_MS = 60_000
@@ -85,6 +86,12 @@ class Entry(NamedTuple):
     partition: int
     source_offset: int
     packed: bytes
+
+
+# An entry's fields as a plain tuple: what travels between processes (pickling a named
+# tuple builds each one through its Python-level __new__ again), made an Entry in C.
+EntryFields = tuple[int, int, int, int, int, int, bytes]
+new_entry: Callable[[EntryFields], Entry] = functools.partial(tuple.__new__, Entry)
 
 
 def entry_parts(

@@ -57,9 +57,20 @@ from kshim.storage.delay_buckets import (
     MINUTE_MS,
     Bucket,
     Entry,
+    EntryFields,
     bucket_for,
-    entry_parts,
     iter_entries,
+    new_entry,
+)
+from kshim.storage.delay_filing import (
+    NO_MARK,
+    FiledBucket,
+    FiledChunk,
+    Filer,
+    NearBucket,
+    ScheduleChange,
+    file_chunk,
+    new_change,
 )
 from kshim.storage.filesystem import FileSystem, OsFileSystem
 from kshim.storage.interface import TopicPartition
@@ -80,7 +91,6 @@ _INT32 = struct.Struct(">i")
 _MARK = struct.Struct(">qqq")  # minute bucket start, order ms, seq
 _TARGET = struct.Struct(">iqH")  # partition, log end offset, topic name length
 _INT64 = struct.Struct(">q")
-NO_MARK = (-(1 << 63), -1)  # below every entry
 _SEQ_KEY = b"seq"
 _NEXT_TOPIC_ID_KEY = b"topic_id"
 _TURN_KEY = b"turn"
@@ -103,23 +113,13 @@ class DelayedRecord(NamedTuple):  # a tuple: one is built for every record
     seq: int = -1
 
 
-class ScheduleChange(NamedTuple):
-    """What one record of ``T.delay`` partition p does to the schedule of ``T`` partition
-    p, in offset order: ``cancels`` cancels every pending record of the topic with the
-    same key first; then, unless ``due_ms`` is None (a cancel), the record (``packed``,
-    kshim.protocol.packed_record) is scheduled."""
-
-    source_offset: int
-    key: bytes | None
-    cancels: bool
-    due_ms: int | None
-    packed: bytes | None
+__all__ = ["NO_MARK", "ScheduleChange", "new_change"]  # kept here for their older users
 
 
-# ScheduleChange(...) runs a Python-level __new__; this builds the same tuple in C, for
-# code that makes one per record of a delay topic (kshim/broker/delay/ingest.py).
-new_change: Callable[[tuple[int, bytes | None, bool, int | None, bytes | None]],
-                     ScheduleChange] = functools.partial(tuple.__new__, ScheduleChange)  # fmt: skip
+class StaleChunk(RuntimeError):
+    """A filed chunk was made from a state of the store other than the one it is to be
+    committed to (kshim/broker/delay/ingest.py files a chunk ahead, from the state the
+    commit before it should leave, and files it again when that did not come about)."""
 
 
 @dataclass(slots=True)
@@ -305,18 +305,71 @@ class DelayStore:
         ``target`` and moves the partition's position to ``next_position``, atomically;
         changes below the stored position were applied before (a replay after a crash)
         and are skipped."""
-        env = self._open()
-        filed = _Filing(self)
+        chunk = file_chunk(changes, self.position(delay_partition), self._next_seq,
+                           self.topic_id(target.topic), target.partition, now_ms,
+                           self.near_buckets())  # fmt: skip
+        self.commit_chunk(delay_partition, target, chunk, next_position)
+
+    @_guarded
+    def topic_id(self, topic: str) -> int:
+        """The number entries name ``topic`` by, given (durably) if it has none."""
+        topic_id = self._topic_ids.get(topic)
+        if topic_id is None:
+            with self._open().begin(write=True) as txn:
+                stored = txn.get(_NEXT_TOPIC_ID_KEY, db=self._state)
+                topic_id = 0 if stored is None else _INT32.unpack(stored)[0]
+                txn.put(_NEXT_TOPIC_ID_KEY, _INT32.pack(topic_id + 1), db=self._state)
+                txn.put(topic.encode("utf-8"), _INT32.pack(topic_id), db=self._topics)
+            self._topic_ids[topic] = topic_id
+            self._topic_names[topic_id] = topic
+        return topic_id
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next change read into the schedule takes."""
+        return self._next_seq
+
+    @_guarded
+    def near_buckets(self) -> dict[int, NearBucket]:
+        """Per minute bucket start, the buckets delivery has begun on or that are held in
+        memory: what filing records needs to know of the store (delay_filing.Filer)."""
+        if not self.exists:
+            return {}
+        self._open()
+        near = {start: NearBucket(self._marks[start], True) for start in self._loaded}
+        for bucket, state in self._buckets.items():
+            if bucket.is_minute and state.mark != NO_MARK and bucket.start_ms not in near:
+                near[bucket.start_ms] = NearBucket(state.mark, False)
+        return near
+
+    @_guarded
+    def commit_chunk(
+        self,
+        delay_partition: TopicPartition,
+        target: TopicPartition,
+        chunk: FiledChunk,
+        next_position: int,
+    ) -> None:
+        """Appends ``chunk`` (delay_filing.file_chunk's, for ``target`` and made from this
+        store's ``position``, ``next_seq``, ``topic_id`` and ``near_buckets``) to the
+        bucket files and moves the partition's position to ``next_position``, atomically.
+        Raises StaleChunk if the store has changed since those were read."""
+        if (chunk.first_seq != self._next_seq
+                or self._topic_names.get(chunk.topic_id) != target.topic
+                or chunk.near != self.near_buckets()):  # fmt: skip
+            raise StaleChunk(f"{delay_partition}: the schedule changed under a filed chunk")
+        filed = _Filing(self, chunk.buckets, chunk.loaded)
         try:
-            with env.begin(write=True) as txn:
+            with self._open().begin(write=True) as txn:
                 position_key = keys.partition_key(delay_partition)
                 stored = txn.get(position_key, db=self._positions)
                 start = 0 if stored is None else keys.decode_int64(stored)
-                # In offset order, so only a prefix can lie below the position.
-                if changes and changes[0].source_offset < start:
-                    changes = [change for change in changes if change.source_offset >= start]
-                if changes:
-                    self._apply(txn, filed, changes, target, now_ms)
+                if start != chunk.start:
+                    raise StaleChunk(f"{delay_partition}: read from {chunk.start}, not {start}")
+                for key, seq in chunk.cancels:
+                    txn.put(_cancel_key(chunk.topic_id, key), _INT64.pack(seq), db=self._cancels)
+                filed.counts[target.topic] += chunk.filed
+                self._next_seq = chunk.first_seq + chunk.seqs
                 filed.commit(txn)
                 if next_position > start:
                     txn.put(position_key, keys.encode_int64(next_position), db=self._positions)
@@ -324,38 +377,6 @@ class DelayStore:
             filed.rollback()
             raise
         filed.publish()
-
-    def _apply(
-        self,
-        txn: Any,
-        filed: _Filing,
-        changes: Sequence[ScheduleChange],
-        target: TopicPartition,
-        now_ms: int,
-    ) -> None:
-        topic_id = self._topic_id(txn, target.topic, filed.new_topics)
-        # Each change takes the next seq, a cancel too: it cancels the records before it.
-        first_seq = self._next_seq
-        for index, change in enumerate(changes):
-            if change.cancels and change.key is not None:
-                txn.put(_cancel_key(topic_id, change.key), _INT64.pack(first_seq + index),
-                        db=self._cancels)  # fmt: skip
-        scheduled = filed.file_changes(changes, first_seq, topic_id, target.partition, now_ms)
-        filed.counts[target.topic] += scheduled
-        self._next_seq = first_seq + len(changes)
-
-    def _topic_id(self, txn: Any, topic: str, created: list[str]) -> int:
-        """The id of ``topic``, given one (and appended to ``created``) if it has none."""
-        topic_id = self._topic_ids.get(topic)
-        if topic_id is None:
-            created.append(topic)
-            stored = txn.get(_NEXT_TOPIC_ID_KEY, db=self._state)
-            topic_id = 0 if stored is None else _INT32.unpack(stored)[0]
-            txn.put(_NEXT_TOPIC_ID_KEY, _INT32.pack(topic_id + 1), db=self._state)
-            txn.put(topic.encode("utf-8"), _INT32.pack(topic_id), db=self._topics)
-            self._topic_ids[topic] = topic_id
-            self._topic_names[topic_id] = topic
-        return topic_id
 
     def _count(self, txn: Any, topic: str, delta: int) -> None:
         if not delta:
@@ -407,10 +428,11 @@ class DelayStore:
         data_end = 0 if data else state.length - state.split_position
         if not data:
             log.error("delay schedule bucket %s ends before its committed length", bucket)
-        filed = _Filing(self)
+        filer = Filer(self.near_buckets())
+        filed = _Filing(self, filer.buckets, filer.loaded)
         try:
             with self._open().begin(write=True) as txn:
-                used = self._refile(txn, data, filed, now_ms) or data_end
+                used = self._refile(txn, data, filer, filed.dropped, now_ms) or data_end
                 for topic, dropped in filed.dropped.items():
                     self._count(txn, topic, -dropped)
                 filed.commit(txn)
@@ -430,7 +452,14 @@ class DelayStore:
         else:
             self._buckets[bucket] = after
 
-    def _refile(self, txn: Any, data: bytes, filed: _Filing, now_ms: int) -> int:
+    def _refile(
+        self,
+        txn: Any,
+        data: bytes,
+        filer: Filer,
+        dropped: collections.Counter[str],
+        now_ms: int,
+    ) -> int:
         """Files the whole entries of ``data`` into their buckets as of ``now_ms``, but
         cancelled records and deleted topics'; returns the bytes of ``data`` used."""
         check = _has_cancels(txn, self._cancels)
@@ -440,9 +469,9 @@ class DelayStore:
             if topic is None:
                 continue
             if check and self._cancelled(txn, entry):
-                filed.dropped[topic] += 1
+                dropped[topic] += 1
                 continue
-            filed.add(bucket_for(entry.order_ms, now_ms), entry.order_ms, entry.seq,
+            filer.add(bucket_for(entry.order_ms, now_ms), entry.order_ms, entry.seq,
                       entry.topic_id, entry.partition, entry.source_offset,
                       entry.packed)  # fmt: skip
         return used
@@ -773,95 +802,25 @@ class DelayStore:
         return os.path.join(self._buckets_dir, bucket.file_name)
 
 
-class _BucketFiling:
-    """What one bucket receives in one store transaction."""
-
-    __slots__ = ("first_due", "loaded", "mark", "min_seq", "parts")
-
-    def __init__(self, mark: tuple[int, int], loaded: bool, min_seq: int) -> None:
-        self.parts: list[bytes] = []
-        self.mark = mark
-        self.loaded = loaded
-        self.min_seq = min_seq
-        self.first_due: dict[int, int] = {}  # per topic id
-
-
 class _Filing:
-    """Entries appended to bucket files in one store transaction: written and synced
-    before the transaction commits the new lengths (``commit``), and put in memory
-    after it (``publish``) for the buckets that are loaded."""
+    """Entries appended to bucket files in one store transaction (delay_filing.Filer's):
+    written and synced before the transaction commits the new lengths (``commit``), and
+    put in memory after it (``publish``) for the buckets that are loaded."""
 
-    def __init__(self, store: DelayStore) -> None:
+    def __init__(
+        self,
+        store: DelayStore,
+        buckets: dict[Bucket, FiledBucket],
+        loaded: list[EntryFields],
+    ) -> None:
         self._store = store
-        self._buckets: dict[Bucket, _BucketFiling] = {}
-        self._loaded: list[Entry] = []
+        self._buckets = buckets
+        self._loaded = loaded
         self.counts: collections.Counter[str] = collections.Counter()
         self.dropped: collections.Counter[str] = collections.Counter()
         self._seq_before = store._next_seq
         self._written: list[Bucket] = []
-        self.new_topics: list[str] = []
         self._states: dict[Bucket, BucketState] = {}
-
-    def file_changes(
-        self,
-        changes: Sequence[ScheduleChange],
-        first_seq: int,
-        topic_id: int,
-        partition: int,
-        now_ms: int,
-    ) -> int:
-        """Files the records ``changes`` schedule, the change at index i as seq
-        ``first_seq`` + i; returns how many were filed. Runs for every record a delay
-        topic receives, so the bucket is found once per minute of due time, not once per
-        record."""
-        seq = first_seq
-        by_minute: dict[int, tuple[Bucket, _BucketFiling]] = {}
-        filed = 0
-        for source_offset, _, _, due_ms, packed in changes:
-            if due_ms is not None and packed is not None:
-                # Every due time in one minute goes to the same bucket: the buckets of
-                # each level are whole minutes aligned on the epoch.
-                route = due_ms if due_ms > now_ms else now_ms
-                found = by_minute.get(route // MINUTE_MS)
-                if found is None:
-                    bucket = bucket_for(due_ms, now_ms)
-                    found = by_minute[route // MINUTE_MS] = (bucket, self._bucket(bucket, seq))
-                self._append(*found, due_ms, seq, topic_id, partition, source_offset, packed)
-                filed += 1
-            seq += 1
-        return filed
-
-    def add(self, bucket: Bucket, order_ms: int, seq: int, topic_id: int, partition: int,
-            source_offset: int, packed: bytes) -> None:  # fmt: skip
-        """Files one entry already numbered (``seq``), as a split re-files them."""
-        filing = self._bucket(bucket, seq)
-        self._append(bucket, filing, order_ms, seq, topic_id, partition, source_offset, packed)
-
-    def _bucket(self, bucket: Bucket, seq: int) -> _BucketFiling:
-        filing = self._buckets.get(bucket)
-        if filing is None:
-            store = self._store
-            loaded = bucket.is_minute and bucket.start_ms in store._loaded
-            mark = store._mark(bucket) if bucket.is_minute else NO_MARK
-            filing = self._buckets[bucket] = _BucketFiling(mark, loaded, seq)
-        elif seq < filing.min_seq:
-            filing.min_seq = seq
-        return filing
-
-    def _append(self, bucket: Bucket, filing: _BucketFiling, order_ms: int, seq: int,
-                topic_id: int, partition: int, source_offset: int,
-                packed: bytes) -> None:  # fmt: skip
-        # Never behind what was delivered from the bucket: its mark must stay the boundary
-        # between delivered and pending (a record due in the past, a split catching up, a
-        # wall clock stepped back). It is overdue: it goes next.
-        if (order_ms, seq) <= filing.mark:
-            order_ms = filing.mark[0] + 1
-        if filing.loaded:
-            self._loaded.append(Entry(order_ms, seq, bucket.start_ms, topic_id, partition,
-                                      source_offset, packed))  # fmt: skip
-        filing.parts += entry_parts(order_ms, seq, topic_id, partition, source_offset, packed)
-        if order_ms < filing.first_due.get(topic_id, order_ms + 1):
-            filing.first_due[topic_id] = order_ms
 
     def commit(self, txn: Any) -> None:
         store = self._store
@@ -884,7 +843,7 @@ class _Filing:
         for bucket, filing in self._buckets.items():
             old = store._buckets.get(bucket) or BucketState(min_seq=filing.min_seq)
             min_seq = min(old.min_seq, filing.min_seq)
-            state = BucketState(old.length + sum(map(len, filing.parts)), old.split_position,
+            state = BucketState(old.length + filing.size, old.split_position,
                                 old.mark, min_seq, dict(old.first_due))  # fmt: skip
             for topic_id, due in filing.first_due.items():
                 state.first_due[topic_id] = min(state.first_due.get(topic_id, due), due)
@@ -896,7 +855,7 @@ class _Filing:
 
     def rollback(self) -> None:
         """Undoes what a transaction that failed left behind: bytes appended past the
-        committed lengths (a retry would commit them as its own), seqs and topic ids."""
+        committed lengths (a retry would commit them as its own) and seqs."""
         store = self._store
         for bucket in self._written:
             state = store._buckets.get(bucket)
@@ -905,13 +864,12 @@ class _Filing:
             except OSError:  # cut back before the next append to it, or at the next start
                 log.exception("delay schedule: cannot cut back %s", bucket.file_name)
         store._next_seq = self._seq_before
-        for topic in self.new_topics:
-            del store._topic_names[store._topic_ids.pop(topic)]
 
     def publish(self) -> None:
         store = self._store
         store._buckets.update(self._states)
-        for entry in self._loaded:
+        for fields in self._loaded:
+            entry = new_entry(fields)
             heapq.heappush(store._heap, entry)
             store._loaded[entry.bucket_start_ms] += 1
 

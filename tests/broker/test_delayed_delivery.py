@@ -21,13 +21,14 @@ from hypothesis import strategies as st
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.keys import ConfigError
+from kshim.broker.delay.chunk_worker import ChunkWorker
 from kshim.broker.delay.dispatcher import (
     DELIVERY_BYTES,
     deliver_due,
     delivery_batch,
     settle_deliveries,
 )
-from kshim.broker.delay.ingest import ingest_partition
+from kshim.broker.delay.ingest import CHUNK_BYTES, CHUNKS_PER_TURN, ingest_partition
 from kshim.broker.delay.naming import (
     CANCEL_HEADER,
     DELAY_MS_HEADER,
@@ -1016,6 +1017,31 @@ async def test_retention_never_drops_delay_records_not_yet_scheduled(
         assert [offset for _, _, offset in pending(broker)] == [0, 1, 2, 3]
         await enforce_retention_once(broker)
         assert 0 < log_of(broker, D0).log_start_offset <= store(broker).position(D0) == 4
+    finally:
+        await broker.close()
+
+
+async def test_a_backlog_is_read_a_turn_of_chunks_at_a_time_through_the_worker(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    broker = await open_broker(tmp_path, clock)
+    broker.delays.chunk_worker = ChunkWorker(min_bytes=1)  # every chunk filed in the child
+    try:
+        await broker.topics.create(TOPIC, 1, {})
+        await with_companion(broker)
+        batches, per_batch = CHUNKS_PER_TURN + 2, 4
+        for index in range(batches):  # a batch longer than a chunk: a chunk each
+            large = bytes([index]) * (CHUNK_BYTES // per_batch)
+            records = [record(at(NOW + 1000 * index + slot), large) for slot in range(per_batch)]
+            await append(broker, D0, records)
+        assert await ingest_partition(broker, D0)
+        assert store(broker).position(D0) == per_batch * CHUNKS_PER_TURN
+        assert await ingest_partition(broker, D0)
+        assert not await ingest_partition(broker, D0)
+        scheduled = store(broker).peek(1 << 20)
+        assert [item.source_offset for item in scheduled] == list(range(per_batch * batches))
+        assert [item.seq for item in scheduled] == list(range(per_batch * batches))
+        assert broker.delays.chunk_worker.started == 1
     finally:
         await broker.close()
 

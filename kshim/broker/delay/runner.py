@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from kshim.broker.delay.chunk_worker import WORKER_IDLE_S
 from kshim.broker.delay.dispatcher import deliver_due, settle_deliveries
 from kshim.broker.delay.ingest import DelayHost, ingest_partition
 from kshim.broker.delay.naming import reserved_for_delay
@@ -25,8 +26,8 @@ async def run_delays(host: DelayHost) -> None:
                 schedule.notify(TopicPartition(name, index))
     while True:
         schedule.wake_up.clear()
-        # One chunk of each partition with new records, then one delivery, in turn: a
-        # large backlog being read must not hold back records already due.
+        # A few chunks of each partition with new records (ingest.CHUNKS_PER_TURN), then
+        # one delivery, in turn: a large backlog must not hold back records already due.
         for delay_partition in schedule.take_all_new():
             if await ingest_partition(host, delay_partition):
                 schedule.notify(delay_partition)  # more may follow: read on next turn
@@ -40,5 +41,9 @@ async def run_delays(host: DelayHost) -> None:
         timeout = None
         if next_wake is not None:
             timeout = min(MAX_SLEEP_S, max(0.0, (next_wake - host.clock()) / 1000))
+        if schedule.chunk_worker.running and await asyncio.to_thread(
+            schedule.chunk_worker.close_if_idle
+        ):  # look again once it may have been idle long enough
+            timeout = min(timeout if timeout is not None else WORKER_IDLE_S, WORKER_IDLE_S)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(schedule.wake_up.wait(), timeout)

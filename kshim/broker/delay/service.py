@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+from kshim.broker.delay.chunk_worker import ChunkWorker
 from kshim.storage.delay_store import DelayStore
 from kshim.storage.interface import TopicPartition
 
@@ -27,6 +28,7 @@ class DelaySchedule:
         self.lock = asyncio.Lock()  # reading into the schedule waits while a delivery runs
         self._new: dict[TopicPartition, None] = {}  # T.delay partitions with new records
         self._positions: dict[TopicPartition, int] = {}
+        self.chunk_worker = ChunkWorker()  # files large chunks of T.delay off this core
 
     def notify(self, delay_partition: TopicPartition) -> None:
         """A ``T.delay`` partition's high watermark moved (an append or a decided
@@ -50,6 +52,11 @@ class DelaySchedule:
 
     def set_position(self, delay_partition: TopicPartition, position: int) -> None:
         self._positions[delay_partition] = position
+
+    def close(self) -> None:
+        """Ends the chunk worker and closes the store (blocking, briefly)."""
+        self.chunk_worker.close()
+        self.store.close()
 
     async def forget_topic(self, topic: str, delay_topic: str) -> None:
         """``topic`` was deleted: its pending records go with it."""
