@@ -28,7 +28,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -41,8 +41,7 @@ from kshim.storage.compaction import (
 )
 from kshim.storage.descriptor_cache import DescriptorCache
 from kshim.storage.filesystem import FileSystem
-from kshim.storage.index_file import index_path_for
-from kshim.storage.partition_log import DiskPartitionLog
+from kshim.storage.partition_log import DiskPartitionLog, remove_segment_files
 from kshim.storage.sealed_index import decode_sealed_index, encode_sealed_columns, sealed_path_for
 from kshim.storage.segment import (
     SEGMENT_SUFFIX,
@@ -229,21 +228,6 @@ class DiskCompaction:
             if self._fs.exists(path):
                 self._fs.remove(path)
 
-    def _remove_old(self, partition_log: DiskPartitionLog, old: Sequence[Segment]) -> None:
-        """Deletes the replaced segments' files (nothing reads them any more)."""
-        partition_log.writer.forget_segments(old)
-        paths = [
-            path
-            for segment in old
-            for path in (segment.path, index_path_for(segment.path), sealed_path_for(segment.path))
-        ]
-        self._descriptors.forget(paths)
-        listed = set(self._fs.list_directory(partition_log.directory))
-        for path in paths:
-            if os.path.basename(path) in listed:
-                self._fs.remove(path)
-        self._fs.fsync_directory(partition_log.directory)
-
     # -- the swap ---------------------------------------------------------------------
 
     async def _swap(self, partition_log: DiskPartitionLog, cleaned: CleanedGroup) -> bool:
@@ -266,5 +250,7 @@ class DiskCompaction:
         await partition_log.reads.released([segment.path for segment in cleaned.old])
         async with self._lock:
             if not partition_log.deleted:
-                await self._in_thread(self._remove_old, partition_log, cleaned.old)
+                await self._in_thread(
+                    remove_segment_files, self._fs, self._descriptors, partition_log, cleaned.old
+                )
         return True

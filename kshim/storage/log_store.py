@@ -30,7 +30,6 @@ from kshim.storage.descriptor_cache import DescriptorCache
 from kshim.storage.disk_compaction import DiskCompaction
 from kshim.storage.filesystem import FileSystem, OsFileSystem
 from kshim.storage.group_commit import GroupCommit
-from kshim.storage.index_file import index_path_for
 from kshim.storage.interface import (
     Clock,
     LogConfig,
@@ -38,9 +37,8 @@ from kshim.storage.interface import (
     StoreSettings,
     TopicPartition,
 )
-from kshim.storage.partition_log import DiskPartitionLog
+from kshim.storage.partition_log import DiskPartitionLog, remove_segment_files
 from kshim.storage.recovery import RecoveredLog, recover_segments, replay_logged
-from kshim.storage.sealed_index import sealed_path_for
 from kshim.storage.segment import Segment
 from kshim.storage.segment_writer import SegmentWriter
 from kshim.storage.write_ahead_log import WalTail, WriteAheadLog, delete_record
@@ -106,7 +104,7 @@ class DiskLogStore:
         # then the lock, which a compaction's swap takes while it holds no pin.
         await log.reads.released([segment.path for segment in dropped])
         async with self._checkpointer.lock:
-            await asyncio.to_thread(self._remove_segment_files, log, dropped)
+            await asyncio.to_thread(remove_segment_files, self._fs, self.descriptors, log, dropped)
 
     async def compact(
         self, log: DiskPartitionLog, plan: CompactionPlan, request: CompactionRequest
@@ -304,23 +302,6 @@ class DiskLogStore:
         """Worker thread: forgets the directory's open files, then removes it."""
         self.descriptors.forget_directory(directory)
         self._fs.remove_directory(directory)
-
-    def _remove_segment_files(
-        self, partition_log: DiskPartitionLog, dropped: list[Segment]
-    ) -> None:
-        """Worker thread: deletes dropped segments and their index files."""
-        partition_log.writer.forget_segments(dropped)
-        paths = [
-            path
-            for segment in dropped
-            for path in (segment.path, index_path_for(segment.path), sealed_path_for(segment.path))
-        ]
-        self.descriptors.forget(paths)
-        listed = set(self._fs.list_directory(partition_log.directory))
-        for path in paths:
-            if os.path.basename(path) in listed:
-                self._fs.remove(path)
-        self._fs.fsync_directory(partition_log.directory)
 
 
 # Checked by mypy: the disk classes implement the protocols the broker relies on.

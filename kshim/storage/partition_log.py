@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from kshim.protocol.record_batch import BatchHeader, stamped
@@ -25,7 +25,8 @@ from kshim.storage.compaction import (
     plan_compaction,
 )
 from kshim.storage.descriptor_cache import DescriptorCache
-from kshim.storage.index_file import IndexEntry
+from kshim.storage.filesystem import FileSystem
+from kshim.storage.index_file import IndexEntry, index_path_for
 from kshim.storage.interface import (
     LEADER_EPOCH,
     Chunk,
@@ -41,6 +42,7 @@ from kshim.storage.memtable import Memtable
 from kshim.storage.read_pins import ReadPins
 from kshim.storage.recovery import RecoveredLog
 from kshim.storage.retention import SegmentSummary
+from kshim.storage.sealed_index import sealed_path_for
 from kshim.storage.segment import Segment, segment_file_name, segment_holding, should_roll
 from kshim.storage.segment_writer import PendingBatch, SegmentWriter
 from kshim.storage.timestamp_lookup import first_record_at_or_after, record_with_max_timestamp
@@ -378,3 +380,26 @@ class DiskPartitionLog:
         self._host.unspilled_changed(self, self.unspilled_bytes - before)
         self.spilled(first_kept)
         await self._host.drop_segments(self, dropped)
+
+
+def remove_segment_files(
+    fs: FileSystem,
+    descriptors: DescriptorCache,
+    partition_log: DiskPartitionLog,
+    segments: Sequence[Segment],
+) -> None:
+    """Deletes segments nothing reads any more (dropped by retention, replaced by
+    compaction) with their index and sealed-index files, then syncs the directory.
+    Blocks: call from a worker thread."""
+    partition_log.writer.forget_segments(segments)
+    paths = [
+        path
+        for segment in segments
+        for path in (segment.path, index_path_for(segment.path), sealed_path_for(segment.path))
+    ]
+    descriptors.forget(paths)
+    listed = set(fs.list_directory(partition_log.directory))
+    for path in paths:
+        if os.path.basename(path) in listed:
+            fs.remove(path)
+    fs.fsync_directory(partition_log.directory)
