@@ -167,6 +167,16 @@ def read_events(
 ) -> list[ChangeEvent]:
     """Every record of partition 0 of ``topic`` from ``start`` up to its end now (the last
     stable offset for read_committed), in offset order."""
+    return [
+        ChangeEvent(offset, _payload(key), _payload(value))
+        for offset, key, value in _read_to_end(bootstrap, topic, isolation, start)
+    ]
+
+
+def _read_to_end(
+    bootstrap: str, topic: str, isolation: str, start: int
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of partition 0 of ``topic`` from ``start`` up to its end now."""
     from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({
@@ -174,11 +184,11 @@ def read_events(
         "enable.auto.commit": False, "enable.partition.eof": True,
         "isolation.level": isolation, "fetch.wait.max.ms": 100,
     })  # fmt: skip
-    events: list[ChangeEvent] = []
+    records: list[tuple[int, bytes | None, bytes | None]] = []
     try:
         _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
         if high <= start:
-            return events
+            return records
         consumer.assign([TopicPartition(topic, 0, start)])
         deadline = time.monotonic() + READ_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -188,11 +198,11 @@ def read_events(
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
-                    return events
+                    return records
                 raise RuntimeError(f"reading {topic}: {error}")
             offset = message.offset()
             assert offset is not None and offset != OFFSET_END
-            events.append(ChangeEvent(offset, _payload(message.key()), _payload(message.value())))
+            records.append((offset, message.key(), message.value()))
         raise TimeoutError(f"no end of {topic} after {READ_TIMEOUT_S} s")
     finally:
         consumer.close()
@@ -254,32 +264,10 @@ def first_occurrences(events: Sequence[ChangeEvent]) -> list[ChangeEvent]:
 def read_records(bootstrap: str, topic: str) -> list[SourceRecord]:
     """Every committed record of partition 0 of ``topic`` up to its end now, as the apply
     job's sink takes them (raw key and value bytes)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "kshim-connect-test",
-        "enable.auto.commit": False, "enable.partition.eof": True,
-        "isolation.level": "read_committed", "fetch.wait.max.ms": 100,
-    })  # fmt: skip
-    records: list[SourceRecord] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + READ_TIMEOUT_S
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    return records
-                raise RuntimeError(f"reading {topic}: {error}")
-            offset = message.offset()
-            assert offset is not None
-            records.append(SourceRecord(topic, 0, offset, message.key(), message.value()))
-        raise TimeoutError(f"no end of {topic} after {READ_TIMEOUT_S} s")
-    finally:
-        consumer.close()
+    return [
+        SourceRecord(topic, 0, offset, key, value)
+        for offset, key, value in _read_to_end(bootstrap, topic, "read_committed", 0)
+    ]
 
 
 def apply_topics(dest: str, bootstrap: str, topics: Sequence[str]) -> None:

@@ -24,12 +24,9 @@ Skipped with the reason without Java, the Connect jars or PostgreSQL.
 
 from __future__ import annotations
 
-import datetime
-import itertools
-import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +37,7 @@ from examples.connect.rest import ConnectRestError, wait_for
 from kshim.testing import BrokerProcess, failure_lines
 from spark_examples.testing import topic_end_offset
 from spark_examples.verify import compare_tables
+from tests.connect import source_changes
 from tests.connect.connect_helpers import (
     ChangeEvent,
     ConnectWorker,
@@ -47,8 +45,8 @@ from tests.connect.connect_helpers import (
     apply_topics,
     connect_unavailable_reason,
     read_events,
-    wait_for_events,
 )
+from tests.connect.source_changes import TABLES, CapturedSource, Statement
 from tests.sync.spark_marks import UNAVAILABLE as SPARK_UNAVAILABLE
 
 UNAVAILABLE = connect_unavailable_reason()
@@ -61,7 +59,6 @@ pytestmark = [
 GROUP_ID = "kshim-chain"
 CONNECTOR = "chain"
 PREFIX = "chain"
-TABLES = ["customers", "orders"]
 TOPICS = [f"{PREFIX}.public.{table}" for table in TABLES]
 KEYS = 30  # rows 1..30 of each table change at random; row 0 carries the markers
 RUNNING_TIMEOUT_S = 120.0
@@ -80,17 +77,9 @@ EXACTLY_ONCE = {
 }
 BROKER_DOWN_S = 5.0  # how long changes go on at the source with no broker
 
+# The orders of rows 1 to 5 are in the snapshot too.
 SOURCE_SCHEMA = (
-    "CREATE TABLE customers (id integer PRIMARY KEY, name text NOT NULL,"
-    " balance numeric(12,2), born date, seen timestamp, active boolean, photo bytea,"
-    " score double precision)",
-    "CREATE TABLE orders (id integer PRIMARY KEY, customer_id integer, amount numeric(12,2),"
-    " note text)",
-    "INSERT INTO customers (id, name) VALUES (0, 'marker 0')",
-    "INSERT INTO orders (id, note) VALUES (0, 'marker 0')",
-    "INSERT INTO customers SELECT i, 'customer ' || i, i * 1.25, DATE '2000-01-01' + i,"
-    " TIMESTAMP '2020-01-01 10:00:00.123456' + i * INTERVAL '1 hour', i % 2 = 0,"
-    " decode(lpad(to_hex(i), 4, '0'), 'hex'), i / 3.0 FROM generate_series(1, 10) AS i",
+    *source_changes.SOURCE_SCHEMA,
     "INSERT INTO orders SELECT i, i, i * 10, 'order ' || i FROM generate_series(1, 5) AS i",
 )
 # Every change after the snapshot, logged at the source in its order per row (a row's
@@ -111,18 +100,6 @@ AUDIT = (
         for table in TABLES
     ),
 )
-UPSERT_CUSTOMER = (
-    "INSERT INTO customers VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO"
-    " UPDATE SET name = excluded.name, balance = excluded.balance, born = excluded.born,"
-    " seen = excluded.seen, active = excluded.active, photo = excluded.photo,"
-    " score = excluded.score"
-)
-UPSERT_ORDER = (
-    "INSERT INTO orders VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET"
-    " customer_id = excluded.customer_id, amount = excluded.amount, note = excluded.note"
-)
-Statement = tuple[str, tuple[object, ...]]
-_markers = itertools.count(1)
 
 
 @dataclass
@@ -139,39 +116,19 @@ class Chain:
     def bootstrap(self) -> str:
         return self.broker.bootstrap
 
-    def execute(self, transactions: list[list[Statement]], pace_s: float = 0.0) -> None:
-        """Runs each list of statements as one source transaction, ``pace_s`` apart."""
-        import psycopg
+    @property
+    def source(self) -> CapturedSource:
+        return CapturedSource(self.source_url, self.bootstrap, TOPICS, KEYS)
 
-        with psycopg.connect(self.source_url) as connection:
-            for statements in transactions:
-                with connection.transaction():
-                    for statement, parameters in statements:
-                        connection.execute(statement, parameters or None)
-                time.sleep(pace_s)
+    def execute(self, transactions: list[list[Statement]], pace_s: float = 0.0) -> None:
+        self.source.execute(transactions, pace_s)
 
     def random_changes(self, count: int, seed: int, pace_s: float = 0.0) -> None:
-        """About ``count`` inserts, updates and deletes, one to five per transaction."""
-        generator = random.Random(seed)
-        transactions = []
-        while count > 0:
-            size = min(count, generator.randint(1, 5))
-            transactions.append([_random_statement(generator) for _ in range(size)])
-            count -= size
-        self.execute(transactions, pace_s)
+        self.source.random_changes(count, seed, pace_s)
 
     def wait_until_captured(self, timeout_s: float = CAPTURE_TIMEOUT_S) -> None:
-        """Changes row 0 of both tables in one transaction and waits until a read_committed
-        reader sees both: the connector reads the source's log in commit order, so every
-        change before is committed in the topics too."""
-        marker = f"marker {next(_markers)}"
-        self.execute([[
-            ("UPDATE customers SET name = %s WHERE id = 0", (marker,)),
-            ("UPDATE orders SET note = %s WHERE id = 0", (marker,)),
-        ]])  # fmt: skip
-        for topic, column in zip(TOPICS, ("name", "note"), strict=True):
-            marked = _marked(column, marker)
-            wait_for_events(self.bootstrap, topic, marked, timeout_s, "read_committed")
+        """Until a read_committed reader has every change made so far."""
+        self.source.wait_until_captured(timeout_s, "read_committed")
 
     def topics_end(self) -> list[int]:
         """The end of each topic (committed, aborted and open records alike)."""
@@ -196,37 +153,6 @@ class Chain:
             if line.startswith("[") and (" ERROR " in line or " WARN " in line)
         ]
         return "\n".join(found[-lines:])
-
-
-def _marked(column: str, marker: str) -> Callable[[list[ChangeEvent]], bool]:
-    def marked(events: list[ChangeEvent]) -> bool:
-        return any(
-            event.row is not None and event.row.get("id") == 0 and event.row.get(column) == marker
-            for event in events
-        )
-
-    return marked
-
-
-def _random_statement(generator: random.Random) -> Statement:
-    identity = generator.randint(1, KEYS)
-    table = generator.choice(TABLES)
-    if generator.random() < 0.25:
-        return f"DELETE FROM {table} WHERE id = %s", (identity,)
-    if table == "orders":
-        amount = f"{generator.randint(-(10**6), 10**6) / 100:.2f}"
-        note = None if generator.random() < 0.2 else f"note {generator.random():.5f} é✓"
-        return UPSERT_ORDER, (identity, generator.randint(1, KEYS), amount, note)
-    return UPSERT_CUSTOMER, (
-        identity,
-        f"customer {generator.random():.6f}",
-        None if generator.random() < 0.2 else f"{generator.randint(-(10**8), 10**8) / 100:.2f}",
-        datetime.date(2000, 1, 1) + datetime.timedelta(days=generator.randint(-20000, 20000)),
-        f"2024-05-06 07:08:09.{generator.randint(0, 999999):06d}",
-        generator.choice([True, False, None]),
-        None if generator.random() < 0.3 else generator.randbytes(generator.randint(0, 12)),
-        None if generator.random() < 0.2 else generator.uniform(-1e6, 1e6),
-    )
 
 
 class Stream:
