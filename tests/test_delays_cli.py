@@ -12,10 +12,10 @@ from kshim.broker.delay.status import COLUMNS
 from kshim.cli.main import main
 from kshim.protocol.packed_record import pack_record
 from kshim.protocol.records import Record
+from kshim.storage.delay_filing import ScheduleChange
 from kshim.storage.delay_store import (
     DelayedRecord,
     DelayStore,
-    ScheduleChange,
     ScheduleLayoutError,
 )
 from kshim.storage.interface import TopicPartition

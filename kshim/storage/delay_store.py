@@ -70,7 +70,6 @@ from kshim.storage.delay_filing import (
     NearBucket,
     ScheduleChange,
     file_chunk,
-    new_change,
 )
 from kshim.storage.filesystem import FileSystem, OsFileSystem
 from kshim.storage.interface import TopicPartition
@@ -111,9 +110,6 @@ class DelayedRecord(NamedTuple):  # a tuple: one is built for every record
     key: bytes | None
     packed: bytes  # the record as produced (kshim.protocol.packed_record)
     seq: int = -1
-
-
-__all__ = ["NO_MARK", "ScheduleChange", "new_change"]  # kept here for their older users
 
 
 class StaleChunk(RuntimeError):

@@ -26,11 +26,11 @@ from kshim.storage.delay_buckets import (
     bucket_for,
     entry_parts,
 )
+from kshim.storage.delay_filing import ScheduleChange
 from kshim.storage.delay_store import (
     LATENESS_BOUNDS_MS,
     DelayedRecord,
     DelayStore,
-    ScheduleChange,
     ScheduleLayoutError,
     TopicSummary,
     Turn,
