@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from kshim.broker.broker import Broker
 from kshim.broker.security.session import Session
@@ -39,11 +40,13 @@ async def serve_connection(
     broker: Broker,
     observe: Observer | None = None,
     session: Session | None = None,
+    authentication_ended: Callable[[bool], None] | None = None,
 ) -> None:
     """Serves one connection until the peer closes it or breaks the protocol; ``observe``
     is told of each request answered (the metrics). ``session`` is the connection's
     listener and principal; on a SASL listener nothing but ApiVersions and the SASL
-    requests is served until it has authenticated (sasl_gate.py)."""
+    requests is served until it has authenticated (sasl_gate.py), and
+    ``authentication_ended`` is told whether that failed as soon as it is known."""
     transport = stream.transport
     assert transport is not None
     peer = transport.get_extra_info("peername")
@@ -54,7 +57,9 @@ async def serve_connection(
     try:
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
         if not session.authenticated:
-            await authenticate(stream, broker, session, in_flight, client_host)
+            await authenticate(
+                stream, broker, session, in_flight, client_host, authentication_ended
+            )
         await _read_requests(stream, broker, session, in_flight, client_host, observe)
     except AuthenticationEnded as ended:
         log.info("closing connection from %s: %s", peer, ended)

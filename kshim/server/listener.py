@@ -27,7 +27,8 @@ from kshim.protocol.apis import served_versions
 from kshim.server.connection import serve_connection
 from kshim.server.request_stream import RequestStream
 from kshim.server.security.certificate import certificate_principal
-from kshim.server.security.login_throttle import LoginThrottle
+from kshim.server.security.held_refusals import HeldRefusals, Refused
+from kshim.server.security.login_throttle import Login, LoginThrottle
 from kshim.server.security.sasl_gate import SASL_MAX_RECEIVE_BYTES
 from kshim.server.security.tls import TlsConfigError, server_context
 from kshim.server.security.tls_acceptor import TlsAcceptor
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
+# Refused connections held before they are closed, at most (held_refusals.py): a descriptor
+# each, well under max.connections' default.
+MAX_HELD_REFUSALS = 1024
 
 
 class ListenError(Exception):
@@ -69,6 +73,7 @@ class KafkaServer:
             broker.config.get_int("kshim.failed.authentication.burst"),
             broker.config.get_int("kshim.failed.authentication.rate"),
         )
+        self._refusals = HeldRefusals(MAX_HELD_REFUSALS)
 
     async def start(self) -> tuple[str, int]:
         """Starts the broker and listening; returns the first listener's bound (host, port)
@@ -115,15 +120,12 @@ class KafkaServer:
     async def _listen(
         self, listener: Listener, context: ssl.SSLContext | None, rules: list[Rule]
     ) -> None:
-        def accept(stream: RequestStream) -> None:
-            self._accept(stream, listener, rules)
-
         # A SASL listener's connections are held to SASL's frame bound from their first
         # byte: bytes that came with the connection are read before the gate can lower it.
         max_frame = SASL_MAX_RECEIVE_BYTES if listener.uses_sasl else self._max_frame_size
 
-        def stream() -> asyncio.BaseProtocol:
-            return RequestStream(max_frame, accept)
+        def stream(login: Login | None = None) -> asyncio.BaseProtocol:
+            return RequestStream(max_frame, lambda s: self._accept(s, listener, rules, login))
 
         try:
             if context is not None:
@@ -145,47 +147,63 @@ class KafkaServer:
         self,
         listener: Listener,
         context: ssl.SSLContext,
-        stream: Callable[[], asyncio.BaseProtocol],
+        stream: Callable[[Login], asyncio.BaseProtocol],
     ) -> tuple[str, int]:
         """A TLS listener, its connections admitted before their handshake (a peer the
-        failed-login throttle holds back costs an accept and a close)."""
+        failed-login throttle holds back costs an accept, a hold and a close)."""
 
-        def admit(address: str) -> bool:
+        def admit(address: str) -> Login | Refused:
             return self._admitted(address, listener)
 
-        acceptor = TlsAcceptor(context, stream, admit, self._tls_handshake_timeout_s)
+        acceptor = TlsAcceptor(
+            context, stream, admit, self._settled, self._refusals, self._tls_handshake_timeout_s
+        )
         self._acceptors.append(acceptor)
         return await acceptor.listen(listener.host, listener.port)
 
-    def _admitted(self, address: str, listener: Listener) -> bool:
-        """Whether a new connection is served: under max.connections, and on a SASL
-        listener from an address the failed-login throttle admits."""
+    def _admitted(self, address: str, listener: Listener) -> Login | Refused:
+        """A new connection's login if it is served: under max.connections (else closed at
+        once), and on a SASL listener from an address the failed-login throttle admits
+        (else held until the address would be admitted)."""
         handshakes = sum(len(acceptor.handshakes) for acceptor in self._acceptors)
         if len(self._connections) + handshakes >= self._max_connections:
-            return False
-        if listener.uses_sasl and self._throttle.enabled:
-            return self._throttle.admits(address, time.monotonic())
-        return True
+            return Refused(0.0)
+        if not listener.uses_sasl:
+            return Login(address, reserved=False)
+        now = time.monotonic()
+        login = self._throttle.admit(address, now)
+        return Refused(self._throttle.wait_s(address, now)) if login is None else login
+
+    def _settled(self, login: Login, failed: bool = False) -> None:
+        self._throttle.settle(login, failed, time.monotonic())
 
     def _connection_counts(self) -> dict[str, int]:
         return {f"{host}:{port}": self._open[name] for name, (host, port) in self.bound.items()}
 
-    def _accept(self, stream: RequestStream, listener: Listener, rules: list[Rule]) -> None:
+    def _accept(
+        self, stream: RequestStream, listener: Listener, rules: list[Rule], login: Login | None
+    ) -> None:
+        """Serves a new connection; ``login`` is its admission when it was admitted before
+        its TLS handshake, None when it is to be admitted here."""
         transport = stream.transport
         assert transport is not None
-        if transport.get_extra_info("sslcontext") is None:  # TLS: admitted before its handshake
+        if login is None:
             peer = transport.get_extra_info("peername")
-            if not self._admitted(peer[0] if isinstance(peer, tuple) else "", listener):
-                transport.close()
+            admitted = self._admitted(peer[0] if isinstance(peer, tuple) else "", listener)
+            if isinstance(admitted, Refused):
+                transport.pause_reading()
+                self._refusals.hold(transport.close, admitted.hold_s)
                 return
+            login = admitted
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         session = _session(transport, listener, rules)
         if session is None:
             transport.close()
+            self._settled(login)
             return
-        task = asyncio.create_task(self._serve(stream, session))
+        task = asyncio.create_task(self._serve(stream, session, login))
         self._connections.add(task)
         self._open[listener.name] += 1
         task.add_done_callback(self._connections.discard)
@@ -194,13 +212,15 @@ class KafkaServer:
     def _closed(self, listener: str) -> None:
         self._open[listener] -= 1
 
-    async def _serve(self, stream: RequestStream, session: Session) -> None:
+    async def _serve(self, stream: RequestStream, session: Session, login: Login) -> None:
+        def authentication_ended(failed: bool) -> None:
+            self._settled(login, failed)
+
         # stop() cancels open connections; that is a normal end, not an error.
         with contextlib.suppress(asyncio.CancelledError):
             observe = None if self.metrics is None else self.metrics.requests.observe
-            await serve_connection(stream, self.broker, observe, session)
-        if session.failed:
-            self._throttle.failed(session.client_address, time.monotonic())
+            await serve_connection(stream, self.broker, observe, session, authentication_ended)
+        self._settled(login, session.failed)  # it left before authentication ended
 
     async def stop(self) -> None:
         """Stops accepting, drops open connections, then stops the broker (its background
@@ -211,6 +231,7 @@ class KafkaServer:
             server.close()
         for acceptor in self._acceptors:
             acceptor.close()
+        self._refusals.close_all()
         for task in self._connections:
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)

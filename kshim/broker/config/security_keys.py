@@ -44,7 +44,8 @@ SECURITY_DEFAULTS: dict[str, str] = {
     "kshim.ssl.handshake.timeout.ms": "10000",
     # kshim's own: failed SASL logins from one address spend a bucket of this many tokens,
     # refilled at this rate a second; an address with none left has its new connections to
-    # SASL listeners closed unserved (server/security/login_throttle.py). Burst 0: off.
+    # SASL listeners held and closed unserved (server/security/login_throttle.py,
+    # held_refusals.py). Burst 0: off.
     "kshim.failed.authentication.burst": "10",
     "kshim.failed.authentication.rate": "1",
     "ssl.keystore.type": "PEM",

@@ -11,6 +11,7 @@ then, so an unauthenticated peer cannot make the broker buffer a 100 MB request.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from kshim.broker.broker import Broker
 from kshim.broker.security.authentication import step
@@ -44,9 +45,11 @@ async def authenticate(
     session: Session,
     in_flight: asyncio.Queue[InFlight | None],
     client_host: str,
+    ended: Callable[[bool], None] | None = None,
 ) -> None:
     """Serves the connection until it has authenticated; raises AuthenticationEnded,
-    after Kafka's delay when authentication failed, or ProtocolViolation."""
+    after Kafka's delay when authentication failed, or ProtocolViolation. ``ended`` is
+    told whether it failed once it has succeeded or failed (before the delay)."""
     stream.limit_frames(SASL_MAX_RECEIVE_BYTES)
     while not session.authenticated:
         request_frame = await stream.next_frame()
@@ -65,6 +68,8 @@ async def authenticate(
             task = asyncio.create_task(respond(call, broker, client_host, None, session))
         await asyncio.wait([task])
         if session.failed:
+            if ended is not None:
+                ended(True)
             # The failure's answer itself waits out the delay, as Kafka's
             # (Selector.maybeDelayCloseOnAuthenticationFailure): a client told at once would
             # retry at once.
@@ -78,6 +83,8 @@ async def authenticate(
             await in_flight.put((header, task))
             raise AuthenticationEnded(f"authentication failed ({session.mechanism or 'SASL'})")
         await in_flight.put((header, task))
+    if ended is not None:
+        ended(False)
     stream.limit_frames(broker.config.get_int("socket.request.max.bytes"))
 
 

@@ -5,7 +5,8 @@ transports read a client's first bytes before a protocol could hold them back, s
 connection cannot be refused cheaply once it is theirs. Here the listening socket is
 kshim's own: a new connection's address is checked first (``admit``: the failed-login
 throttle, max.connections), and only an admitted socket is handed to the event loop with
-TLS (``connect_accepted_socket``), whose handshake then runs as the server's would.
+TLS (``connect_accepted_socket``), whose handshake then runs as the server's would. A
+refused socket is closed, at once or after its hold (held_refusals.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import socket
 import ssl
 from collections.abc import Callable
 
+from kshim.server.security.held_refusals import HeldRefusals, Refused
+from kshim.server.security.login_throttle import Login
+
 log = logging.getLogger(__name__)
 BACKLOG = 1024
 
@@ -25,13 +29,19 @@ class TlsAcceptor:
     def __init__(
         self,
         context: ssl.SSLContext,
-        protocol: Callable[[], asyncio.BaseProtocol],
-        admit: Callable[[str], bool],
+        protocol: Callable[[Login], asyncio.BaseProtocol],
+        admit: Callable[[str], Login | Refused],
+        dropped: Callable[[Login], None],
+        refusals: HeldRefusals,
         handshake_timeout_s: float,
     ) -> None:
+        """``protocol`` serves an admitted connection once its handshake is done;
+        ``dropped`` is told of one whose handshake failed."""
         self._context = context
         self._protocol = protocol
         self._admit = admit
+        self._dropped = dropped
+        self._refusals = refusals
         self._handshake_timeout_s = handshake_timeout_s
         self._socket: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
@@ -68,17 +78,18 @@ class TlsAcceptor:
                 await asyncio.sleep(0.05)
                 continue
             address = peer[0] if isinstance(peer, tuple) else ""
-            if not self._admit(address):
-                connection.close()
+            admitted = self._admit(address)
+            if isinstance(admitted, Refused):
+                self._refusals.hold(connection.close, admitted.hold_s)
                 continue
-            task = asyncio.create_task(self._handshake(connection, peer))
+            task = asyncio.create_task(self._handshake(connection, peer, admitted))
             self.handshakes.add(task)
             task.add_done_callback(self.handshakes.discard)
 
-    async def _handshake(self, connection: socket.socket, peer: object) -> None:
+    async def _handshake(self, connection: socket.socket, peer: object, login: Login) -> None:
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
-                self._protocol,
+                lambda: self._protocol(login),
                 connection,
                 ssl=self._context,
                 ssl_handshake_timeout=self._handshake_timeout_s,
@@ -88,6 +99,7 @@ class TlsAcceptor:
             reason = str(error) or type(error).__name__
             log.info("closing connection from %s: TLS handshake failed: %s", peer, reason)
             connection.close()
+            self._dropped(login)
 
     def close(self) -> None:
         """Stops accepting; handshakes under way are cancelled."""
