@@ -1,8 +1,9 @@
 """What TLS and SASL cost: kshim's PLAINTEXT and SASL_SSL listeners side by side, in one run
 against one broker.
 
-    python -m benchmarks.security [--records-1kib 100000] [--records-100b 300000]
+    python -m benchmarks.security [--records-1kib 300000] [--records-100b 300000]
                                   [--repeats 5] [--connections 600] [--flood 1000]
+                                  [--parts throughput,connections,floods]
                                   [--json benchmarks/results/security.json]
 
 One ``kshim serve`` (defaults: fsync on, uvloop; CPU and RSS always of its whole process
@@ -12,6 +13,12 @@ user stored with AlterUserScramCredentials, a PLAIN user in the listener's JAAS 
 1. throughput: confluent-kafka produces (acks=all, idempotent, linger.ms=5) 1 KiB and 100 B
    records to a topic of their own, then consumes them from offset 0, over PLAINTEXT and over
    SASL_SSL with SCRAM-SHA-256, the listener that goes first alternating repeat by repeat.
+   Each client's clock starts once it is connected and logged in (its first record
+   acknowledged, its first batch read; how long that took is reported beside), so that a
+   run of a few hundred milliseconds is not a login's measure: part 2 measures logins.
+   Then the broker's side alone, with kshim's wire client (Python's ssl): the same 1 MiB
+   Produce request of 1,000 1 KiB records sent again and again, five in flight, and the
+   partition's first MiB fetched again and again, one Fetch at a time.
    Target: SASL_SSL keeps >= 0.7x of PLAINTEXT's records/s.
 2. connections: ``--connections`` new connections of each kind, split over two client
    processes, each answered an ApiVersions: PLAINTEXT, TLS, and full logins over SASL_SSL
@@ -37,6 +44,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -49,7 +57,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks.brokers import RunningBroker, sampled
 from benchmarks.security_clients import (
@@ -59,33 +67,45 @@ from benchmarks.security_clients import (
     connection_worker,
     flood_worker,
     librdkafka_settings,
+    raw_fetch,
+    raw_produce,
+    raw_security,
     ready,
     running_secure,
 )
 from benchmarks.startup import API_VERSIONS_V0
-from benchmarks.workloads import TIMEOUT_S, consume, create_topic, produce, send
+from benchmarks.workloads import TIMEOUT_S, create_topic, send
+from kshim.client_security import ClientSecurity
 from kshim.wire_client import connect
 
 PROTOCOLS = ("PLAINTEXT", "SASL_SSL")
+PARTS = ("throughput", "connections", "floods")
 THROUGHPUT_TARGET = 0.7
 FLOOD_TARGET = 0.9
 CLIENT_PROCESSES = 2
 FLOOD_CONCURRENCY = 50  # in all, over the client processes
-WINDOW_S = 4.0  # the producer's run before and after each flood
+WINDOW_S = 8.0  # the producer's run before and after each flood
 FLOOD_RECORD_BYTES = 1024
 PROBE_INTERVAL_S = 0.01
+RAW_RECORDS = 1000  # 1 KiB records a raw request carries or fetches (about 1 MiB)
+RAW_PRODUCE_REQUESTS = 200
+RAW_FETCH_REQUESTS = 500
 Run = dict[str, float]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records-1kib", type=int, default=100_000)
+    parser.add_argument("--records-1kib", type=int, default=300_000)
     parser.add_argument("--records-100b", type=int, default=300_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--connections", type=int, default=600)
     parser.add_argument("--flood", type=int, default=1000)
     parser.add_argument("--json", default="benchmarks/results/security.json")
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help=f"which to run, of {', '.join(PARTS)}"
+    )
     arguments = parser.parse_args()
+    parts = set(arguments.parts.split(","))
     started = time.perf_counter()
     machine = _machine()
     spawn = multiprocessing.get_context("spawn")
@@ -98,10 +118,19 @@ def main() -> None:
             warmed.result()
         idle_rss_mb = broker.rss_bytes() / 1e6
         sizes = {1024: arguments.records_1kib, 100: arguments.records_100b}
-        throughput = measure_throughput(broker, secure, sizes, arguments.repeats)
-        connections = measure_connections(broker, secure, pool, arguments.connections)
+        throughput = (
+            measure_throughput(broker, secure, sizes, arguments.repeats)
+            if "throughput" in parts
+            else {}
+        )
+        connections = (
+            measure_connections(broker, secure, pool, arguments.connections)
+            if "connections" in parts
+            else {}
+        )
         floods = {
-            name: measure_flood(broker, secure, pool, name, arguments.flood) for name in FLOODS
+            name: measure_flood(broker, secure, pool, name, arguments.flood)
+            for name in (FLOODS if "floods" in parts else ())
         }
         broker_errors = (Path(directory) / "broker.err").read_text()
     results: dict[str, Any] = {
@@ -120,8 +149,8 @@ def main() -> None:
         "floods": floods,
         "broker_stderr": broker_errors[-2000:],
     }
-    print(render(results))
     Path(arguments.json).write_text(json.dumps(results, indent=2) + "\n")
+    print(render(results))
 
 
 # --- 1. throughput -----------------------------------------------------------------------
@@ -144,46 +173,136 @@ def measure_throughput(
                         f"{run['records_per_s']:,.0f} records/s",
                         flush=True,
                     )
+        for protocol in PROTOCOLS if repeat % 2 == 0 else PROTOCOLS[::-1]:
+            for shape, run in _raw_rounds(broker, secure, protocol):
+                runs.setdefault(shape, {}).setdefault(protocol, []).append(run)
+                print(f"repeat {repeat + 1}/{repeats} {shape} {protocol}: "
+                      f"{run['records_per_s']:,.0f} records/s", flush=True)  # fmt: skip
     return {shape: _compare(by_protocol) for shape, by_protocol in runs.items()}
+
+
+def _raw_rounds(
+    broker: RunningBroker, secure: SecureBroker, protocol: str
+) -> list[tuple[str, Run]]:
+    """The broker's side alone: one connection of kshim's own wire client (its TLS is
+    Python's ssl, one call per request) sends the same Produce request of 1,000 1 KiB
+    records RAW_PRODUCE_REQUESTS times, five in flight, then Fetches the first MiB of the
+    partition RAW_FETCH_REQUESTS times, one at a time as a consumer does. Neither client
+    sets the rate as librdkafka does (its TLS writes go out in small pieces, a loop of its
+    broker thread each)."""
+    topic = f"raw-{protocol.lower()}-{time.time_ns()}"
+    create_topic(broker, topic)
+    security = raw_security(secure, protocol)
+    address = secure.plaintext if protocol == "PLAINTEXT" else secure.sasl_ssl
+    with sampled(broker) as producing:
+        produced = _raw(broker, address, security, raw_produce(topic), RAW_PRODUCE_REQUESTS, 5)
+    with sampled(broker) as fetching:
+        fetched = _raw(broker, address, security, raw_fetch(topic), RAW_FETCH_REQUESTS, 1)
+    produced["peak_rss_mb"] = producing.peak_rss_bytes / 1e6
+    fetched["peak_rss_mb"] = fetching.peak_rss_bytes / 1e6
+    return [("produce 1 KiB, raw client", produced), ("consume 1 KiB, raw client", fetched)]
+
+
+def _raw(
+    broker: RunningBroker,
+    address: str,
+    security: ClientSecurity | None,
+    frame: bytes,
+    requests: int,
+    depth: int,
+) -> Run:
+    with connect(address, TIMEOUT_S, security=security, max_response_bytes=8 << 20) as conn:
+        cpu_before, started = broker.cpu_seconds(), time.perf_counter()
+        for _ in range(depth):
+            conn.send(frame)
+        for sent in range(depth, requests + depth):
+            conn.read_frame()
+            if sent < requests:
+                conn.send(frame)
+        seconds = time.perf_counter() - started
+        records = requests * RAW_RECORDS
+        return _run(records, seconds, broker.cpu_seconds() - cpu_before, float("nan"))
 
 
 def _produce_and_consume(
     broker: RunningBroker, secure: SecureBroker, protocol: str, size: int, count: int
 ) -> list[tuple[str, Run]]:
+    """One produce and one consume run of ``count`` records. Each client connects, logs in
+    and reaches its partition before its clock starts (the logins' own cost is part 2):
+    the rates are what a producer or consumer already running gets; how long the first
+    record took is kept beside them."""
     topic = f"bench-{protocol.lower()}-{size}-{time.time_ns()}"
     create_topic(broker, topic)
     settings = librdkafka_settings(secure, protocol)
     with sampled(broker) as producing:
-        produced = produce(broker, topic, count, size, **{"linger.ms": 5, **settings})
+        produced = _produce(broker, topic, count, size, settings)
     with sampled(broker) as consuming:
-        consumed = consume(broker, topic, count, size, **settings)
-    return [
-        (
-            "produce",
-            _run(
-                produced.records_per_second,
-                produced.broker_cpu_seconds,
-                count,
-                producing.peak_rss_bytes,
-            ),
-        ),
-        (
-            "consume",
-            _run(
-                consumed.records_per_second,
-                consumed.broker_cpu_seconds,
-                count,
-                consuming.peak_rss_bytes,
-            ),
-        ),
-    ]
+        consumed = _consume(broker, topic, count + 1, settings)
+    produced["peak_rss_mb"] = producing.peak_rss_bytes / 1e6
+    consumed["peak_rss_mb"] = consuming.peak_rss_bytes / 1e6
+    return [("produce", produced), ("consume", consumed)]
 
 
-def _run(rate: float, cpu_seconds: float, count: int, peak_rss_bytes: int) -> Run:
+def _produce(
+    broker: RunningBroker, topic: str, count: int, size: int, settings: dict[str, Any]
+) -> Run:
+    """One record sent and acknowledged (connection, login, producer id), then the clock
+    runs over ``count`` more, acks=all, idempotent, linger.ms=5."""
+    producer = Producer({**settings, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    payload = b"x" * size
+    started = time.perf_counter()
+    send(producer, topic, payload)
+    if producer.flush(TIMEOUT_S):
+        raise RuntimeError("the first record was not acknowledged")
+    first_ms = (time.perf_counter() - started) * 1000
+    cpu_before, started = broker.cpu_seconds(), time.perf_counter()
+    for _ in range(count):
+        send(producer, topic, payload)
+    if producer.flush(TIMEOUT_S):
+        raise RuntimeError("records not acknowledged")
+    return _run(count, time.perf_counter() - started, broker.cpu_seconds() - cpu_before, first_ms)
+
+
+def _consume(broker: RunningBroker, topic: str, count: int, settings: dict[str, Any]) -> Run:
+    """Reads ``count`` records from offset 0: the clock starts once the first batch is in
+    (connection, login, first fetch) and runs over the records after it.
+
+    librdkafka stops fetching for fetch.queue.backoff.ms (1 s by default) whenever its local
+    queue holds more than queued.max.messages.kbytes: a consumer whose broker answers faster
+    than its own loop takes records fills the queue and then waits out the second. Over
+    PLAINTEXT that made the rate swing between about 150,000 and 600,000 records/s from run
+    to run with neither side busy, and SASL_SSL look faster; with the backoff at 0 both
+    listeners are read as fast as this loop takes records."""
+    consumer = Consumer(
+        {**settings, "group.id": "bench", "enable.auto.commit": False,
+         "isolation.level": "read_uncommitted", "fetch.queue.backoff.ms": 0}
+    )  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    deadline = time.perf_counter() + TIMEOUT_S
+    started = time.perf_counter()
+    first = 0
+    while not first and time.perf_counter() < deadline:
+        first = len(consumer.consume(10_000, 1.0))
+    first_ms = (time.perf_counter() - started) * 1000
+    received = first
+    cpu_before, started = broker.cpu_seconds(), time.perf_counter()
+    while received < count and time.perf_counter() < deadline:
+        # No more than are left: consume() waits out its timeout for a batch it cannot fill.
+        received += len(consumer.consume(min(10_000, count - received), 1.0))
+    seconds = time.perf_counter() - started
+    cpu = broker.cpu_seconds() - cpu_before
+    consumer.close()
+    if received < count:
+        raise RuntimeError(f"read {received} of {count} records")
+    return _run(received - first, seconds, cpu, first_ms)
+
+
+def _run(records: int, seconds: float, cpu_seconds: float, first_ms: float) -> Run:
     return {
-        "records_per_s": rate,
-        "broker_cpu_us_per_record": cpu_seconds / count * 1e6,
-        "peak_rss_mb": peak_rss_bytes / 1e6,
+        "records": records,
+        "records_per_s": records / seconds,
+        "broker_cpu_us_per_record": cpu_seconds / records * 1e6,
+        "first_record_ms": first_ms,
     }
 
 
@@ -404,6 +523,10 @@ def _verdict(ratio: float, paired: list[float], target: float) -> str:
     return "within noise"
 
 
+def _ms(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.0f}"
+
+
 def _size(size: int) -> str:
     return "1 KiB" if size == 1024 else f"{size} B"
 
@@ -421,8 +544,9 @@ def render(results: dict[str, Any]) -> str:
     """Three Markdown tables: throughput by listener, connections, floods."""
     lines = [
         "| shape | PLAINTEXT records/s | SASL_SSL records/s | SASL_SSL/PLAINTEXT (per repeat)"
-        " | broker CPU µs/record PLAINTEXT, SASL_SSL | peak RSS MB | result (>= 0.7x) |",
-        "|---|---|---|---|---|---|---|",
+        " | broker CPU µs/record PLAINTEXT, SASL_SSL | first record ms PLAINTEXT, SASL_SSL"
+        " | peak RSS MB | result (>= 0.7x) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for shape, found in results["throughput"].items():
         plain, secure = found["median"]["PLAINTEXT"], found["median"]["SASL_SSL"]
@@ -431,6 +555,7 @@ def render(results: dict[str, Any]) -> str:
             f"| {shape} | {plain['records_per_s']:,.0f} | {secure['records_per_s']:,.0f} | "
             f"{found['ratio_of_medians']:.2f}x ({paired}) | "
             f"{plain['broker_cpu_us_per_record']:.2f}, {secure['broker_cpu_us_per_record']:.2f}"
+            f" | {_ms(plain['first_record_ms'])}, {_ms(secure['first_record_ms'])}"
             f" | {max(plain['peak_rss_mb'], secure['peak_rss_mb']):.0f} | {found['verdict']} |"
         )
     lines += [
@@ -445,7 +570,7 @@ def render(results: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "| flood (wrong passwords) | attempts/s | refused | attacker CPU ms each | broker CPU"
+        "| flood (wrong passwords) | attempts/s | not let in | attacker CPU ms each | broker CPU"
         " ms each (est.) | producer records/s before, during, after | during/without |"
         " ApiVersions answer p99 (max) ms before, during, after | peak RSS MB before, during,"
         " after | result (>= 0.9x) |",

@@ -37,11 +37,13 @@ from confluent_kafka.admin import (
 from benchmarks.brokers import START_TIMEOUT_S, RunningBroker
 from benchmarks.startup import API_VERSIONS_V0, answers_api_versions
 from kshim.client_security import ClientSecurity, client_security
+from kshim.protocol.records import Record, build_batch
 from kshim.testing import free_port
 from kshim.wire_client import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     WireConnection,
+    encode_request,
     parse_bootstrap,
 )
 
@@ -197,10 +199,14 @@ def connection_worker(secure: SecureBroker, kind: str, count: int) -> dict[str, 
 
 # The wrong-password floods: (mechanism, user). PLAIN for a SCRAM user is checked against
 # the stored credential, one Hi() (4,096 HMACs) on the broker per attempt.
-FLOODS: dict[str, tuple[str, str]] = {
-    "SCRAM-SHA-256, a SCRAM user": (SCRAM_MECHANISM, SCRAM_USER),
-    "PLAIN, a JAAS user": ("PLAIN", PLAIN_USER),
-    "PLAIN, a SCRAM user": ("PLAIN", SCRAM_USER),
+# A flood's name: its mechanism, the user guessed at, and how long the guesser waits for
+# the broker before it gives up on a connection and makes another (None: it waits, as
+# Kafka's clients do, for the broker's answer and then for the broker to close).
+FLOODS: dict[str, tuple[str, str, float | None]] = {
+    "SCRAM-SHA-256, a SCRAM user": (SCRAM_MECHANISM, SCRAM_USER, None),
+    "PLAIN, a JAAS user": ("PLAIN", PLAIN_USER, None),
+    "PLAIN, a SCRAM user": ("PLAIN", SCRAM_USER, None),
+    "PLAIN, a JAAS user, giving up after 0.2 s": ("PLAIN", PLAIN_USER, 0.2),
 }
 
 
@@ -258,10 +264,12 @@ def flood_worker(
     secure: SecureBroker, flood: str, attempts: int, concurrency: int
 ) -> dict[str, Any]:
     """``attempts`` logins with a wrong password on the SASL_SSL listener, ``concurrency``
-    at a time, each waiting for the broker to close the connection as Kafka's clients do;
-    returns how each ended (the broker's refusal, counted by message), the seconds taken and
-    this process's CPU seconds. Runs in a worker process."""
-    mechanism, user = FLOODS[flood]
+    at a time, each waiting for the broker to close the connection as Kafka's clients do
+    (or giving up after the flood's patience); returns how each ended (the broker's
+    refusal, counted by message), the seconds taken and this process's CPU seconds. Runs in
+    a worker process."""
+    mechanism, user, patience_s = FLOODS[flood]
+    timeout_s = CONNECT_TIMEOUT_S if patience_s is None else patience_s
     host, port = parse_bootstrap(secure.sasl_ssl)
     security = tls_security(secure.ca)
     guess = RepeatedGuess(mechanism, user, WRONG_PASSWORD)
@@ -269,15 +277,20 @@ def flood_worker(
     def attempt(_: int) -> str:
         try:
             connection = WireConnection(
-                host, port, CONNECT_TIMEOUT_S, security=security, source_host=GUESSER
+                host, port, timeout_s, security=security, source_host=GUESSER
             )
+        except TimeoutError:
+            return "gave up"
         except OSError:
             # The broker's failed-login throttle closed it before its TLS handshake.
             return "closed before TLS"
         with connection as conn:
-            refusal = guess.login(conn)
-            if refusal != "accepted":
-                conn.wait_closed(CONNECT_TIMEOUT_S)
+            try:
+                refusal = guess.login(conn)
+                if refusal != "accepted" and patience_s is None:
+                    conn.wait_closed(CONNECT_TIMEOUT_S)
+            except TimeoutError:
+                return "gave up"
             return refusal
 
     cpu, started = time.process_time(), time.perf_counter()
@@ -294,3 +307,49 @@ def ready() -> bool:
     """A no-op for a worker process to run once, so that its start and imports are paid
     before anything is timed."""
     return True
+
+
+# --- raw requests, the broker's side alone -----------------------------------------------
+
+
+def raw_security(secure: SecureBroker, protocol: str) -> ClientSecurity | None:
+    """kshim's wire client's security for ``protocol``'s listener (SASL_SSL: the
+    SCRAM-SHA-256 user)."""
+    if protocol == "PLAINTEXT":
+        return None
+    return client_security(
+        {
+            "security.protocol": "SASL_SSL",
+            "ssl.truststore.location": secure.ca,
+            "sasl.mechanism": SCRAM_MECHANISM,
+            "sasl.username": SCRAM_USER,
+            "sasl.password": SCRAM_PASSWORD,
+        }
+    )
+
+
+def raw_produce(topic: str, records: int = 1000, value_bytes: int = 1024) -> bytes:
+    """A size-prefixed acks=all Produce request (v9) of one plain batch of ``records``
+    records to partition 0, the same bytes sent again and again."""
+    batch = [Record(i, 1_700_000_000_000, None, b"x" * value_bytes) for i in range(records)]
+    partition = {"index": 0, "records": build_batch(batch)}
+    fields = {"transactional_id": None, "acks": -1, "timeout": 30_000,
+              "topic_data": [{"name": topic, "partition_data": [partition]}]}  # fmt: skip
+    return encode_request(0, 9, 1, fields)
+
+
+def raw_fetch(topic: str, max_bytes: int = 1 << 20) -> bytes:
+    """A size-prefixed Fetch request (v11) for the first ``max_bytes`` of partition 0, as a
+    consumer reading from offset 0 sends it (librdkafka's max.partition.fetch.bytes)."""
+    partition = {
+        "partition": 0,
+        "current_leader_epoch": -1,
+        "fetch_offset": 0,
+        "log_start_offset": -1,
+        "partition_max_bytes": max_bytes,
+    }
+    fields = {"replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": 50 << 20,
+              "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+              "topics": [{"topic": topic, "partitions": [partition]}],
+              "forgotten_topics_data": [], "rack_id": ""}  # fmt: skip
+    return encode_request(1, 11, 1, fields)
