@@ -21,7 +21,7 @@ from benchmarks.brokers import RunningBroker, running
 from benchmarks.samples import Samples, add_samples, median_rows
 from benchmarks.workloads import create_topic
 from kshim.protocol.records import Record, build_batch
-from kshim.wire_client import connect, encode_request
+from kshim.wire_client import WireConnection, connect, encode_request
 
 PRODUCE_KEY, PRODUCE_VERSION = 0, 9
 DEPTHS = (1, 5)
@@ -41,20 +41,26 @@ def produce_frame(topic: str, records: int = 89, value_bytes: int = 170) -> byte
 def run(broker: RunningBroker, frame: bytes, requests: int, depth: int) -> dict[str, float]:
     with connect(broker.bootstrap, timeout_s=30) as connection:
         user, system = broker.user_and_system_seconds()
-        started = time.perf_counter()
-        for _ in range(depth):
-            connection.send(frame)
-        for sent in range(depth, requests + depth):
-            connection.read_frame()
-            if sent < requests:
-                connection.send(frame)
-        elapsed = time.perf_counter() - started
+        elapsed = pipelined(connection, frame, requests, depth)
         user_after, system_after = broker.user_and_system_seconds()
     return {
         "requests_per_s": requests / elapsed,
         "user_us_per_request": (user_after - user) / requests * 1e6,
         "system_us_per_request": (system_after - system) / requests * 1e6,
     }
+
+
+def pipelined(connection: WireConnection, frame: bytes, requests: int, depth: int) -> float:
+    """Sends ``frame`` ``requests`` times with ``depth`` answers awaited at once; returns
+    the seconds taken, every answer read."""
+    started = time.perf_counter()
+    for _ in range(depth):
+        connection.send(frame)
+    for sent in range(depth, requests + depth):
+        connection.read_frame()
+        if sent < requests:
+            connection.send(frame)
+    return time.perf_counter() - started
 
 
 def main() -> None:

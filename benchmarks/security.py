@@ -60,6 +60,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks.brokers import RunningBroker, sampled
+from benchmarks.pipelined_produce import pipelined, produce_frame
 from benchmarks.security_clients import (
     CONNECTION_KINDS,
     FLOODS,
@@ -68,7 +69,6 @@ from benchmarks.security_clients import (
     flood_worker,
     librdkafka_settings,
     raw_fetch,
-    raw_produce,
     raw_security,
     ready,
     running_secure,
@@ -194,8 +194,9 @@ def _raw_rounds(
     create_topic(broker, topic)
     security = raw_security(secure, protocol)
     address = secure.plaintext if protocol == "PLAINTEXT" else secure.sasl_ssl
+    produce = produce_frame(topic, RAW_RECORDS, 1024)
     with sampled(broker) as producing:
-        produced = _raw(broker, address, security, raw_produce(topic), RAW_PRODUCE_REQUESTS, 5)
+        produced = _raw(broker, address, security, produce, RAW_PRODUCE_REQUESTS, 5)
     with sampled(broker) as fetching:
         fetched = _raw(broker, address, security, raw_fetch(topic), RAW_FETCH_REQUESTS, 1)
     produced["peak_rss_mb"] = producing.peak_rss_bytes / 1e6
@@ -212,14 +213,8 @@ def _raw(
     depth: int,
 ) -> Run:
     with connect(address, TIMEOUT_S, security=security, max_response_bytes=8 << 20) as conn:
-        cpu_before, started = broker.cpu_seconds(), time.perf_counter()
-        for _ in range(depth):
-            conn.send(frame)
-        for sent in range(depth, requests + depth):
-            conn.read_frame()
-            if sent < requests:
-                conn.send(frame)
-        seconds = time.perf_counter() - started
+        cpu_before = broker.cpu_seconds()
+        seconds = pipelined(conn, frame, requests, depth)
         records = requests * RAW_RECORDS
         return _run(records, seconds, broker.cpu_seconds() - cpu_before, float("nan"))
 

@@ -37,7 +37,6 @@ from confluent_kafka.admin import (
 from benchmarks.brokers import START_TIMEOUT_S, RunningBroker
 from benchmarks.startup import API_VERSIONS_V0, answers_api_versions
 from kshim.client_security import ClientSecurity, client_security
-from kshim.protocol.records import Record, build_batch
 from kshim.testing import free_port
 from kshim.wire_client import (
     SASL_AUTHENTICATE,
@@ -326,16 +325,6 @@ def raw_security(secure: SecureBroker, protocol: str) -> ClientSecurity | None:
             "sasl.password": SCRAM_PASSWORD,
         }
     )
-
-
-def raw_produce(topic: str, records: int = 1000, value_bytes: int = 1024) -> bytes:
-    """A size-prefixed acks=all Produce request (v9) of one plain batch of ``records``
-    records to partition 0, the same bytes sent again and again."""
-    batch = [Record(i, 1_700_000_000_000, None, b"x" * value_bytes) for i in range(records)]
-    partition = {"index": 0, "records": build_batch(batch)}
-    fields = {"transactional_id": None, "acks": -1, "timeout": 30_000,
-              "topic_data": [{"name": topic, "partition_data": [partition]}]}  # fmt: skip
-    return encode_request(0, 9, 1, fields)
 
 
 def raw_fetch(topic: str, max_bytes: int = 1 << 20) -> bytes:
