@@ -2,6 +2,7 @@
 against one broker.
 
     python -m benchmarks.security [--records-1kib 300000] [--records-100b 300000]
+                                  [--records-java 100000]
                                   [--repeats 5] [--connections 600] [--flood 1000]
                                   [--parts throughput,connections,floods]
                                   [--json benchmarks/results/security.json]
@@ -18,7 +19,9 @@ user stored with AlterUserScramCredentials, a PLAIN user in the listener's JAAS 
    run of a few hundred milliseconds is not a login's measure: part 2 measures logins.
    Then the broker's side alone, with kshim's wire client (Python's ssl): the same 1 MiB
    Produce request of 1,000 1 KiB records sent again and again, five in flight, and the
-   partition's first MiB fetched again and again, one Fetch at a time.
+   partition's first MiB fetched again and again, one Fetch at a time. Then, where
+   $KSHIM_SPARK_JARS holds kafka-clients and java can run a source file, the Java client
+   (benchmarks/java/JavaClients.java): ``--records-java`` 1 KiB records produced and read.
    Target: SASL_SSL keeps >= 0.7x of PLAINTEXT's records/s.
 2. connections: ``--connections`` new connections of each kind, split over two client
    processes, each answered an ApiVersions: PLAINTEXT, TLS, and full logins over SASL_SSL
@@ -43,12 +46,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import glob
 import json
 import math
 import multiprocessing
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
@@ -57,6 +63,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pyspark
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks.brokers import RunningBroker, sampled
@@ -64,6 +71,8 @@ from benchmarks.pipelined_produce import pipelined, produce_frame
 from benchmarks.security_clients import (
     CONNECTION_KINDS,
     FLOODS,
+    SCRAM_PASSWORD,
+    SCRAM_USER,
     SecureBroker,
     connection_worker,
     flood_worker,
@@ -77,6 +86,7 @@ from benchmarks.startup import API_VERSIONS_V0
 from benchmarks.workloads import TIMEOUT_S, create_topic, send
 from kshim.client_security import ClientSecurity
 from kshim.wire_client import connect
+from spark_examples.spark_session import connector_jars, jars_directory_problem
 
 PROTOCOLS = ("PLAINTEXT", "SASL_SSL")
 PARTS = ("throughput", "connections", "floods")
@@ -90,6 +100,7 @@ PROBE_INTERVAL_S = 0.01
 RAW_RECORDS = 1000  # 1 KiB records a raw request carries or fetches (about 1 MiB)
 RAW_PRODUCE_REQUESTS = 200
 RAW_FETCH_REQUESTS = 500
+JAVA_CLIENTS = Path(__file__).parent / "java" / "JavaClients.java"
 Run = dict[str, float]
 
 
@@ -97,6 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records-1kib", type=int, default=300_000)
     parser.add_argument("--records-100b", type=int, default=300_000)
+    parser.add_argument("--records-java", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--connections", type=int, default=600)
     parser.add_argument("--flood", type=int, default=1000)
@@ -119,7 +131,7 @@ def main() -> None:
         idle_rss_mb = broker.rss_bytes() / 1e6
         sizes = {1024: arguments.records_1kib, 100: arguments.records_100b}
         throughput = (
-            measure_throughput(broker, secure, sizes, arguments.repeats)
+            measure_throughput(broker, secure, sizes, arguments.repeats, arguments.records_java)
             if "throughput" in parts
             else {}
         )
@@ -157,10 +169,17 @@ def main() -> None:
 
 
 def measure_throughput(
-    broker: RunningBroker, secure: SecureBroker, sizes: dict[int, int], repeats: int
+    broker: RunningBroker,
+    secure: SecureBroker,
+    sizes: dict[int, int],
+    repeats: int,
+    java_records: int,
 ) -> dict[str, Any]:
     """Per record size and phase: each listener's runs, medians and SASL_SSL/PLAINTEXT."""
     runs: dict[str, dict[str, list[Run]]] = {}
+    java_classpath = _java_classpath()
+    if java_classpath is None:
+        print(f"no Java client shapes: {_java_unavailable()}", flush=True)
     for repeat in range(repeats):
         for size, count in sizes.items():
             order = PROTOCOLS if repeat % 2 == 0 else PROTOCOLS[::-1]
@@ -174,7 +193,10 @@ def measure_throughput(
                         flush=True,
                     )
         for protocol in PROTOCOLS if repeat % 2 == 0 else PROTOCOLS[::-1]:
-            for shape, run in _raw_rounds(broker, secure, protocol):
+            rounds = _raw_rounds(broker, secure, protocol)
+            if java_classpath is not None:
+                rounds += _java_rounds(broker, secure, protocol, java_classpath, java_records)
+            for shape, run in rounds:
                 runs.setdefault(shape, {}).setdefault(protocol, []).append(run)
                 print(f"repeat {repeat + 1}/{repeats} {shape} {protocol}: "
                       f"{run['records_per_s']:,.0f} records/s", flush=True)  # fmt: skip
@@ -202,6 +224,50 @@ def _raw_rounds(
     produced["peak_rss_mb"] = producing.peak_rss_bytes / 1e6
     fetched["peak_rss_mb"] = fetching.peak_rss_bytes / 1e6
     return [("produce 1 KiB, raw client", produced), ("consume 1 KiB, raw client", fetched)]
+
+
+def _java_rounds(
+    broker: RunningBroker, secure: SecureBroker, protocol: str, classpath: str, count: int
+) -> list[tuple[str, Run]]:
+    """The Java client (kafka-clients 3.x, the one Spark's connector and Kafka Connect
+    use): benchmarks/java/JavaClients.java produces ``count`` 1 KiB records (acks=all,
+    idempotent, linger.ms=5, its other defaults: batch.size 16 KiB) and reads them back."""
+    topic = f"java-{protocol.lower()}-{time.time_ns()}"
+    create_topic(broker, topic)
+    address = secure.plaintext if protocol == "PLAINTEXT" else secure.sasl_ssl
+    command = ["java", "-cp", classpath, str(JAVA_CLIENTS), address, protocol, secure.ca]
+    command += [SCRAM_USER, SCRAM_PASSWORD, str(count), "1024", topic]
+    with sampled(broker) as usage:
+        ran = subprocess.run(
+            command, check=False, capture_output=True, text=True, timeout=TIMEOUT_S * 10
+        )
+    if ran.returncode != 0:
+        raise RuntimeError(f"the Java client failed: {ran.stderr[-2000:]}")
+    rates = dict(line.split() for line in ran.stdout.split("\n") if line.strip())
+    found = []
+    for phase in ("produce", "consume"):
+        # Only the program knows when each phase ran: no broker CPU a record for these.
+        run = _run(count, count / float(rates[phase]), float("nan"), float("nan"))
+        run["peak_rss_mb"] = usage.peak_rss_bytes / 1e6
+        found.append((f"{phase} 1 KiB, Java client", run))
+    return found
+
+
+def _java_classpath() -> str | None:
+    """kafka-clients from $KSHIM_SPARK_JARS and pyspark's slf4j-api, when those and a Java
+    that can run a source file are here."""
+    jars = connector_jars()
+    slf4j = sorted(glob.glob(str(Path(pyspark.__file__).parent / "jars" / "slf4j-api-*.jar")))
+    if jars is None or not slf4j or shutil.which("java") is None:
+        return None
+    clients = [jar for jar in jars if Path(jar).name.startswith("kafka-clients-")]
+    return os.pathsep.join([*clients, slf4j[-1]])
+
+
+def _java_unavailable() -> str:
+    if shutil.which("java") is None:
+        return "no java on PATH"
+    return jars_directory_problem() or "pyspark's slf4j-api jar not found"
 
 
 def _raw(
@@ -522,6 +588,10 @@ def _ms(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.0f}"
 
 
+def _us(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f}"
+
+
 def _size(size: int) -> str:
     return "1 KiB" if size == 1024 else f"{size} B"
 
@@ -549,7 +619,7 @@ def render(results: dict[str, Any]) -> str:
         lines.append(
             f"| {shape} | {plain['records_per_s']:,.0f} | {secure['records_per_s']:,.0f} | "
             f"{found['ratio_of_medians']:.2f}x ({paired}) | "
-            f"{plain['broker_cpu_us_per_record']:.2f}, {secure['broker_cpu_us_per_record']:.2f}"
+            f"{_us(plain['broker_cpu_us_per_record'])}, {_us(secure['broker_cpu_us_per_record'])}"
             f" | {_ms(plain['first_record_ms'])}, {_ms(secure['first_record_ms'])}"
             f" | {max(plain['peak_rss_mb'], secure['peak_rss_mb']):.0f} | {found['verdict']} |"
         )
