@@ -63,7 +63,6 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import pyspark
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks.brokers import RunningBroker, sampled
@@ -256,6 +255,8 @@ def _java_rounds(
 def _java_classpath() -> str | None:
     """kafka-clients from $KSHIM_SPARK_JARS and pyspark's slf4j-api, when those and a Java
     that can run a source file are here."""
+    import pyspark  # only to find its jars: about 0.3 s to import
+
     jars = connector_jars()
     slf4j = sorted(glob.glob(str(Path(pyspark.__file__).parent / "jars" / "slf4j-api-*.jar")))
     if jars is None or not slf4j or shutil.which("java") is None:

@@ -15,12 +15,16 @@ from tests.connect.connect_helpers import ChangeEvent, wait_for_events
 TABLES = ["customers", "orders"]
 # Row 0 of each table carries the markers; rows 1 to 10 of customers are there before the
 # capture starts (the snapshot).
-SOURCE_SCHEMA = (
+# The two tables' definitions, one column of each type the pipeline carries.
+CREATE_TABLES = (
     "CREATE TABLE customers (id integer PRIMARY KEY, name text NOT NULL,"
     " balance numeric(12,2), born date, seen timestamp, active boolean, photo bytea,"
     " score double precision)",
     "CREATE TABLE orders (id integer PRIMARY KEY, customer_id integer, amount numeric(12,2),"
     " note text)",
+)
+SOURCE_SCHEMA = (
+    *CREATE_TABLES,
     "INSERT INTO customers (id, name) VALUES (0, 'marker 0')",
     "INSERT INTO orders (id, note) VALUES (0, 'marker 0')",
     "INSERT INTO customers SELECT i, 'customer ' || i, i * 1.25, DATE '2000-01-01' + i,"

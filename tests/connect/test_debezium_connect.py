@@ -48,6 +48,7 @@ from tests.connect.connect_helpers import (
     read_events,
     wait_for_events,
 )
+from tests.connect.source_changes import CREATE_TABLES
 
 UNAVAILABLE = connect_unavailable_reason()
 pytestmark = [
@@ -65,11 +66,7 @@ RUNNING_TIMEOUT_S = 120.0
 EVENTS_TIMEOUT_S = 90.0
 
 SOURCE_SCHEMA = (
-    "CREATE TABLE customers (id integer PRIMARY KEY, name text NOT NULL,"
-    " balance numeric(12,2), born date, seen timestamp, active boolean, photo bytea,"
-    " score double precision)",
-    "CREATE TABLE orders (id integer PRIMARY KEY, customer_id integer, amount numeric(12,2),"
-    " note text)",
+    *CREATE_TABLES,
     "CREATE TABLE products (id integer PRIMARY KEY, title text)",
     "INSERT INTO customers SELECT i, 'customer ' || i, i * 1.25, DATE '2000-01-01' + i,"
     " TIMESTAMP '2020-01-01 10:00:00' + i * INTERVAL '1 hour', i % 2 = 0,"

@@ -12,13 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from kshim.broker.broker import Broker
-from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.registry import ROUTES, Route
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.metadata_request import MetadataRequest
-from kshim.server.listener import KafkaServer
 from kshim.wire_client import ConnectionClosedError, WireConnection, decode_response, encode_request
+from tests.server.in_process import serving
 
 METADATA_KEY, METADATA_VERSION = 3, 12
 ANSWER_TIMEOUT_S = 10.0
@@ -26,15 +24,8 @@ ANSWER_TIMEOUT_S = 10.0
 
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[tuple[str, int]]:
-    settings = {
-        "log.dirs": str(tmp_path),
-        "listeners": "PLAINTEXT://127.0.0.1:0",
-        "kshim.full.view.process": "false",
-    }
-    kafka_server = KafkaServer(Broker(BrokerConfig.load([settings])))
-    address = await kafka_server.start()
-    yield address
-    await kafka_server.stop()
+    async with serving(tmp_path, {"listeners": "PLAINTEXT://127.0.0.1:0"}) as address:
+        yield address
 
 
 async def metadata_round_trip(address: tuple[str, int]) -> bytes:

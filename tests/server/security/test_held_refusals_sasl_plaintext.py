@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kshim.broker.broker import Broker
-from kshim.broker.config.broker_config import BrokerConfig
 from kshim.client_sasl import AuthenticationFailed
 from kshim.client_security import ClientSecurity
-from kshim.server.listener import KafkaServer
 from kshim.wire_client import WireConnection, encode_request
 from tests.secured_broker import ALICE_PASSWORD, PLAIN_JAAS
+from tests.server.in_process import serving
 
 pytestmark = pytest.mark.timeout(60)
 API_VERSIONS = encode_request(18, 0, 1, {})
@@ -27,18 +25,14 @@ TIMEOUT_S = 10.0
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[tuple[str, int]]:
     settings = {
-        "log.dirs": str(tmp_path),
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
         "kshim.failed.authentication.burst": "1",
         "kshim.failed.authentication.rate": "1",
-        "kshim.full.view.process": "false",
         "kshim.metrics.listen": "",
     }
-    kafka_server = KafkaServer(Broker(BrokerConfig.load([settings])))
-    address = await kafka_server.start()
-    yield address
-    await kafka_server.stop()
+    async with serving(tmp_path, settings) as address:
+        yield address
 
 
 def _login(address: tuple[str, int], password: str) -> WireConnection:
