@@ -8,6 +8,8 @@ is where it was. The raw requests here are well-formed; the tests break them.
 
 from __future__ import annotations
 
+import contextlib
+import ssl
 import struct
 import time
 import uuid
@@ -250,6 +252,18 @@ def answers_api_versions(bootstrap: str) -> bool:
             return bool(conn.call(API_VERSIONS, 0).error_code == NONE)
     except OSError:  # refused, reset, closed (ConnectionClosedError) or timed out
         return False
+
+
+def send_to_a_closing_broker(conn: WireConnection, data: bytes) -> None:
+    """Sends ``data`` to a broker that may close the connection part way through it.
+
+    A broker closes as soon as it reads a frame size over its limit, without reading the
+    rest (Kafka's NetworkReceive does the same). Closing a socket with unread bytes sends
+    RST (RFC 2525 §2.17), so a large write can fail part way; that failure is the close
+    under test, which assert_closed_without_answer then checks.
+    """
+    with contextlib.suppress(ConnectionResetError, BrokenPipeError, ssl.SSLEOFError):
+        conn.send(data)
 
 
 def assert_closed_without_answer(conn: WireConnection) -> float:

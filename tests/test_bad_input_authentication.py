@@ -83,6 +83,7 @@ from tests.bad_input_support import (
     make_baseline,
     make_batch,
     produce_fields,
+    send_to_a_closing_broker,
 )
 from tests.e2e.security_support import (
     PLAIN_PASSWORD,
@@ -267,9 +268,10 @@ def test_frame_over_512_kib_closes(secured: Secured, listener: str, raw_token: b
     with secured.connect(listener) as conn:
         assert handshake(conn, "PLAIN", 0 if raw_token else 1).error_code == NONE
         if raw_token:
-            conn.send(with_size(b"x" * (MAX_UNAUTHENTICATED_FRAME + 1)))
+            frame = with_size(b"x" * (MAX_UNAUTHENTICATED_FRAME + 1))
         else:
-            conn.send(authenticate_frame_of_size(7, MAX_UNAUTHENTICATED_FRAME + 1)[0])
+            frame = authenticate_frame_of_size(7, MAX_UNAUTHENTICATED_FRAME + 1)[0]
+        send_to_a_closing_broker(conn, frame)
         assert_closed_without_answer(conn)
     secured.assert_healthy()
 
