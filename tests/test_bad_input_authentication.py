@@ -234,6 +234,18 @@ def test_sasl_authenticate_before_the_handshake_is_refused_then_closed(
     secured.assert_healthy()
 
 
+@pytest.mark.parametrize("listener", SASL_LISTENERS)
+def test_a_second_handshake_during_the_exchange_is_refused_then_closed(
+    secured: Secured, listener: str
+) -> None:
+    with secured.connect(listener) as conn:
+        assert handshake(conn, "PLAIN").error_code == NONE
+        again = handshake(conn, "PLAIN")
+        assert (again.error_code, tuple(again.mechanisms)) == (ILLEGAL_SASL_STATE, ())
+        assert_closed_without_answer(conn)
+    secured.assert_healthy()
+
+
 UNKNOWN_MECHANISMS = {
     "GSSAPI": ("SASL_PLAINTEXT", "GSSAPI", 1),
     "lower-case plain": ("SASL_PLAINTEXT", "plain", 1),

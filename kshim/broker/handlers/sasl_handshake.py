@@ -5,6 +5,10 @@ UNSUPPORTED_SASL_MECHANISM and the connection is closed. In v0 the tokens that f
 as raw frames without Kafka headers (KIP-152 put them in SaslAuthenticate from v1).
 On a listener without SASL, or once authenticated (re-authentication, KIP-368, is not
 offered: SaslAuthenticate says a session lifetime of 0), Kafka answers ILLEGAL_SASL_STATE.
+A second SaslHandshake while an exchange is under way gets the same answer, and then the
+connection is closed as after a failed login: Kafka's SaslServerAuthenticator takes any
+request but SaslAuthenticate there as an IllegalSaslStateException, an authentication
+failure.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ async def handle(request: SaslHandshakeRequest, context: RequestContext) -> Sasl
     session = context.session
     enabled = enabled_mechanisms(session, dict(context.broker.config.values))
     if not session.uses_sasl or session.authenticated or session.mechanism is not None:
+        if session.uses_sasl and not session.authenticated:
+            session.failed = True
         # As Kafka's KafkaApis, which names no mechanism in this answer.
         return SaslHandshakeResponse(error_code=ErrorCode.illegal_sasl_state, mechanisms=[])
     if not choose_mechanism(session, request.mechanism, enabled, context.broker.credentials):
