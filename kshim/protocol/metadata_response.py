@@ -88,6 +88,16 @@ def encode_topic(version: int, topic: MetadataResponseTopic) -> bytes:
     return bytes(out)
 
 
+def with_topic_authorized_operations(entry: bytes, version: int, operations: int) -> bytes:
+    """``entry``, as ``encode_topic`` wrote it for ``version`` (v8+), with its
+    topic_authorized_operations set to ``operations``: the entry's last field, before the
+    flexible versions' empty tagged fields. Kept entries are shared, so a copy."""
+    if version < FIRST_WITH_AUTHORIZED_OPERATIONS:
+        raise ValueError(f"Metadata v{version} has no topic_authorized_operations")
+    end = len(entry) - (len(NO_TAGGED_FIELDS) if version >= FIRST_FLEXIBLE_VERSION else 0)
+    return b"".join((entry[: end - _INT32.size], _INT32.pack(operations), entry[end:]))
+
+
 def encode_metadata_response(
     version: int,
     brokers: Sequence[MetadataResponseBroker],

@@ -229,7 +229,8 @@ LOGINS = {
     "sasl_ssl-scram-sha-512": super_user_login("SASL_SSL", "SCRAM-SHA-512"),
     "mtls": Login("MTLS", identity="client"),
 }
-# Logins that authenticate as a principal that is no super user (and has no ACL).
+# Logins that authenticate as a principal that is no super user (and has no ACL on the
+# topics the denial tests use).
 UNAUTHORISED_LOGINS = {
     "mtls-stranger": Login("MTLS", identity="stranger"),
     "sasl_plaintext-plain-bob": sasl(

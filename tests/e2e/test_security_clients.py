@@ -24,7 +24,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from kshim.testing import failure_lines
 from tests.e2e.client_helpers import unique_topic
@@ -47,6 +56,7 @@ from tests.e2e.security_support import (
     Login,
     Refusal,
     SecureBroker,
+    librdkafka_settings,
     make_certificates,
 )
 
@@ -178,3 +188,37 @@ def test_principal_without_acls_is_denied(broker: SecureBroker, client: str, log
     surfaced = DENIALS[client](broker, login, topic)
 
     assert re.search(DENIED[client], surfaced), surfaced
+
+
+TOPIC_OPERATIONS = {
+    AclOperation.READ,
+    AclOperation.WRITE,
+    AclOperation.CREATE,
+    AclOperation.DELETE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+}
+
+
+def test_authorized_operations_as_confluent_kafka_reads_them(broker: SecureBroker) -> None:
+    """KIP-430 through librdkafka's admin (Metadata with include_topic_authorized_operations):
+    a principal granted READ sees READ and the DESCRIBE it implies; a super user sees every
+    operation a topic supports."""
+    topic = new_topic(broker, "security-operations")
+    bob = UNAUTHORISED_LOGINS["sasl_plaintext-plain-bob"]
+    read = AclBinding(
+        ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{bob.user}", "*",
+        AclOperation.READ, AclPermissionType.ALLOW,
+    )  # fmt: skip
+    for future in broker.admin().create_acls([read]).values():
+        future.result(timeout=ADMIN_TIMEOUT_S)
+
+    def operations(login: Login) -> set[AclOperation]:
+        admin = AdminClient(librdkafka_settings(broker, login))
+        asked = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)
+        return set(asked[topic].result(timeout=ADMIN_TIMEOUT_S).authorized_operations)
+
+    assert operations(bob) == {AclOperation.READ, AclOperation.DESCRIBE}
+    assert operations(LOGINS["sasl_ssl-scram-sha-256"]) == TOPIC_OPERATIONS

@@ -15,8 +15,8 @@ import dataclasses
 from kshim.broker.access.permissions import GROUP_REFUSED, TRANSACTIONAL_ID_REFUSED, Permissions
 from kshim.broker.access.rule import Handler
 from kshim.broker.context import RequestContext
-from kshim.broker.handlers import find_coordinator, join_group
-from kshim.broker.security.acls.model import Operation
+from kshim.broker.handlers import describe_groups, find_coordinator, join_group
+from kshim.broker.security.acls.model import Operation, ResourceType
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.delete_groups import (
     DeletableGroupResult,
@@ -57,7 +57,6 @@ NO_GENERATION = -1
 NO_MEMBER = ""
 NO_NODE, NO_HOST, NO_PORT = -1, "", -1  # Kafka's Node.noNode()
 UNKNOWN_STATE = UNKNOWN_PROTOCOL = ""  # DescribeGroupsResponse.groupError's
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # FindCoordinator v0-3 answers a refusal with the error's message (prepareOldResponse).
 _COORDINATOR_REFUSALS = {
     ErrorCode.group_authorization_failed: GROUP_REFUSED,
@@ -190,7 +189,8 @@ async def describe_groups_rule(
     permissions: Permissions,
     handle: Handler[DescribeGroupsRequest, DescribeGroupsResponse],
 ) -> DescribeGroupsResponse:
-    """Each group needs DESCRIBE, or it is described as Kafka's groupError."""
+    """Each group needs DESCRIBE, or it is described as Kafka's groupError. KIP-430's
+    operations, when asked for, are the principal's on each group described."""
     allowed: list[str] = []
     refused: list[DescribedGroup] = []
     for group in request.groups:
@@ -201,6 +201,14 @@ async def describe_groups_rule(
     if not allowed:
         return DescribeGroupsResponse(throttle_time_ms=0, groups=refused)
     response = await handle(dataclasses.replace(request, groups=allowed), context)
+    if describe_groups.asks_operations(request, context.version):
+        response.groups[:] = [
+            dataclasses.replace(
+                group,
+                authorized_operations=permissions.operations(ResourceType.GROUP, group.group_id),
+            )
+            for group in response.groups
+        ]
     response.groups.extend(refused)
     return response
 
@@ -213,7 +221,7 @@ def _refused_group(group_id: str) -> DescribedGroup:
         protocol_type=UNKNOWN_PROTOCOL,
         protocol_data=UNKNOWN_PROTOCOL,
         members=[],
-        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        authorized_operations=describe_groups.AUTHORIZED_OPERATIONS_NOT_ASKED,
     )
 
 

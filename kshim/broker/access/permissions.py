@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kshim.broker.security.acls.model import CLUSTER_NAME, Operation, ResourceType
+from kshim.broker.security.acls.model import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    Operation,
+    ResourceType,
+    operations_bitfield,
+)
 from kshim.broker.security.acls.service import Acls
 from kshim.broker.topic_resolver import base_topic
 
@@ -57,3 +63,16 @@ class Permissions:
         """The names among ``names`` whose topics allow ``operation``, each asked about once
         (Kafka's filterByAuthorized)."""
         return frozenset(name for name in set(names) if self.allows_topic(operation, name))
+
+    def operations(self, resource_type: ResourceType, name: str) -> int:
+        """KIP-430's bitfield of the operations the type supports that are allowed on the
+        resource ``name`` (Kafka's AuthHelper.authorizedOperations); a topic's special
+        names decide by their stored topic's ACLs, as every other check does."""
+        if resource_type == ResourceType.TOPIC:
+            name = base_topic(name)
+        allowed = (
+            operation
+            for operation in SUPPORTED_OPERATIONS[resource_type]
+            if self.allows(operation, resource_type, name)
+        )
+        return operations_bitfield(allowed)

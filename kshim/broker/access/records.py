@@ -19,7 +19,7 @@ from kshim.broker.access.permissions import Permissions
 from kshim.broker.access.rule import Handler
 from kshim.broker.context import RequestContext
 from kshim.broker.handlers import fetch, metadata, produce
-from kshim.broker.security.acls.model import Operation
+from kshim.broker.security.acls.model import CLUSTER_NAME, Operation, ResourceType
 from kshim.broker.topic_resolver import NO_TOPIC_ID
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import FetchedPartition, FetchedTopic, Part
@@ -181,14 +181,24 @@ async def metadata_rule(
 ) -> list[Part]:
     """An all-topics request lists the topics the client may DESCRIBE, and no others. A
     topic named without DESCRIBE is TOPIC_AUTHORIZATION_FAILED, whether or not it exists;
-    so is one that would be auto-created, without CREATE on the cluster or on the topic."""
+    so is one that would be auto-created, without CREATE on the cluster or on the topic.
+    KIP-430's operations, when asked for, are the principal's: the cluster's only with
+    DESCRIBE on it, 0 otherwise (KafkaApis.handleTopicMetadataRequest)."""
     names = metadata.requested_names(request, context.version)
+    operations = metadata.authorized_operations(
+        request,
+        context.version,
+        topic=lambda name: permissions.operations(ResourceType.TOPIC, name),
+        cluster=lambda: _cluster_operations(permissions),
+    )
     if names is None:
 
         def describable(name: str) -> bool:
             return permissions.allows_topic(Operation.DESCRIBE, name)
 
-        return await metadata.answer(context, None, False, describable=describable)
+        return await metadata.answer(
+            context, None, False, describable=describable, operations=operations
+        )
     allow_create = metadata.auto_creates(request, context.broker)
     creations = _Creations(context, permissions) if allow_create else None
     allowed: list[str | None] = []
@@ -203,7 +213,15 @@ async def metadata_rule(
             allowed.append(name)
         else:
             refused.append(_refused_topic(name))
-    return await metadata.answer(context, tuple(allowed), allow_create, refused)
+    return await metadata.answer(
+        context, tuple(allowed), allow_create, refused, operations=operations
+    )
+
+
+def _cluster_operations(permissions: Permissions) -> int:
+    if not permissions.allows_cluster(Operation.DESCRIBE):
+        return 0
+    return permissions.operations(ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 class _Creations:

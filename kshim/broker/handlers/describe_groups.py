@@ -3,14 +3,17 @@
 As in Kafka, member metadata and assignments are only shown for a Stable group,
 and an unknown group is reported Dead with no error (GROUP_ID_NOT_FOUND is v6+,
 not advertised); ``groups/admin.py`` decides what is shown. authorized_operations
-is INT32_MIN, Kafka's "not computed" (KIP-430): kshim computes no ACLs, and
-kafka-python's admin reads -1 as a set of operations and fails on it.
+(KIP-430) is INT32_MIN, Kafka's "not asked", unless asked for (v3+); then, without an
+authoriser, every operation a group supports, as in Kafka (kafka-python's admin reads
+-1 as a set of operations and fails on it). Where ACLs apply, the access rule
+(access/groups.py) puts in the principal's.
 """
 
 from __future__ import annotations
 
 from kshim.broker.context import RequestContext
 from kshim.broker.groups.admin import GroupDescription, describe_group
+from kshim.broker.security.acls.model import ResourceType, all_supported
 from kshim.protocol.messages.describe_groups import (
     DescribedGroup,
     DescribedGroupMember,
@@ -18,18 +21,30 @@ from kshim.protocol.messages.describe_groups import (
     DescribeGroupsResponse,
 )
 
-AUTHORIZED_OPERATIONS_NOT_COMPUTED = -(2**31)
+AUTHORIZED_OPERATIONS_NOT_ASKED = -(2**31)
+FIRST_WITH_AUTHORIZED_OPERATIONS = 3
 
 
 async def handle(request: DescribeGroupsRequest, context: RequestContext) -> DescribeGroupsResponse:
     coordinator = context.broker.groups
+    operations = AUTHORIZED_OPERATIONS_NOT_ASKED
+    if asks_operations(request, context.version):
+        operations = all_supported(ResourceType.GROUP)
     return DescribeGroupsResponse(
         throttle_time_ms=0,
-        groups=[_described(describe_group(coordinator, group_id)) for group_id in request.groups],
+        groups=[
+            _described(describe_group(coordinator, group_id), operations)
+            for group_id in request.groups
+        ],
     )
 
 
-def _described(description: GroupDescription) -> DescribedGroup:
+def asks_operations(request: DescribeGroupsRequest, version: int) -> bool:
+    """Whether the request asks for each group's authorized operations (KIP-430, v3+)."""
+    return version >= FIRST_WITH_AUTHORIZED_OPERATIONS and request.include_authorized_operations
+
+
+def _described(description: GroupDescription, operations: int) -> DescribedGroup:
     return DescribedGroup(
         error_code=description.error,
         group_id=description.group_id,
@@ -47,5 +62,5 @@ def _described(description: GroupDescription) -> DescribedGroup:
             )
             for member in description.members
         ],
-        authorized_operations=AUTHORIZED_OPERATIONS_NOT_COMPUTED,
+        authorized_operations=operations,
     )

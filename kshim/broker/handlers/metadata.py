@@ -33,27 +33,60 @@ librdkafka, every topic it produces to), so the answer is assembled from each to
 entry as ``broker.topic_descriptions`` keeps it encoded, by the hand-written encoder in
 protocol/metadata_response.py; the bytes are those kio's encoder writes for the typed
 response.
+
+KIP-430: asked for (v8+), each answered topic's entry carries the operations the client
+may perform on it, and (v8-v10) the answer those on the cluster. Without an authoriser
+that is every operation the resource type supports, as in Kafka; where ACLs apply, the
+access rule (access/records.py) computes them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
+from kshim.broker.security.acls.model import ResourceType, all_supported
 from kshim.broker.topic_resolver import NO_TOPIC_ID, ResolvedTopic
 from kshim.broker.topics import TopicError, validate_topic_name
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.messages.metadata import MetadataResponseBroker, MetadataResponseTopic
 from kshim.protocol.metadata_request import MetadataRequest
-from kshim.protocol.metadata_response import encode_metadata_response, encode_topic
+from kshim.protocol.metadata_response import (
+    FIRST_WITH_AUTHORIZED_OPERATIONS,
+    LAST_WITH_CLUSTER_AUTHORIZED_OPERATIONS,
+    UNKNOWN_AUTHORIZED_OPERATIONS,
+    encode_metadata_response,
+    encode_topic,
+    with_topic_authorized_operations,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizedOperations:
+    """KIP-430's part of one answer: ``topic`` gives a topic's operations by name (None:
+    not asked for), ``cluster`` is the cluster's (Kafka's "not asked" value unless asked)."""
+
+    topic: Callable[[str], int] | None = None
+    cluster: int = UNKNOWN_AUTHORIZED_OPERATIONS
+
+
+NOT_ASKED = AuthorizedOperations()
 
 
 async def handle(request: MetadataRequest, context: RequestContext) -> list[Part]:
     names = requested_names(request, context.version)
     allow_create = names is not None and auto_creates(request, context.broker)
-    return await answer(context, names, allow_create)
+    every_topic_operation = all_supported(ResourceType.TOPIC)
+    operations = authorized_operations(
+        request,
+        context.version,
+        topic=lambda _: every_topic_operation,
+        cluster=lambda: all_supported(ResourceType.CLUSTER),
+    )
+    return await answer(context, names, allow_create, operations=operations)
 
 
 async def answer(
@@ -62,11 +95,13 @@ async def answer(
     allow_create: bool,
     refused: Sequence[MetadataResponseTopic] = (),
     describable: Callable[[str], bool] | None = None,
+    operations: AuthorizedOperations = NOT_ASKED,
 ) -> list[Part]:
     """The answer for the topics ``names`` (None: every stored topic), creating those
     missing when ``allow_create``. Where ACLs apply (access/records.py), ``describable``
     says which stored topics an all-topics answer lists, and ``refused`` holds the entries
-    of named topics refused before the request got here, answered after the others."""
+    of named topics refused before the request got here, answered after the others, with
+    no authorized operations (as Kafka's)."""
     broker = context.broker
     version = context.version
     host, port = broker.endpoints.address(context.session.listener)
@@ -75,9 +110,17 @@ async def answer(
         listed = broker.resolver.listed()
         if describable is not None:
             listed = (topic for topic in listed if describable(topic.name))
-        topics = broker.topic_descriptions.entries(listed, node_id, version)
+        if operations.topic is None:
+            topics = broker.topic_descriptions.entries(listed, node_id, version)
+        else:
+            shown = list(listed)
+            entries = broker.topic_descriptions.entries(shown, node_id, version)
+            names_shown: Sequence[str | None] = [topic.name for topic in shown]
+            topics = _with_operations(entries, names_shown, version, operations.topic)
     else:
         topics = await _named(broker, names, allow_create, version)
+        if operations.topic is not None:
+            topics = _with_operations(topics, names, version, operations.topic)
     topics.extend(encode_topic(version, topic) for topic in refused)
     body = encode_metadata_response(
         version,
@@ -85,8 +128,46 @@ async def answer(
         cluster_id=broker.config.values["cluster.id"],
         controller_id=node_id,
         topics=topics,
+        cluster_authorized_operations=operations.cluster,
     )
     return [body]
+
+
+def authorized_operations(
+    request: MetadataRequest,
+    version: int,
+    topic: Callable[[str], int],
+    cluster: Callable[[], int],
+) -> AuthorizedOperations:
+    """What the request asks of KIP-430, computed by ``topic`` (by name) and ``cluster``:
+    topics' operations from v8, the cluster's in v8-v10 (KIP-700 moved it to
+    DescribeCluster)."""
+    if version < FIRST_WITH_AUTHORIZED_OPERATIONS:
+        return NOT_ASKED
+    asks_cluster = (
+        version <= LAST_WITH_CLUSTER_AUTHORIZED_OPERATIONS
+        and request.include_cluster_authorized_operations
+    )
+    return AuthorizedOperations(
+        topic if request.include_topic_authorized_operations else None,
+        cluster() if asks_cluster else UNKNOWN_AUTHORIZED_OPERATIONS,
+    )
+
+
+def _with_operations(
+    entries: list[bytes],
+    names: Sequence[str | None],
+    version: int,
+    operations: Callable[[str], int],
+) -> list[bytes]:
+    """Each entry with its topic's operations; an entry without a name (an unknown topic
+    id) keeps Kafka's "not asked" value, as Kafka's answer for unknown ids does."""
+    return [
+        entry
+        if name is None
+        else with_topic_authorized_operations(entry, version, operations(name))
+        for entry, name in zip(entries, names, strict=True)
+    ]
 
 
 def requested_names(request: MetadataRequest, version: int) -> tuple[str | None, ...] | None:

@@ -8,6 +8,7 @@ code Kafka does not know reads as UNKNOWN (``from_code``), as its ``fromCode`` d
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TypeVar
@@ -61,6 +62,55 @@ class Permission(IntEnum):
     ANY = 1
     DENY = 2
     ALLOW = 3
+
+
+# The operations an ACL can grant on each resource type (Kafka's AclEntry.
+# supportedOperations, as of Kafka 3.9); KIP-430's authorized-operations fields list
+# these, one bit each at the operation's code.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[Operation, ...]] = {
+    ResourceType.TOPIC: (
+        Operation.READ,
+        Operation.WRITE,
+        Operation.CREATE,
+        Operation.DESCRIBE,
+        Operation.DELETE,
+        Operation.ALTER,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.CLUSTER: (
+        Operation.CREATE,
+        Operation.CLUSTER_ACTION,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+    ),
+    ResourceType.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE),
+}
+
+
+def operations_bitfield(operations: Iterable[Operation]) -> int:
+    """KIP-430's int32 of operations: bit ``code`` set for each (Kafka's
+    Utils.to32BitField)."""
+    bits = 0
+    for operation in operations:
+        bits |= 1 << operation
+    return bits
+
+
+_EVERY_OPERATION = {
+    resource_type: operations_bitfield(operations)
+    for resource_type, operations in SUPPORTED_OPERATIONS.items()
+}
+
+
+def all_supported(resource_type: ResourceType) -> int:
+    """The bitfield of every operation the type supports: what Kafka answers without an
+    authoriser, or for a super user."""
+    return _EVERY_OPERATION[resource_type]
 
 
 CodeT = TypeVar("CodeT", ResourceType, PatternType, Operation, Permission)
