@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from kshim.broker.security.acls.model import (
     CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
     WILDCARD,
     AclBinding,
     AclFilter,
@@ -52,38 +53,6 @@ RESOURCE_OPTIONS = {
 RESOURCE_NAMES = (
     "--topic, --group, --transactional-id, --delegation-token, --user-principal or --cluster"
 )
-# What each resource type supports, beside All (Kafka's AclEntry.supportedOperations).
-SUPPORTED_OPERATIONS = {
-    ResourceType.TOPIC: {
-        Operation.READ,
-        Operation.WRITE,
-        Operation.CREATE,
-        Operation.DESCRIBE,
-        Operation.DELETE,
-        Operation.ALTER,
-        Operation.DESCRIBE_CONFIGS,
-        Operation.ALTER_CONFIGS,
-    },
-    ResourceType.GROUP: {
-        Operation.READ,
-        Operation.DESCRIBE,
-        Operation.DELETE,
-        Operation.DESCRIBE_CONFIGS,
-        Operation.ALTER_CONFIGS,
-    },
-    ResourceType.CLUSTER: {
-        Operation.CREATE,
-        Operation.CLUSTER_ACTION,
-        Operation.DESCRIBE_CONFIGS,
-        Operation.ALTER_CONFIGS,
-        Operation.IDEMPOTENT_WRITE,
-        Operation.ALTER,
-        Operation.DESCRIBE,
-    },
-    ResourceType.TRANSACTIONAL_ID: {Operation.DESCRIBE, Operation.WRITE},
-    ResourceType.DELEGATION_TOKEN: {Operation.DESCRIBE},
-    ResourceType.USER: {Operation.CREATE_TOKENS, Operation.DESCRIBE_TOKENS},
-}
 # kafka-acls.sh's --producer and --consumer: the operations each makes, by resource type.
 PRODUCER_OPERATIONS = {
     ResourceType.TOPIC: (Operation.WRITE, Operation.DESCRIBE, Operation.CREATE),

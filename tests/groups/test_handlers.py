@@ -47,8 +47,9 @@ from tests.groups.wire import send
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE, SYNC, DESCRIBE, LIST, DELETE, OFFSET_DELETE = 13, 14, 15, 16, 42, 47
 GROUP_APIS = (OFFSET_COMMIT, OFFSET_FETCH, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST, DELETE)
-# KIP-430's bits, one at each AclOperation code: READ 3, DELETE 6, DESCRIBE 8.
-EVERY_GROUP_OPERATION = (1 << 3) | (1 << 6) | (1 << 8)
+# KIP-430's bits, one at each AclOperation code: READ 3, DELETE 6, DESCRIBE 8,
+# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11 (Kafka 4.0's operations on a group).
+EVERY_GROUP_OPERATION = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 
 
 def version_at(api_key: int, level: int) -> int:

@@ -65,30 +65,45 @@ class Permission(IntEnum):
 
 
 # The operations an ACL can grant on each resource type (Kafka's AclEntry.
-# supportedOperations, as of Kafka 3.9); KIP-430's authorized-operations fields list
-# these, one bit each at the operation's code.
-SUPPORTED_OPERATIONS: dict[ResourceType, tuple[Operation, ...]] = {
-    ResourceType.TOPIC: (
-        Operation.READ,
-        Operation.WRITE,
-        Operation.CREATE,
-        Operation.DESCRIBE,
-        Operation.DELETE,
-        Operation.ALTER,
-        Operation.DESCRIBE_CONFIGS,
-        Operation.ALTER_CONFIGS,
+# supportedOperations, as of Kafka 4.0: groups take config operations since KIP-848).
+# ``kshim acls`` refuses others; KIP-430's authorized-operations fields list these, one
+# bit each at the operation's code.
+SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[Operation]] = {
+    ResourceType.TOPIC: frozenset(
+        {
+            Operation.READ,
+            Operation.WRITE,
+            Operation.CREATE,
+            Operation.DESCRIBE,
+            Operation.DELETE,
+            Operation.ALTER,
+            Operation.DESCRIBE_CONFIGS,
+            Operation.ALTER_CONFIGS,
+        }
     ),
-    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
-    ResourceType.CLUSTER: (
-        Operation.CREATE,
-        Operation.CLUSTER_ACTION,
-        Operation.DESCRIBE_CONFIGS,
-        Operation.ALTER_CONFIGS,
-        Operation.IDEMPOTENT_WRITE,
-        Operation.ALTER,
-        Operation.DESCRIBE,
+    ResourceType.GROUP: frozenset(
+        {
+            Operation.READ,
+            Operation.DESCRIBE,
+            Operation.DELETE,
+            Operation.DESCRIBE_CONFIGS,
+            Operation.ALTER_CONFIGS,
+        }
     ),
-    ResourceType.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE),
+    ResourceType.CLUSTER: frozenset(
+        {
+            Operation.CREATE,
+            Operation.CLUSTER_ACTION,
+            Operation.DESCRIBE_CONFIGS,
+            Operation.ALTER_CONFIGS,
+            Operation.IDEMPOTENT_WRITE,
+            Operation.ALTER,
+            Operation.DESCRIBE,
+        }
+    ),
+    ResourceType.TRANSACTIONAL_ID: frozenset({Operation.DESCRIBE, Operation.WRITE}),
+    ResourceType.DELEGATION_TOKEN: frozenset({Operation.DESCRIBE}),
+    ResourceType.USER: frozenset({Operation.CREATE_TOKENS, Operation.DESCRIBE_TOKENS}),
 }
 
 
