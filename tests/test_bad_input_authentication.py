@@ -240,9 +240,27 @@ def test_a_second_handshake_during_the_exchange_is_refused_then_closed(
 ) -> None:
     with secured.connect(listener) as conn:
         assert handshake(conn, "PLAIN").error_code == NONE
+        started = time.monotonic()
         again = handshake(conn, "PLAIN")
         assert (again.error_code, tuple(again.mechanisms)) == (ILLEGAL_SASL_STATE, ())
         assert_closed_without_answer(conn)
+        # A failed login's delay (KIP-306), as Kafka's IllegalSaslStateException gets.
+        assert time.monotonic() - started >= FAILED_AUTHENTICATION_DELAY_S
+    secured.assert_healthy()
+
+
+@pytest.mark.parametrize("listener", SASL_LISTENERS)
+def test_api_versions_during_the_exchange_is_refused_then_closed(
+    secured: Secured, listener: str
+) -> None:
+    with secured.connect(listener) as conn:
+        assert conn.call(API_VERSIONS, 3).error_code == NONE  # before the handshake: served
+        assert handshake(conn, "PLAIN").error_code == NONE
+        started = time.monotonic()
+        answer = conn.call(API_VERSIONS, 3)
+        assert (answer.error_code, tuple(answer.api_keys)) == (ILLEGAL_SASL_STATE, ())
+        assert_closed_without_answer(conn)
+        assert time.monotonic() - started >= FAILED_AUTHENTICATION_DELAY_S
     secured.assert_healthy()
 
 

@@ -200,6 +200,15 @@ TOPIC_OPERATIONS = {
     AclOperation.DESCRIBE_CONFIGS,
     AclOperation.ALTER_CONFIGS,
 }
+CLUSTER_OPERATIONS = {
+    AclOperation.CREATE,
+    AclOperation.CLUSTER_ACTION,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+    AclOperation.IDEMPOTENT_WRITE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+}
 
 
 def test_authorized_operations_as_confluent_kafka_reads_them(broker: SecureBroker) -> None:
@@ -221,4 +230,9 @@ def test_authorized_operations_as_confluent_kafka_reads_them(broker: SecureBroke
         return set(asked[topic].result(timeout=ADMIN_TIMEOUT_S).authorized_operations)
 
     assert operations(bob) == {AclOperation.READ, AclOperation.DESCRIBE}
-    assert operations(LOGINS["sasl_ssl-scram-sha-256"]) == TOPIC_OPERATIONS
+    super_user = LOGINS["sasl_ssl-scram-sha-256"]
+    assert operations(super_user) == TOPIC_OPERATIONS
+    # describe_cluster: librdkafka reads the cluster's from Metadata (v8-v10's field).
+    admin = AdminClient(librdkafka_settings(broker, super_user))  # kept until answered
+    cluster = admin.describe_cluster(include_authorized_operations=True)
+    assert set(cluster.result(timeout=ADMIN_TIMEOUT_S).authorized_operations) == CLUSTER_OPERATIONS

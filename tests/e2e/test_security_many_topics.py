@@ -53,14 +53,14 @@ def test_thousands_of_topics_produced_and_read_over_sasl_ssl(broker: SecureBroke
     create_topics(broker.bootstrap, topics)
     settings = librdkafka_settings(broker, LOGIN)
 
-    acknowledged: dict[str, int] = {}
+    acknowledged: dict[str, int | None] = {}
     failures: list[KafkaError] = []
 
     def delivered(error: KafkaError | None, message: Message) -> None:
         if error is not None:
             failures.append(error)
         else:
-            acknowledged[str(message.topic())] = int(message.offset() or 0)
+            acknowledged[str(message.topic())] = message.offset()
 
     producer = Producer({**settings, "acks": "all", "linger.ms": 5})
     for topic in topics:
@@ -72,12 +72,12 @@ def test_thousands_of_topics_produced_and_read_over_sasl_ssl(broker: SecureBroke
     consumer = Consumer({**settings, "group.id": f"{prefix}-unused", "enable.auto.commit": False})
     try:
         consumer.assign([ConfluentTopicPartition(t, 0, OFFSET_BEGINNING) for t in topics])
-        read: dict[str, tuple[int, bytes | None]] = {}
+        read: dict[str, tuple[int | None, bytes | None]] = {}
         deadline = Deadline(WAIT_S)
         while len(read) < TOPICS and not deadline.expired():
             message = consumer.poll(deadline.poll_timeout_s(0.5))
             if message is not None and message.error() is None:
-                read[str(message.topic())] = (int(message.offset() or 0), message.value())
+                read[str(message.topic())] = (message.offset(), message.value())
     finally:
         consumer.close()
     assert read == {topic: (0, topic.encode()) for topic in topics}

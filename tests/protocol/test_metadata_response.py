@@ -8,6 +8,7 @@ values it must write exactly those bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
@@ -23,12 +24,14 @@ from kshim.protocol.messages.metadata import (
     MetadataResponseTopic,
 )
 from kshim.protocol.metadata_response import (
+    FIRST_WITH_AUTHORIZED_OPERATIONS,
     FIRST_WITH_NULLABLE_TOPIC_NAME,
     MAX_VERSION,
     MIN_VERSION,
     UNKNOWN_AUTHORIZED_OPERATIONS,
     encode_metadata_response,
     encode_topic,
+    with_topic_authorized_operations,
 )
 
 METADATA_KEY = 3
@@ -102,6 +105,40 @@ def test_metadata_response_matches_the_typed_path(case: tuple[int, MetadataRespo
     assert hand_written(version, response) == serial.encode_response(
         METADATA_KEY, version, response
     )
+
+
+@st.composite
+def entries_to_patch(draw: st.DrawFn) -> tuple[int, MetadataResponseTopic, int]:
+    version = draw(st.sampled_from(range(FIRST_WITH_AUTHORIZED_OPERATIONS, MAX_VERSION + 1)))
+    return version, draw(topics(version >= FIRST_WITH_NULLABLE_TOPIC_NAME)), draw(int32)
+
+
+@settings(max_examples=200, deadline=None)
+@given(entries_to_patch())
+def test_an_entry_given_its_authorized_operations_is_what_kio_writes_with_them(
+    case: tuple[int, MetadataResponseTopic, int],
+) -> None:
+    """A kept entry with a topic's operations put in afterwards (KIP-430), in an answer,
+    gives the bytes of kio's encoder for the topic carrying them."""
+    version, topic, operations = case
+    patched = with_topic_authorized_operations(encode_topic(version, topic), version, operations)
+    response = MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[],
+        cluster_id=None,
+        controller_id=1,
+        topics=[dataclasses.replace(topic, topic_authorized_operations=operations)],
+        cluster_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+    )
+    answer = encode_metadata_response(version, [], None, 1, [patched])
+    assert answer == serial.encode_response(METADATA_KEY, version, response)
+
+
+@pytest.mark.parametrize("version", range(MIN_VERSION, FIRST_WITH_AUTHORIZED_OPERATIONS))
+def test_versions_without_authorized_operations_cannot_be_given_them(version: int) -> None:
+    entry = encode_topic(version, kshim_answer().topics[0])
+    with pytest.raises(ValueError, match="has no topic_authorized_operations"):
+        with_topic_authorized_operations(entry, version, 0)
 
 
 def kshim_answer() -> MetadataResponse:

@@ -51,6 +51,7 @@ from kshim.protocol.messages.offset_delete import (
     OffsetDeleteResponseTopic,
 )
 from kshim.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from kshim.protocol.metadata_response import UNKNOWN_AUTHORIZED_OPERATIONS
 
 FIRST_BATCHED_FIND_COORDINATOR = 4  # KIP-699
 NO_GENERATION = -1
@@ -202,13 +203,9 @@ async def describe_groups_rule(
         return DescribeGroupsResponse(throttle_time_ms=0, groups=refused)
     response = await handle(dataclasses.replace(request, groups=allowed), context)
     if describe_groups.asks_operations(request, context.version):
-        response.groups[:] = [
-            dataclasses.replace(
-                group,
-                authorized_operations=permissions.operations(ResourceType.GROUP, group.group_id),
-            )
-            for group in response.groups
-        ]
+        response.groups[:] = describe_groups.with_operations(
+            response.groups, lambda group_id: permissions.operations(ResourceType.GROUP, group_id)
+        )
     response.groups.extend(refused)
     return response
 
@@ -221,7 +218,7 @@ def _refused_group(group_id: str) -> DescribedGroup:
         protocol_type=UNKNOWN_PROTOCOL,
         protocol_data=UNKNOWN_PROTOCOL,
         members=[],
-        authorized_operations=describe_groups.AUTHORIZED_OPERATIONS_NOT_ASKED,
+        authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
     )
 
 

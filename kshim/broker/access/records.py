@@ -185,6 +185,8 @@ async def metadata_rule(
     KIP-430's operations, when asked for, are the principal's: the cluster's only with
     DESCRIBE on it, 0 otherwise (KafkaApis.handleTopicMetadataRequest)."""
     names = metadata.requested_names(request, context.version)
+    # Asked for, each topic's operations are authorised one by one (as Kafka's are): for
+    # every topic, an all-topics request makes several decisions the memo keeps.
     operations = metadata.authorized_operations(
         request,
         context.version,
@@ -219,6 +221,8 @@ async def metadata_rule(
 
 
 def _cluster_operations(permissions: Permissions) -> int:
+    """The cluster's operations for Metadata v8-v10: 0 without DESCRIBE on the cluster,
+    as Kafka's KafkaApis.handleTopicMetadataRequest answers."""
     if not permissions.allows_cluster(Operation.DESCRIBE):
         return 0
     return permissions.operations(ResourceType.CLUSTER, CLUSTER_NAME)

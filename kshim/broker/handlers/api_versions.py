@@ -3,6 +3,11 @@
 Every client connection starts with this request, and the answer depends only on the
 version asked for, so each version's body is encoded once (kio's encoder takes a few
 hundred microseconds for the ~60 entries) and returned as already encoded parts.
+
+On a SASL listener, between SaslHandshake and the end of the exchange, Kafka's
+SaslServerAuthenticator takes ApiVersions, as any request but SaslAuthenticate, as an
+IllegalSaslStateException: it answers ILLEGAL_SASL_STATE with no versions, then fails the
+login (the connection is closed after ``connection.failed.authentication.delay.ms``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,20 @@ from kshim.protocol.messages.serial import encode_response
 
 
 async def handle(request: ApiVersionsRequest, context: RequestContext) -> list[Part]:
+    session = context.session
+    if session.mechanism is not None and not session.authenticated:
+        session.failed = True
+        return [encoded_refusal(context.version)]
     return [encoded_answer(context.version)]
+
+
+@cache
+def encoded_refusal(version: int) -> bytes:
+    """The answer during a SASL exchange (module docstring), in ``version``'s format."""
+    refusal = ApiVersionsResponse(
+        error_code=ErrorCode.illegal_sasl_state, api_keys=[], throttle_time_ms=0
+    )
+    return encode_response(API_VERSIONS_KEY, version, refusal)
 
 
 @cache

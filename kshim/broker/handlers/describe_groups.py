@@ -3,40 +3,41 @@
 As in Kafka, member metadata and assignments are only shown for a Stable group,
 and an unknown group is reported Dead with no error (GROUP_ID_NOT_FOUND is v6+,
 not advertised); ``groups/admin.py`` decides what is shown. authorized_operations
-(KIP-430) is INT32_MIN, Kafka's "not asked", unless asked for (v3+); then, without an
-authoriser, every operation a group supports, as in Kafka (kafka-python's admin reads
--1 as a set of operations and fails on it). Where ACLs apply, the access rule
-(access/groups.py) puts in the principal's.
+(KIP-430) is INT32_MIN, Kafka's "not asked", unless asked for (v3+); then each group
+described without an error (an unknown one is Dead, with no error) carries, without an
+authoriser, every operation a group supports, as in Kafka's handleDescribeGroupsRequest
+(kafka-python's admin reads -1 as a set of operations and fails on it). Where ACLs apply,
+the access rule (access/groups.py) puts in the principal's.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+
 from kshim.broker.context import RequestContext
 from kshim.broker.groups.admin import GroupDescription, describe_group
 from kshim.broker.security.acls.model import ResourceType, all_supported
+from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.describe_groups import (
     DescribedGroup,
     DescribedGroupMember,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
 )
+from kshim.protocol.metadata_response import UNKNOWN_AUTHORIZED_OPERATIONS
 
-AUTHORIZED_OPERATIONS_NOT_ASKED = -(2**31)
 FIRST_WITH_AUTHORIZED_OPERATIONS = 3
 
 
 async def handle(request: DescribeGroupsRequest, context: RequestContext) -> DescribeGroupsResponse:
     coordinator = context.broker.groups
-    operations = AUTHORIZED_OPERATIONS_NOT_ASKED
-    if asks_operations(request, context.version):
-        operations = all_supported(ResourceType.GROUP)
-    return DescribeGroupsResponse(
-        throttle_time_ms=0,
-        groups=[
-            _described(describe_group(coordinator, group_id), operations)
-            for group_id in request.groups
-        ],
-    )
+    asked = asks_operations(request, context.version)
+    described = [_described(describe_group(coordinator, group_id)) for group_id in request.groups]
+    if asked:
+        every_operation = all_supported(ResourceType.GROUP)
+        described = with_operations(described, lambda _: every_operation)
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
 
 
 def asks_operations(request: DescribeGroupsRequest, version: int) -> bool:
@@ -44,7 +45,20 @@ def asks_operations(request: DescribeGroupsRequest, version: int) -> bool:
     return version >= FIRST_WITH_AUTHORIZED_OPERATIONS and request.include_authorized_operations
 
 
-def _described(description: GroupDescription, operations: int) -> DescribedGroup:
+def with_operations(
+    groups: list[DescribedGroup], operations: Callable[[str], int]
+) -> list[DescribedGroup]:
+    """Each group described without an error with its operations, by group id (Kafka
+    leaves them "not asked" on an error answer)."""
+    return [
+        dataclasses.replace(group, authorized_operations=operations(group.group_id))
+        if group.error_code == ErrorCode.none
+        else group
+        for group in groups
+    ]
+
+
+def _described(description: GroupDescription) -> DescribedGroup:
     return DescribedGroup(
         error_code=description.error,
         group_id=description.group_id,
@@ -62,5 +76,5 @@ def _described(description: GroupDescription, operations: int) -> DescribedGroup
             )
             for member in description.members
         ],
-        authorized_operations=operations,
+        authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
     )

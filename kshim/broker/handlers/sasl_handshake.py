@@ -8,7 +8,7 @@ offered: SaslAuthenticate says a session lifetime of 0), Kafka answers ILLEGAL_S
 A second SaslHandshake while an exchange is under way gets the same answer, and then the
 connection is closed as after a failed login: Kafka's SaslServerAuthenticator takes any
 request but SaslAuthenticate there as an IllegalSaslStateException, an authentication
-failure.
+failure (ApiVersions likewise: handlers/api_versions.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from kshim.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHan
 async def handle(request: SaslHandshakeRequest, context: RequestContext) -> SaslHandshakeResponse:
     session = context.session
     enabled = enabled_mechanisms(session, dict(context.broker.config.values))
-    if not session.uses_sasl or session.authenticated or session.mechanism is not None:
-        if session.uses_sasl and not session.authenticated:
-            session.failed = True
+    if session.uses_sasl and not session.authenticated and session.mechanism is not None:
+        # Again during the exchange: SaslServerAuthenticator answers with the request's
+        # error response, then fails the login (IllegalSaslStateException).
+        session.failed = True
+        return SaslHandshakeResponse(error_code=ErrorCode.illegal_sasl_state, mechanisms=[])
+    if not session.uses_sasl or session.authenticated:
         # As Kafka's KafkaApis, which names no mechanism in this answer.
         return SaslHandshakeResponse(error_code=ErrorCode.illegal_sasl_state, mechanisms=[])
     if not choose_mechanism(session, request.mechanism, enabled, context.broker.credentials):

@@ -70,17 +70,21 @@ async def topic_operations(
     return {topic.name: topic.topic_authorized_operations for topic in answer.topics}
 
 
-async def cluster_operations(broker: Broker, principal: str | None = None) -> int:
-    answer = await call(broker, METADATA, 10, asking(TOPIC, cluster=True), **_as(principal))
+async def cluster_operations(
+    broker: Broker, principal: str | None = None, version: int = 10
+) -> int:
+    answer = await call(broker, METADATA, version, asking(TOPIC, cluster=True), **_as(principal))
     return int(answer.cluster_authorized_operations)
 
 
 async def group_operations(
-    broker: Broker, asked: bool = True, version: int = 5, principal: str | None = None
+    broker: Broker,
+    asked: bool = True,
+    version: int = 5,
+    principal: str | None = None,
+    groups: tuple[str, ...] = (GROUP, "other-group"),
 ) -> dict[str, int]:
-    request = DescribeGroupsRequest(
-        groups=[GROUP, "other-group"], include_authorized_operations=asked
-    )
+    request = DescribeGroupsRequest(groups=list(groups), include_authorized_operations=asked)
     answer = await call(broker, DESCRIBE_GROUPS, version, request, **_as(principal))
     return {group.group_id: group.authorized_operations for group in answer.groups}
 
@@ -155,6 +159,7 @@ async def test_without_an_authoriser_every_supported_operation_is_shown(
         TOPIC: EVERY_TOPIC_OPERATION,
         VIEW: EVERY_TOPIC_OPERATION,
     }
+    assert await topic_operations(broker, asking()) == {TOPIC: EVERY_TOPIC_OPERATION}
     assert await cluster_operations(broker) == EVERY_CLUSTER_OPERATION
     assert await group_operations(broker) == {
         GROUP: EVERY_GROUP_OPERATION,
@@ -202,3 +207,51 @@ async def test_a_group_shows_the_operations_its_acls_allow(broker: Broker) -> No
         GROUP: EVERY_GROUP_OPERATION,
         "other-group": EVERY_GROUP_OPERATION,
     }
+
+
+async def test_a_group_described_with_an_error_shows_not_asked(
+    broker: Broker, open_broker_without_acls: Broker
+) -> None:
+    """Kafka puts operations on a group described without an error only: an empty group
+    id is INVALID_GROUP_ID, with none."""
+    grant_group(broker, "*", Operation.DESCRIBE)
+    assert await group_operations(broker, groups=("",)) == {"": NOT_ASKED}
+    assert await group_operations(broker, groups=("",), principal=ADMIN) == {"": NOT_ASKED}
+    assert await group_operations(open_broker_without_acls, groups=("",)) == {"": NOT_ASKED}
+
+
+# Versions without the fields, and entries without a name
+
+
+@pytest.mark.parametrize("version", [8, 9])
+async def test_the_cluster_operations_in_v8_and_v9(broker: Broker, version: int) -> None:
+    grant_topic(broker, TOPIC, Operation.DESCRIBE)
+    grant_cluster(broker, Operation.DESCRIBE)
+    assert await cluster_operations(broker, version=version) == DESCRIBE
+    assert await cluster_operations(broker, ADMIN, version) == EVERY_CLUSTER_OPERATION
+
+
+async def test_metadata_below_v8_and_describe_groups_below_v3_ignore_the_flags(
+    open_broker_without_acls: Broker,
+) -> None:
+    """Typed requests can carry the flags at any version: only the versions that have
+    the fields may act on them."""
+    broker = open_broker_without_acls
+    answer = await call(broker, METADATA, 7, asking(TOPIC, cluster=True))
+    assert [topic.name for topic in answer.topics] == [TOPIC]
+    assert await group_operations(broker, version=2) == {
+        GROUP: NOT_ASKED,
+        "other-group": NOT_ASKED,
+    }
+
+
+async def test_a_topic_asked_for_by_an_unknown_id_shows_not_asked(
+    open_broker_without_acls: Broker,
+) -> None:
+    request = MetadataRequest(
+        topics=(None,),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=True,
+    )
+    answer = await call(open_broker_without_acls, METADATA, 12, request)
+    assert [(t.name, t.topic_authorized_operations) for t in answer.topics] == [(None, NOT_ASKED)]
