@@ -234,31 +234,32 @@ def test_sasl_authenticate_before_the_handshake_is_refused_then_closed(
     secured.assert_healthy()
 
 
+def _second_handshake(conn: WireConnection) -> tuple[int, tuple[object, ...]]:
+    answer = handshake(conn, "PLAIN")
+    return answer.error_code, tuple(answer.mechanisms)
+
+
+def _api_versions(conn: WireConnection) -> tuple[int, tuple[object, ...]]:
+    answer = conn.call(API_VERSIONS, 3)
+    return answer.error_code, tuple(answer.api_keys)
+
+
+# Requests other than SaslAuthenticate once SaslHandshake has chosen a mechanism, each
+# answered with its error code and the answer's list left empty.
+DURING_THE_EXCHANGE = {"SaslHandshake again": _second_handshake, "ApiVersions": _api_versions}
+
+
+@pytest.mark.parametrize("request_kind", DURING_THE_EXCHANGE)
 @pytest.mark.parametrize("listener", SASL_LISTENERS)
-def test_a_second_handshake_during_the_exchange_is_refused_then_closed(
-    secured: Secured, listener: str
+def test_a_request_during_the_exchange_is_refused_then_closed_as_a_failed_login(
+    secured: Secured, listener: str, request_kind: str
 ) -> None:
+    """Kafka's SaslServerAuthenticator: an IllegalSaslStateException, answered, then the
+    failed login's delay (KIP-306) and the close."""
     with secured.connect(listener) as conn:
         assert handshake(conn, "PLAIN").error_code == NONE
         started = time.monotonic()
-        again = handshake(conn, "PLAIN")
-        assert (again.error_code, tuple(again.mechanisms)) == (ILLEGAL_SASL_STATE, ())
-        assert_closed_without_answer(conn)
-        # A failed login's delay (KIP-306), as Kafka's IllegalSaslStateException gets.
-        assert time.monotonic() - started >= FAILED_AUTHENTICATION_DELAY_S
-    secured.assert_healthy()
-
-
-@pytest.mark.parametrize("listener", SASL_LISTENERS)
-def test_api_versions_during_the_exchange_is_refused_then_closed(
-    secured: Secured, listener: str
-) -> None:
-    with secured.connect(listener) as conn:
-        assert conn.call(API_VERSIONS, 3).error_code == NONE  # before the handshake: served
-        assert handshake(conn, "PLAIN").error_code == NONE
-        started = time.monotonic()
-        answer = conn.call(API_VERSIONS, 3)
-        assert (answer.error_code, tuple(answer.api_keys)) == (ILLEGAL_SASL_STATE, ())
+        assert DURING_THE_EXCHANGE[request_kind](conn) == (ILLEGAL_SASL_STATE, ())
         assert_closed_without_answer(conn)
         assert time.monotonic() - started >= FAILED_AUTHENTICATION_DELAY_S
     secured.assert_healthy()
