@@ -31,7 +31,13 @@ import pytest
 
 from kshim.client_sasl import ScramClientExchange
 from kshim.testing import failure_lines
-from kshim.wire_client import WireConnection, connect, encode_request, with_size
+from kshim.wire_client import (
+    WireConnection,
+    connect,
+    encode_request,
+    request_header,
+    with_size,
+)
 from tests.bad_input_authentication_support import (
     BEFORE_HANDSHAKE,
     CLIENT_FINAL,
@@ -75,6 +81,7 @@ from tests.bad_input_support import (
     PROMPT_S,
     UNKNOWN_TOPIC_OR_PARTITION,
     WAIT_S,
+    api_versions_fallback,
     assert_closed_without_answer,
     assert_healthy,
     consume_all,
@@ -239,14 +246,17 @@ def _second_handshake(conn: WireConnection) -> tuple[int, tuple[object, ...]]:
     return answer.error_code, tuple(answer.mechanisms)
 
 
-def _api_versions(conn: WireConnection) -> tuple[int, tuple[object, ...]]:
+def _api_versions_answer(conn: WireConnection) -> tuple[int, tuple[object, ...]]:
     answer = conn.call(API_VERSIONS, 3)
     return answer.error_code, tuple(answer.api_keys)
 
 
 # Requests other than SaslAuthenticate once SaslHandshake has chosen a mechanism, each
 # answered with its error code and the answer's list left empty.
-DURING_THE_EXCHANGE = {"SaslHandshake again": _second_handshake, "ApiVersions": _api_versions}
+DURING_THE_EXCHANGE = {
+    "SaslHandshake again": _second_handshake,
+    "ApiVersions": _api_versions_answer,
+}
 
 
 @pytest.mark.parametrize("request_kind", DURING_THE_EXCHANGE)
@@ -262,6 +272,31 @@ def test_a_request_during_the_exchange_is_refused_then_closed_as_a_failed_login(
         assert DURING_THE_EXCHANGE[request_kind](conn) == (ILLEGAL_SASL_STATE, ())
         assert_closed_without_answer(conn)
         assert time.monotonic() - started >= FAILED_AUTHENTICATION_DELAY_S
+    secured.assert_healthy()
+
+
+@pytest.mark.parametrize("listener", SASL_LISTENERS)
+def test_a_second_api_versions_before_the_handshake_closes_unanswered(
+    secured: Secured, listener: str
+) -> None:
+    """Kafka's SaslServerAuthenticator takes one ApiVersions before SaslHandshake; another
+    is an IllegalStateException: the connection closes without an answer."""
+    with secured.connect(listener) as conn:
+        _api_versions(conn)
+        conn.send(encode_request(API_VERSIONS, 3, 9, {}))
+        assert_closed_without_answer(conn)
+    secured.assert_healthy()
+
+
+@pytest.mark.parametrize("listener", SASL_LISTENERS)
+def test_api_versions_retried_at_a_lower_version_is_served(secured: Secured, listener: str) -> None:
+    """An ApiVersions version the broker lacks gets KIP-511's fallback answer; the client
+    asks again at a version it was offered, and that one is served too."""
+    with secured.connect(listener) as conn:
+        conn.send(with_size(request_header(API_VERSIONS, 99, 5, flexible=True) + b"\x00"))
+        assert conn.read_exactly(20) == api_versions_fallback(5)
+        _api_versions(conn)
+        assert handshake(conn, "PLAIN").error_code == NONE
     secured.assert_healthy()
 
 

@@ -8,6 +8,8 @@ On a SASL listener, between SaslHandshake and the end of the exchange, Kafka's
 SaslServerAuthenticator takes ApiVersions, as any request but SaslAuthenticate, as an
 IllegalSaslStateException: it answers ILLEGAL_SASL_STATE with no versions, then fails the
 login (the connection is closed after ``connection.failed.authentication.delay.ms``).
+A second ApiVersions before SaslHandshake closes the connection unanswered (the SASL gate,
+server/security/sasl_gate.py), as Kafka's IllegalStateException does.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ async def handle(request: ApiVersionsRequest, context: RequestContext) -> list[P
     if session.mechanism is not None and not session.authenticated:
         session.failed = True
         return [encoded_refusal(context.version)]
+    if not session.authenticated:
+        session.versions_answered = True
     return [encoded_answer(context.version)]
 
 

@@ -65,6 +65,8 @@ async def authenticate(
                 raise ProtocolViolation(
                     f"api {header.api_key} before SASL authentication completed"
                 )
+            if _second_api_versions(header, session):
+                raise ProtocolViolation("a second ApiVersions before SaslHandshake")
             task = asyncio.create_task(respond(call, broker, client_host, None, session))
         await asyncio.wait([task])
         if session.failed:
@@ -86,6 +88,18 @@ async def authenticate(
     if ended is not None:
         ended(False)
     stream.limit_frames(broker.config.get_int("socket.request.max.bytes"))
+
+
+def _second_api_versions(header: RequestHeader, session: Session) -> bool:
+    """ApiVersions again after one was answered, before SaslHandshake: Kafka's
+    SaslServerAuthenticator fails the connection with an IllegalStateException, no answer
+    and no failed-login delay. (ApiVersions after SaslHandshake is answered with
+    ILLEGAL_SASL_STATE by its handler, as Kafka's IllegalSaslStateException is.)"""
+    return (
+        header.api_key == API_VERSIONS_KEY
+        and session.versions_answered
+        and session.mechanism is None
+    )
 
 
 async def _raw_token(session: Session, token: bytes) -> list[Part] | None:
