@@ -201,7 +201,9 @@ async def describe_groups_rule(
             refused.append(_refused_group(group))
     if not allowed:
         return DescribeGroupsResponse(throttle_time_ms=0, groups=refused)
-    response = await handle(dataclasses.replace(request, groups=allowed), context)
+    # The handler is not asked for operations: they are the principal's, put in here.
+    narrowed = dataclasses.replace(request, groups=allowed, include_authorized_operations=False)
+    response = await handle(narrowed, context)
     if describe_groups.asks_operations(request, context.version):
         response.groups[:] = describe_groups.with_operations(
             response.groups, lambda group_id: permissions.operations(ResourceType.GROUP, group_id)

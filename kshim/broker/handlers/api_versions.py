@@ -29,8 +29,6 @@ async def handle(request: ApiVersionsRequest, context: RequestContext) -> list[P
     if session.mechanism is not None and not session.authenticated:
         session.failed = True
         return [encoded_refusal(context.version)]
-    if not session.authenticated:
-        session.versions_answered = True
     return [encoded_answer(context.version)]
 
 

@@ -32,12 +32,14 @@ FIRST_WITH_AUTHORIZED_OPERATIONS = 3
 
 async def handle(request: DescribeGroupsRequest, context: RequestContext) -> DescribeGroupsResponse:
     coordinator = context.broker.groups
-    asked = asks_operations(request, context.version)
     described = [_described(describe_group(coordinator, group_id)) for group_id in request.groups]
-    if asked:
-        every_operation = all_supported(ResourceType.GROUP)
-        described = with_operations(described, lambda _: every_operation)
+    if asks_operations(request, context.version):
+        described = with_operations(described, _every_group_operation)
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
+
+
+def _every_group_operation(group_id: str) -> int:
+    return all_supported(ResourceType.GROUP)
 
 
 def asks_operations(request: DescribeGroupsRequest, version: int) -> bool:

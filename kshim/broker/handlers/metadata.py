@@ -79,14 +79,18 @@ NOT_ASKED = AuthorizedOperations()
 async def handle(request: MetadataRequest, context: RequestContext) -> list[Part]:
     names = requested_names(request, context.version)
     allow_create = names is not None and auto_creates(request, context.broker)
-    every_topic_operation = all_supported(ResourceType.TOPIC)
     operations = authorized_operations(
-        request,
-        context.version,
-        topic=lambda _: every_topic_operation,
-        cluster=lambda: all_supported(ResourceType.CLUSTER),
+        request, context.version, topic=_every_topic_operation, cluster=_every_cluster_operation
     )
     return await answer(context, names, allow_create, operations=operations)
+
+
+def _every_topic_operation(name: str) -> int:
+    return all_supported(ResourceType.TOPIC)
+
+
+def _every_cluster_operation() -> int:
+    return all_supported(ResourceType.CLUSTER)
 
 
 async def answer(

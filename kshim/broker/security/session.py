@@ -48,9 +48,6 @@ class Session:
     mechanism: str | None = None
     exchange: SaslExchange | None = None
     raw_tokens: bool = False
-    # Whether ApiVersions was answered before SaslHandshake: Kafka's SaslServerAuthenticator
-    # takes one only (HANDSHAKE_OR_VERSIONS_REQUEST, then HANDSHAKE_REQUEST).
-    versions_answered: bool = False
     authenticated: bool = True  # False until a SASL listener's exchange completes
     # Set when authentication failed: the connection is closed after Kafka's
     # connection.failed.authentication.delay.ms, once the answer is sent.

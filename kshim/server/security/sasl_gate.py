@@ -51,6 +51,10 @@ async def authenticate(
     after Kafka's delay when authentication failed, or ProtocolViolation. ``ended`` is
     told whether it failed once it has succeeded or failed (before the delay)."""
     stream.limit_frames(SASL_MAX_RECEIVE_BYTES)
+    # Kafka's SaslServerAuthenticator answers one ApiVersions before SaslHandshake
+    # (HANDSHAKE_OR_VERSIONS_REQUEST, then HANDSHAKE_REQUEST); KIP-511's fallback answer
+    # does not count, so the client may ask again at a version it was offered.
+    versions_answered = False
     while not session.authenticated:
         request_frame = await stream.next_frame()
         if request_frame is None:
@@ -65,8 +69,10 @@ async def authenticate(
                 raise ProtocolViolation(
                     f"api {header.api_key} before SASL authentication completed"
                 )
-            if _second_api_versions(header, session):
-                raise ProtocolViolation("a second ApiVersions before SaslHandshake")
+            if header.api_key == API_VERSIONS_KEY and session.mechanism is None:
+                if versions_answered:  # Kafka: an IllegalStateException, no answer
+                    raise ProtocolViolation("a second ApiVersions before SaslHandshake")
+                versions_answered = call.request is not None
             task = asyncio.create_task(respond(call, broker, client_host, None, session))
         await asyncio.wait([task])
         if session.failed:
@@ -88,18 +94,6 @@ async def authenticate(
     if ended is not None:
         ended(False)
     stream.limit_frames(broker.config.get_int("socket.request.max.bytes"))
-
-
-def _second_api_versions(header: RequestHeader, session: Session) -> bool:
-    """ApiVersions again after one was answered, before SaslHandshake: Kafka's
-    SaslServerAuthenticator fails the connection with an IllegalStateException, no answer
-    and no failed-login delay. (ApiVersions after SaslHandshake is answered with
-    ILLEGAL_SASL_STATE by its handler, as Kafka's IllegalSaslStateException is.)"""
-    return (
-        header.api_key == API_VERSIONS_KEY
-        and session.versions_answered
-        and session.mechanism is None
-    )
 
 
 async def _raw_token(session: Session, token: bytes) -> list[Part] | None:
