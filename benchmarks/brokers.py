@@ -33,7 +33,7 @@ from typing import IO
 
 from benchmarks.startup import answers_api_versions
 from compat_tests.brokers import start_kafka_container, tansu_binary
-from compat_tests.kafka_sources import BOOTSTRAP, COMMAND, group_members, kafka_source, launched
+from compat_tests.kafka_sources import BOOTSTRAP, group_members, kafka_source, launched
 from kshim.testing import free_port
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -276,8 +276,8 @@ def _running_kafka() -> Iterator[RunningBroker]:
         finally:
             delete_sample_topics(source.value, suffix)
         return
-    if source.kind == COMMAND:
-        with launched(source.value) as kafka:
+    if source.started_here:
+        with launched(source.command_template()) as kafka:
             yield RunningBroker("kafka", kafka.bootstrap, kafka.process.pid, kafka.data_dir,
                                 kafka.process, kafka.ready_s, kafka.process_group)  # fmt: skip
         return

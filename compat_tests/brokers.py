@@ -32,6 +32,7 @@ from pathlib import Path
 from compat_tests.kafka_sources import (
     BOOTSTRAP,
     COMMAND,
+    JARS,
     KAFKA_IMAGE,
     bootstrap_unavailable_reason,
     kafka_source,
@@ -70,7 +71,8 @@ def selection(environment: dict[str, str] | None = None) -> Selection:
         SELECTION_VARIABLE, ""
     )
     if not value.strip():
-        if kafka_source(environment).kind in (BOOTSTRAP, COMMAND):  # Kafka was asked for
+        # A Kafka asked for, or started from the jars in seconds: it runs every scenario.
+        if kafka_source(environment).kind in (BOOTSTRAP, COMMAND, JARS):
             return Selection(full=("kshim", "kafka"), smoke_only=("tansu",))
         return Selection(full=("kshim",), smoke_only=("tansu", "kafka"))
     names = tuple(name.strip() for name in value.split(",") if name.strip())
@@ -192,9 +194,9 @@ def start_kafka() -> BrokerUnderTest:
     source = kafka_source()
     if source.kind == BOOTSTRAP:
         return BrokerUnderTest("kafka", source.value, external=True)
-    if source.kind == COMMAND:
+    if source.started_here:
         stack = contextlib.ExitStack()
-        started = stack.enter_context(launched(source.value))
+        started = stack.enter_context(launched(source.command_template()))
         return BrokerUnderTest("kafka", started.bootstrap, stack)
     return start_kafka_container()
 
@@ -247,6 +249,6 @@ def kafka_unavailable_reason() -> str | None:
     source = kafka_source()
     if source.kind == BOOTSTRAP:
         return bootstrap_unavailable_reason(source.value)
-    if source.kind == COMMAND:
+    if source.started_here:
         return None
     return docker_unavailable_reason()

@@ -7,7 +7,11 @@
    placeholders (a free loopback port and a fresh, empty directory). It runs as a process
    group of its own; ready once the port answers ApiVersions, and at the end the group is
    sent SIGTERM (SIGKILL after a timeout) by its id, the PID of the shell started here.
-3. Otherwise testcontainers, when a Docker daemon answers (compat_tests/brokers.py).
+3. Otherwise Apache Kafka 3.9 from the jars Maven Central serves (``kshim.jvm``): the same
+   kind of started command, ``python -m kshim.jvm kafka``, whose jars are fetched into the
+   cache before it starts (so the start timeout does not include a cold Maven).
+4. Without Maven or Java (and nothing cached), testcontainers, when a Docker daemon answers
+   (compat_tests/brokers.py).
 
 The compatibility suite (compat_tests/brokers.py) and the benchmark runner
 (benchmarks/brokers.py) both start their Kafka through this module, so they compare the
@@ -18,14 +22,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kshim.jvm import artifacts
 from kshim.protocol.apis import API_VERSIONS_KEY
 from kshim.testing import free_port
 from kshim.wire_client import (
@@ -38,7 +45,9 @@ from kshim.wire_client import (
 KAFKA_IMAGE = "confluentinc/cp-kafka:7.9.0"  # Apache Kafka 3.9, KRaft capable
 BOOTSTRAP_VARIABLE = "KSHIM_KAFKA_BOOTSTRAP"
 COMMAND_VARIABLE = "KSHIM_KAFKA_CMD"
-BOOTSTRAP, COMMAND, CONTAINER = "bootstrap", "command", "container"
+BOOTSTRAP, COMMAND, JARS, CONTAINER = "bootstrap", "command", "jars", "container"
+# The artifact set (kshim/jvm/poms) of the reference Kafka; the benchmarks add kafka4.
+REFERENCE_JARS = "kafka"
 PORT_PLACEHOLDER, DATA_DIR_PLACEHOLDER = "{port}", "{data_dir}"
 # A JVM broker formats its storage and starts in 5-30 s; a cold machine can take longer.
 COMMAND_START_TIMEOUT_S = 120.0
@@ -51,8 +60,8 @@ API_VERSIONS_V0 = encode_request(API_VERSIONS_KEY, 0, 1, {}, client_id="kshim-co
 
 @dataclass(frozen=True, slots=True)
 class KafkaSource:
-    """How Kafka is had: ``kind`` is bootstrap, command or container; ``value`` the address
-    or the command template ("" for the container)."""
+    """How Kafka is had: ``kind`` is bootstrap, command, jars or container; ``value`` the
+    address, the command template or the artifact set's name ("" for the container)."""
 
     kind: str
     value: str = ""
@@ -68,7 +77,22 @@ class KafkaSource:
             return f"the already running Kafka at {self.value} ({BOOTSTRAP_VARIABLE})"
         if self.kind == COMMAND:
             return f"a Kafka started by {COMMAND_VARIABLE} (`{self.value}`)"
+        if self.kind == JARS:
+            coordinate = artifacts.artifact_set(self.value).coordinates()[0]
+            return f"Apache Kafka `{coordinate}` from Maven Central, single-node KRaft"
         return f"Apache Kafka 3.9 ({KAFKA_IMAGE}) in KRaft mode through testcontainers"
+
+    @property
+    def started_here(self) -> bool:
+        """True for a Kafka this process starts from a command (its own or the jars')."""
+        return self.kind in (COMMAND, JARS)
+
+    def command_template(self) -> str:
+        """The command that starts it (COMMAND and JARS), fetching the jars first for JARS."""
+        if self.kind == JARS:
+            artifacts.resolve(self.value)
+            return jars_command(self.value)
+        return self.value
 
 
 def kafka_source(environment: Mapping[str, str] | None = None) -> KafkaSource:
@@ -85,7 +109,19 @@ def kafka_source(environment: Mapping[str, str] | None = None) -> KafkaSource:
         if PORT_PLACEHOLDER not in command:
             raise ValueError(f"{COMMAND_VARIABLE} must contain {PORT_PLACEHOLDER}: {command!r}")
         return KafkaSource(COMMAND, command)
+    if artifacts.unavailable_reason(REFERENCE_JARS) is None:
+        return KafkaSource(JARS, REFERENCE_JARS)
     return KafkaSource(CONTAINER)
+
+
+def jars_command(jars: str, settings: Mapping[str, str] | None = None) -> str:
+    """The command template that runs Kafka from the artifact set ``jars`` (kshim.jvm),
+    with broker ``settings`` on top of its sample configuration."""
+    extra = "".join(f" --set {shlex.quote(f'{k}={v}')}" for k, v in (settings or {}).items())
+    return (
+        f"{shlex.quote(sys.executable)} -m kshim.jvm kafka --jars {shlex.quote(jars)} "
+        f"--port {PORT_PLACEHOLDER} --data-dir {DATA_DIR_PLACEHOLDER}{extra}"
+    )
 
 
 def answers_api_versions(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> bool:

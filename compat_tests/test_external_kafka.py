@@ -31,6 +31,7 @@ from compat_tests.kafka_sources import (
     COMMAND,
     COMMAND_VARIABLE,
     CONTAINER,
+    JARS,
     KafkaSource,
     answers_api_versions,
     command_line,
@@ -40,12 +41,14 @@ from compat_tests.kafka_sources import (
 )
 from compat_tests.outcomes import OUTPUT_VARIABLE
 from compat_tests.support import reference
+from kshim.jvm import artifacts
 from kshim.testing import BrokerProcess
 
 pytestmark = pytest.mark.timeout(300)
 
 ROOT = Path(__file__).resolve().parent.parent
 CHILD_TIMEOUT_S = 240
+CONTAINER_SOURCE = KafkaSource(CONTAINER)
 STAND_IN_SETTINGS = ("kshim.metrics.listen=", "num.partitions=2")
 # A kshim that a command starts, as a Kafka start script would start Kafka. It writes the
 # shell's PID and a background helper's (same process group) where the test can find them.
@@ -129,12 +132,20 @@ def is_alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_bootstrap_then_command_then_container() -> None:
+def test_bootstrap_then_command_then_jars_then_container(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     both = {BOOTSTRAP_VARIABLE: "kafka.example:9092", COMMAND_VARIABLE: "start {port}"}
 
     assert kafka_source(both) == KafkaSource(BOOTSTRAP, "kafka.example:9092")
     assert kafka_source({COMMAND_VARIABLE: "start {port}"}) == KafkaSource(COMMAND, "start {port}")
-    assert kafka_source({BOOTSTRAP_VARIABLE: " ", COMMAND_VARIABLE: ""}).kind == CONTAINER
+    neither = {BOOTSTRAP_VARIABLE: " ", COMMAND_VARIABLE: ""}
+    with_tools = artifacts.tools_problem() is None or artifacts.cached_jars("kafka") is not None
+    assert kafka_source(neither) == (KafkaSource(JARS, "kafka") if with_tools else CONTAINER_SOURCE)
+    # With an empty cache and no Maven on PATH, the jars cannot be had: testcontainers then.
+    monkeypatch.setenv(artifacts.CACHE_VARIABLE, str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert kafka_source(neither) == CONTAINER_SOURCE
     assert kafka_source(both).external
     assert not kafka_source({COMMAND_VARIABLE: "start {port}"}).external
     with pytest.raises(ValueError, match="host:port"):
