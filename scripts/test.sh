@@ -12,6 +12,8 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+# Maven fetches Apache Kafka, Spark's Kafka connector and Kafka Connect (kshim/jvm/poms).
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 # PostgreSQL 15 for the database-synchronisation tests (a throwaway cluster per test session).
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 # Kafka Connect's REST server and plugin scanner need Debian's jetty 9.4.57 and reflections
@@ -42,9 +44,14 @@ connect_extra=$("$venv/bin/python" -c 'import tomllib; print(*tomllib.load(open(
 export PATH="$PWD/$venv/bin:$PATH"
 export VIRTUAL_ENV="$PWD/$venv"
 
-# The Spark connector jars cannot come from Maven here; use the machine's cache when present
-# (see spark_examples/README.md). Tests needing them skip with a reason otherwise.
-export KSHIM_SPARK_JARS="${KSHIM_SPARK_JARS:-$HOME/.cache/kshim/spark-jars}"
+# The JVM programs the tests compare with and drive, pinned in kshim/jvm/poms: fetched by
+# Maven into ~/.cache/kshim/jvm on the first run (about a minute), taken from there after.
+# Without Java or Maven the tests needing them skip, each saying why in one line.
+if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then
+  python -m kshim.jvm fetch
+else
+  echo "warning: no java or mvn on PATH; tests needing Kafka, Spark or Connect jars will skip" >&2
+fi
 
 python -m ruff check kshim tests compat_tests benchmarks spark_examples examples
 python -m ruff format --check kshim tests compat_tests benchmarks spark_examples examples
