@@ -55,14 +55,22 @@ def compared(records: Sequence[Record], ours: str = "kshim", theirs: str = "kafk
     ]
 
 
+def intended_difference(
+    scenario: str, differences: Sequence[IntendedDifference] = KSHIM_INTENDED_DIFFERENCES
+) -> IntendedDifference | None:
+    """The first intended difference naming ``scenario``, or None."""
+    for difference in differences:
+        if any(fnmatch.fnmatchcase(scenario, pattern) for pattern in difference.scenarios):
+            return difference
+    return None
+
+
 def explanation(
     scenario: str, differences: Sequence[IntendedDifference] = KSHIM_INTENDED_DIFFERENCES
 ) -> str | None:
     """The code of the first intended difference naming ``scenario``, or None."""
-    for difference in differences:
-        if any(fnmatch.fnmatchcase(scenario, pattern) for pattern in difference.scenarios):
-            return difference.code
-    return None
+    difference = intended_difference(scenario, differences)
+    return difference.code if difference is not None else None
 
 
 def disagreements(

@@ -5,7 +5,9 @@
   Docker for Kafka) makes its scenarios skip with the reason, computed once.
 - Scenarios not marked ``compat_smoke`` are deselected for brokers that the selection runs
   in smoke mode only (the default for Tansu and Kafka; see brokers.selection).
-- ``deviates(...)`` tags become ``xfail(strict=False)`` on the matching broker only.
+- ``deviates(...)`` tags become ``xfail(strict=False)`` on the matching broker only, and a
+  scenario that one of kshim's intended differences names becomes ``xfail(strict=True)`` on
+  the broker the difference makes it fail on (deviations.IntendedDifference).
 - An external Kafka (KSHIM_KAFKA_BOOTSTRAP) is never stopped; the topics this session
   created on it are deleted at the end.
 """
@@ -25,7 +27,9 @@ from compat_tests.brokers import (
     selection,
     unavailable_reason,
 )
+from compat_tests.comparison import intended_difference
 from compat_tests.deviations import EVERYWHERE, Deviation, matches
+from compat_tests.outcomes import scenario_of
 from compat_tests.support import delete_session_topics
 
 # hypothesis is imported eagerly on purpose: its pytest plugin imports it lazily at the end of
@@ -72,6 +76,10 @@ def _broker_param(item: pytest.Item) -> str | None:
 
 
 def _apply_deviations(item: pytest.Item, broker_name: str) -> None:
+    difference = intended_difference(scenario_of(item)[0])
+    if difference is not None and difference.fails_on == broker_name:
+        item.add_marker(pytest.mark.xfail(reason=difference.reason, strict=True))
+        return
     params: dict[str, Any] = dict(item.callspec.params)  # type: ignore[attr-defined]
     tagged = [tuple(mark.args) for mark in item.iter_markers("known_deviation")]
     for deviation, wanted in [*EVERYWHERE, *tagged]:

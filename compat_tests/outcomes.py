@@ -1,21 +1,28 @@
-"""A pytest plugin writing one JSON object per test outcome, for compat_tests/report.py.
+"""A pytest plugin writing one JSON object per compatibility test outcome, for report.py.
 
 Loaded with ``-p compat_tests.outcomes``; it writes only when ``KSHIM_COMPAT_OUTCOMES``
-names a file. Each record holds the scenario (the test without its broker parameter), the
-broker, the outcome (passed, failed, skipped, xfailed, xpassed), a one-line message and
-the test's markers, so the report never parses test ids.
+names a file: ``{"records": [...], "status": pytest's exit status, "elapsed_s": ...}``.
+Only tests under compat_tests/ are recorded, so the plugin can ride along the whole test
+run (scripts/test.sh) and the report still sees only the suite. Each record holds the
+scenario (the test without its broker parameter), the broker, the outcome (passed, failed,
+skipped, xfailed, xpassed), a one-line message and the test's markers, so the report never
+parses test ids.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 OUTPUT_VARIABLE = "KSHIM_COMPAT_OUTCOMES"
 _RECORDS: dict[str, dict[str, Any]] = {}
+_SUITE = Path(__file__).resolve().parent
+_STARTED: list[float] = []
 
 
 def scenario_of(item: pytest.Item) -> tuple[str, str | None]:
@@ -63,7 +70,7 @@ def outcome_of(report: pytest.TestReport) -> str:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
-    if not os.environ.get(OUTPUT_VARIABLE):
+    if not os.environ.get(OUTPUT_VARIABLE) or _SUITE not in item.path.parents:
         return
     if report.when == "call" or (report.when == "setup" and not report.passed):
         scenario, broker = scenario_of(item)
@@ -83,8 +90,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         _RECORDS[item.nodeid].update(outcome="failed", message="teardown: " + message_of(report))
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _STARTED.append(time.monotonic())
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     path = os.environ.get(OUTPUT_VARIABLE)
     if path:
+        elapsed = time.monotonic() - _STARTED[0] if _STARTED else 0.0
+        saved = {"records": list(_RECORDS.values()), "status": int(exitstatus)}
+        saved["elapsed_s"] = round(elapsed, 1)
         with open(path, "w", encoding="utf-8") as handle:
-            json.dump(list(_RECORDS.values()), handle, indent=1)
+            json.dump(saved, handle, indent=1)

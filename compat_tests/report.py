@@ -28,13 +28,18 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from compat_tests import comparison
 from compat_tests.brokers import BROKER_NAMES, SELECTION_VARIABLE, tansu_binary, unavailable_reason
-from compat_tests.deviations import KSHIM_INTENDED_DIFFERENCES, TANSU_DEVIATIONS
+from compat_tests.deviations import (
+    KSHIM_INTENDED_DIFFERENCES,
+    TANSU_DEVIATIONS,
+    IntendedDifference,
+)
 from compat_tests.kafka_sources import kafka_source
 from compat_tests.outcomes import OUTPUT_VARIABLE
 
@@ -72,8 +77,7 @@ def run_suite(brokers: list[str], extra: list[str]) -> tuple[list[Record], int, 
         elapsed = time.monotonic() - started
         records: list[Record] = []
         if os.path.exists(output):
-            with open(output, encoding="utf-8") as handle:
-                records = json.load(handle)
+            records = load_outcomes(Path(output))[0]
     return records, status, elapsed
 
 
@@ -310,7 +314,8 @@ REPRODUCE = [
 
 
 def load_outcomes(path: Path) -> tuple[list[Record], int, float]:
-    """The records, pytest exit status and wall time that --save-outcomes wrote."""
+    """The records, pytest exit status and wall time that the outcomes plugin (or
+    --save-outcomes) wrote."""
     saved = json.loads(path.read_text(encoding="utf-8"))
     return list(saved["records"]), int(saved["status"]), float(saved["elapsed_s"])
 
@@ -321,6 +326,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=str(RESULTS))
     parser.add_argument("--save-outcomes", help="also keep the raw JSON outcomes in this file")
     parser.add_argument("--from-outcomes", help="render a saved JSON file instead of running")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when kshim and Kafka disagree on a scenario no intended difference names",
+    )
     parser.add_argument("pytest_args", nargs="*", help="after --: extra pytest arguments")
     arguments = parser.parse_args(argv)
     brokers = [name.strip() for name in arguments.brokers.split(",") if name.strip()]
@@ -333,7 +343,29 @@ def main(argv: list[str] | None = None) -> int:
         Path(arguments.save_outcomes).write_text(json.dumps(saved), encoding="utf-8")
     Path(arguments.output).write_text(render(records, brokers, elapsed), encoding="utf-8")
     print(f"wrote {arguments.output}: {len(records)} results, pytest exit status {status}")
+    if arguments.check:
+        return max(status, check(records))
     return status
+
+
+def check(
+    records: list[Record],
+    differences: Sequence[IntendedDifference] = KSHIM_INTENDED_DIFFERENCES,
+) -> int:
+    """1, with each one printed, when kshim and Kafka disagree on a scenario that no
+    intended difference explains; 0 otherwise."""
+    found = comparison.disagreements(records, differences=differences)
+    unexplained = [item for item in found if item.explained_by is None]
+    print(
+        f"kshim and Kafka: {len(comparison.compared(records))} scenarios compared, "
+        f"{len(found)} disagreements, {len(unexplained)} not explained by an intended difference"
+    )
+    for item in unexplained:
+        print(
+            f"  {item.scenario}: kshim {comparison.shown(item.ours)}; "
+            f"Kafka {comparison.shown(item.theirs)}"
+        )
+    return 1 if unexplained else 0
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from compat_tests import comparison
+from compat_tests import comparison, report
 from compat_tests.brokers import SELECTION_VARIABLE, selection
 from compat_tests.deviations import IntendedDifference
 from compat_tests.kafka_sources import (
@@ -100,7 +100,7 @@ def run_scenarios(tmp_path: Path, node_ids: list[str], **variables: str) -> list
     arguments = ["pytest", *node_ids, "-p", "compat_tests.outcomes", "-q", "-p", "no:cacheprovider"]
     _, printed = run_child(arguments, environment)
     assert output.exists(), printed
-    records: list[dict[str, Any]] = json.loads(output.read_text())
+    records: list[dict[str, Any]] = json.loads(output.read_text())["records"]
     return records
 
 
@@ -325,3 +325,24 @@ def test_no_comparison_without_kafka() -> None:
     assert comparison.section(records, "none") == [
         "Kafka ran no scenario here, so nothing was compared."
     ]
+
+
+def test_check_fails_the_run_only_on_unexplained_disagreements(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    agreeing = [record("m::same", "kshim", "passed"), record("m::same", "kafka", "passed")]
+    explained = [
+        record("m::intended[x]", "kshim", "xfailed", "by design"),
+        record("m::intended[x]", "kafka", "passed"),
+    ]
+    unexplained = [
+        record("m::differs", "kshim", "passed"),
+        record("m::differs", "kafka", "failed", "assert 2 == 1"),
+    ]
+    differences = [IntendedDifference("K99", "a choice", "a reason", ("m::intended*",))]
+
+    assert report.check(agreeing + explained, differences) == 0
+    assert report.check(agreeing + explained + unexplained, differences) == 1
+    printed = capsys.readouterr().out
+    assert "3 scenarios compared, 2 disagreements, 1 not explained" in printed
+    assert "m::differs: kshim pass; Kafka **fail**: assert 2 == 1" in printed

@@ -57,4 +57,16 @@ python -m ruff check kshim tests compat_tests benchmarks spark_examples examples
 python -m ruff format --check kshim tests compat_tests benchmarks spark_examples examples
 python -m mypy
 lint-imports
-python -m pytest "$@"
+# pytest records each compatibility scenario's outcome on kshim and on Apache Kafka; the
+# report then fails the run on any disagreement that no intended difference explains
+# (compat_tests/deviations.py) and, for a whole run, writes compat_tests/RESULTS.md.
+outcomes="$(mktemp -t kshim-outcomes-XXXXXX.json)"
+trap 'rm -f "$outcomes" "$outcomes.md"' EXIT
+status=0
+KSHIM_COMPAT_OUTCOMES="$outcomes" python -m pytest -p compat_tests.outcomes "$@" || status=$?
+results=compat_tests/RESULTS.md
+[ $# -eq 0 ] || results="$outcomes.md"  # a partial run leaves the committed results alone
+if [ -s "$outcomes" ]; then  # empty when pytest stopped before the end of its session
+  python -m compat_tests.report --from-outcomes "$outcomes" --output "$results" --check || status=$?
+fi
+exit "$status"
