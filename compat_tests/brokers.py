@@ -5,14 +5,14 @@
   (skipped when the package is not installed).
 - ``kafka``: Apache Kafka, from ``KSHIM_KAFKA_BOOTSTRAP`` (one already running, never
   started or stopped here), else ``KSHIM_KAFKA_CMD`` (a command started and stopped here),
-  else Kafka 3.9 (Confluent Platform 7.9) in KRaft mode through testcontainers (see
+  else Kafka 3.9 from the jars Maven Central serves (``kshim.jvm``, started and stopped
+  here), else Kafka 3.9 (Confluent Platform 7.9) in KRaft mode through testcontainers (see
   kafka_sources.py); skipped, with the reason, when none of them can run.
 
 Selection (env ``KSHIM_COMPAT_BROKERS``, a comma-separated list of names): when it is unset,
-every scenario runs on kshim and only the ``compat_smoke`` scenarios run on Tansu and on a
-Kafka in Docker, so the ordinary test run stays fast (a container takes about a minute to
-start); a Kafka named by ``KSHIM_KAFKA_BOOTSTRAP`` or ``KSHIM_KAFKA_CMD`` was asked for, so
-it runs every scenario. ``compat_tests/report.py``
+every scenario runs on kshim and on Kafka, and only the ``compat_smoke`` scenarios run on
+Tansu; a Kafka in Docker, which takes about a minute to start, runs the smoke set only.
+``compat_tests/report.py``
 sets the variable to all three to fill the results matrix. Every process started here is
 stopped by its own handle. The benchmarks (benchmarks/brokers.py) start Tansu and Kafka
 through this module too.
