@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from compat_tests import comparison, report
-from compat_tests.brokers import SELECTION_VARIABLE, selection
+from compat_tests.brokers import SELECTION_VARIABLE, Selection, selection
 from compat_tests.deviations import IntendedDifference
 from compat_tests.kafka_sources import (
     BOOTSTRAP,
@@ -154,8 +154,15 @@ def test_bootstrap_then_command_then_jars_then_container(
         kafka_source({COMMAND_VARIABLE: "kafka-server-start.sh server.properties"})
 
 
-def test_a_kafka_asked_for_runs_every_scenario() -> None:
-    """Kafka in Docker runs the smoke set by default; one named by the variables, all."""
+def test_a_kafka_asked_for_runs_every_scenario(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Kafka from the jars, or one named by the variables, runs every scenario; Kafka in
+    Docker (no Java or Maven here) the smoke set only."""
+    if kafka_source({}).kind == JARS:
+        assert selection({}) == Selection(full=("kshim", "kafka"), smoke_only=("tansu",))
+    monkeypatch.setenv(artifacts.CACHE_VARIABLE, str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
     assert selection({}).smoke_only == ("tansu", "kafka")
     assert selection({BOOTSTRAP_VARIABLE: "127.0.0.1:9092"}).full == ("kshim", "kafka")
     assert selection({COMMAND_VARIABLE: "start {port}"}).smoke_only == ("tansu",)
