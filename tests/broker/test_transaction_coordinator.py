@@ -120,7 +120,13 @@ async def _add_offsets(txn: Transactions, producer_id: int, epoch: int, new: boo
 async def _commit_offsets(txn: Transactions, producer_id: int, epoch: int, new: bool) -> ErrorCode:
     offsets = [TransactionalOffset(FIRST, 5, -1, "")]
     return await txn.coordinator.commit_offsets(
-        TRANSACTIONAL_ID, producer_id, epoch, GROUP, offsets, fenced_code=new
+        TRANSACTIONAL_ID,
+        producer_id,
+        epoch,
+        GROUP,
+        offsets,
+        lambda: ErrorCode.none,
+        fenced_code=new,
     )
 
 

@@ -84,6 +84,56 @@ def check_commit(
     return ErrorCode.none
 
 
+def check_transactional_commit(
+    coordinator: GroupCoordinator,
+    group_id: str,
+    generation_id: int,
+    member_id: str,
+    group_instance_id: str | None,
+) -> ErrorCode:
+    """Whether a TxnOffsetCommit from this member may commit for the group (KIP-447).
+
+    Kafka's ClassicGroup.validateOffsetCommit for transactional commits, as Kafka 3.9
+    answers them: generation -1 commits to a group without members whoever sends it (a
+    producer that consumes outside group management); otherwise a member id, a group
+    instance id or a generation makes the request a member's, which must be current:
+    UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID as for a heartbeat, then ILLEGAL_GENERATION.
+    With neither, nothing is checked (TxnOffsetCommit v0-v2 carry none of them). Unlike
+    OffsetCommit, a group completing a rebalance is no reason to refuse: the offsets wait
+    for the transaction anyway. The caller has checked the group id.
+    """
+    group = coordinator.groups.get(group_id)
+    if group is not None and group.state is GroupState.DEAD:
+        return ErrorCode.coordinator_not_available
+    empty = group is None or group.state is GroupState.EMPTY
+    if generation_id < 0 and empty:
+        return ErrorCode.none
+    if generation_id < 0 and not member_id and group_instance_id is None:
+        return ErrorCode.none
+    if group is None:
+        return ErrorCode.unknown_member_id  # Kafka creates the group, empty, and asks it
+    member_error = _current_member_error(group, member_id, group_instance_id)
+    if member_error is not None:
+        return member_error
+    if generation_id != group.generation_id:
+        return ErrorCode.illegal_generation
+    return ErrorCode.none
+
+
+def _current_member_error(
+    group: Group, member_id: str, group_instance_id: str | None
+) -> ErrorCode | None:
+    """Kafka's ClassicGroup.validateMember: a static member is known by its instance id
+    (UNKNOWN_MEMBER_ID when it has none in the group, FENCED_INSTANCE_ID when another
+    member id holds it), a dynamic one by its member id."""
+    if group_instance_id is not None:
+        current = group.static_members.get(group_instance_id)
+        if current is None:
+            return ErrorCode.unknown_member_id
+        return None if current == member_id else ErrorCode.fenced_instance_id
+    return None if member_id in group.members else ErrorCode.unknown_member_id
+
+
 async def commit_offsets(
     coordinator: GroupCoordinator, request: CommitRequest
 ) -> dict[TopicPartition, ErrorCode]:

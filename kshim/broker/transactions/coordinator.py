@@ -185,19 +185,26 @@ class TransactionCoordinator:
         epoch: int,
         group_id: str,
         offsets: Sequence[TransactionalOffset],
+        check_member: Callable[[], ErrorCode],
         *,
         fenced_code: bool,
     ) -> ErrorCode:
         """TxnOffsetCommit (GroupCoordinator.handleTxnCommitOffsets in Kafka): holds the
         offsets in the transaction's record, durable, until it ends; they become the
         group's committed offsets on commit (``on_complete``). INVALID_TXN_STATE unless the
-        transaction is Ongoing and AddOffsetsToTxn added the group."""
+        transaction is Ongoing and AddOffsetsToTxn added the group; then ``check_member``,
+        the group coordinator's verdict on the sender (KIP-447), is the answer unless it
+        is NONE. Kafka verifies the transaction before it asks the group, so a request
+        failing both gets the transaction's error."""
         async with self.lock(transactional_id):
             record = self._unfenced_record(transactional_id, producer_id, epoch, fenced_code)
             if isinstance(record, ErrorCode):
                 return record
             if group_id not in record.groups or record.state != states.ONGOING:
                 return ErrorCode.invalid_txn_state
+            member_error = check_member()
+            if member_error != ErrorCode.none:
+                return member_error
             for offset in offsets:
                 tp = offset.topic_partition
                 record.pending_offsets.append([group_id, tp.topic, tp.partition, offset.offset,
