@@ -30,6 +30,7 @@ TRANSACTION_TIMEOUT_MS = 60_000
 IDEMPOTENT_TIMEOUT_MS = 2**31 - 1
 RECORDS = 3
 NOW_TOLERANCE = datetime.timedelta(minutes=5)
+NULLABLE_PROTOCOL_NAME_V = 7
 
 
 def _offsets_request(group: str, topic: str) -> dict[str, Any]:
@@ -114,7 +115,7 @@ def join_group(probe: Probe, version: int) -> Exchange:
         first = probe.call(11, version, _join_request(group, ""))
         member_id = first.member_id
         assert member_id.startswith(probe.client_id + "-"), member_id
-        assert first == probe_expected(11, version, member_required(member_id))
+        assert first == probe_expected(11, version, member_required(member_id, version))
 
     def expect(actual: Any) -> dict[str, Any]:
         joined = member_id or actual.member_id
@@ -134,13 +135,14 @@ def join_group(probe: Probe, version: int) -> Exchange:
     return Exchange(_join_request(group, member_id), expect)
 
 
-def member_required(member_id: str) -> dict[str, Any]:
+def member_required(member_id: str, version: int) -> dict[str, Any]:
+    """KIP-394's first answer; the protocol name is nullable from v7 (KIP-559), "" before."""
     return {
         "throttle_time": 0,
         "error_code": MEMBER_ID_REQUIRED,
         "generation_id": -1,
         "protocol_type": None,
-        "protocol_name": None,
+        "protocol_name": None if version >= NULLABLE_PROTOCOL_NAME_V else "",
         "leader": "",
         "skip_assignment": False,
         "member_id": member_id,

@@ -13,6 +13,7 @@ ILLEGAL_SASL_STATE, SECURITY_DISABLED, RESOURCE_NOT_FOUND = 34, 54, 91
 NO_AUTHORIZER = "No Authorizer is configured."
 TOPIC, LITERAL, READ, ALLOW, ANY = 2, 3, 3, 3, 1
 SCRAM_SHA_256 = 1
+ITERATIONS = 4096
 
 
 def sasl_handshake(probe: Probe, version: int) -> Exchange:
@@ -86,35 +87,49 @@ def delete_acls(probe: Probe, version: int) -> Exchange:
 
 
 def describe_user_scram_credentials(probe: Probe, version: int) -> Exchange:
-    user = probe.name("nobody")
-    result = {
+    """A user with a SCRAM-SHA-256 credential (set up with AlterUserScramCredentials v0)
+    and one without: described, and not found."""
+    user, nobody = probe.name("user"), probe.name("nobody")
+    [created] = probe.call(51, 0, {"deletions": [], "upsertions": [upsertion(user)]}).results
+    assert int(created.error_code) == 0, created
+    described = {
         "user": user,
+        "error_code": 0,
+        "error_message": "",
+        "credential_infos": [{"mechanism": SCRAM_SHA_256, "iterations": ITERATIONS}],
+    }
+    missing = {
+        "user": nobody,
         "error_code": RESOURCE_NOT_FOUND,
-        "error_message": f"Attempt to describe a user credential that does not exist: {user}",
+        "error_message": f"Attempt to describe a user credential that does not exist: {nobody}",
         "credential_infos": [],
     }
     expected = {
         "throttle_time": datetime.timedelta(0),
         "error_code": 0,
-        "error_message": None,
-        "results": [result],
+        "error_message": "",
+        "results": [described, missing],
     }
-    return Exchange({"users": [{"name": user}]}, lambda _: expected)
+    return Exchange({"users": [{"name": user}, {"name": nobody}]}, lambda _: expected)
+
+
+def upsertion(user: str) -> dict[str, object]:
+    """A SCRAM-SHA-256 credential for ``user``, salted as Kafka's admin client salts it."""
+    salt = os.urandom(16)
+    return {
+        "name": user,
+        "mechanism": SCRAM_SHA_256,
+        "iterations": ITERATIONS,
+        "salt": salt,
+        "salted_password": hashlib.pbkdf2_hmac("sha256", b"password", salt, ITERATIONS),
+    }
 
 
 def alter_user_scram_credentials(probe: Probe, version: int) -> Exchange:
-    """A new user's SCRAM-SHA-256 credential, salted as Kafka's admin client salts it."""
-    user, salt = probe.name("user"), os.urandom(16)
-    salted = hashlib.pbkdf2_hmac("sha256", b"password", salt, 4096)
-    upsertion = {
-        "name": user,
-        "mechanism": SCRAM_SHA_256,
-        "iterations": 4096,
-        "salt": salt,
-        "salted_password": salted,
-    }
+    """A new user's SCRAM-SHA-256 credential."""
+    user = probe.name("user")
     result = {"user": user, "error_code": 0, "error_message": None}
     return Exchange(
-        {"deletions": [], "upsertions": [upsertion]},
+        {"deletions": [], "upsertions": [upsertion(user)]},
         lambda _: {"throttle_time": datetime.timedelta(0), "results": [result]},
     )

@@ -7,13 +7,16 @@ with raw requests at fixed helper versions, so that only the version under test 
 
 from __future__ import annotations
 
+import functools
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from kshim.wire_client import WireConnection
+from kshim.protocol import codec
+from kshim.wire_client import WireConnection, decode_response, encode_body
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -34,7 +37,26 @@ MEMBER_ID_REQUIRED = 79
 
 # The fixed versions of the helper requests that set up state.
 CREATE_TOPICS_V, PRODUCE_V, JOIN_V, SYNC_V, COMMIT_V = 5, 9, 5, 3, 8
-INIT_PID_V, ADD_PARTITIONS_V, ADD_OFFSETS_V = 4, 3, 3
+INIT_PID_V, ADD_PARTITIONS_V, ADD_OFFSETS_V, METADATA_V, FIND_COORDINATOR_V = 4, 3, 3, 1, 1
+# Errors of a Kafka broker that has not yet taken up a new partition, or a coordinator that
+# is loading (https://kafka.apache.org/protocol#protocol_error_codes): setup retries them.
+UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER = 3, 5, 6
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 14, 15, 16
+CONCURRENT_TRANSACTIONS = 51
+TRANSIENT_ERRORS = frozenset(
+    {
+        UNKNOWN_TOPIC_OR_PARTITION,
+        LEADER_NOT_AVAILABLE,
+        NOT_LEADER_OR_FOLLOWER,
+        COORDINATOR_LOAD_IN_PROGRESS,
+        COORDINATOR_NOT_AVAILABLE,
+        NOT_COORDINATOR,
+        CONCURRENT_TRANSACTIONS,
+    }
+)
+SETTLE_TIMEOUT_S, SETTLE_POLL_S = 30.0, 0.05
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator's key types
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,22 +78,46 @@ class Producer:
 
 
 class Probe:
-    """Raw requests to one broker; every name it makes up is unique."""
+    """Raw requests to one broker, and names for what a case creates on it.
+
+    Names are unique on the broker and repeatable: a case started with the same
+    ``start_case`` id makes the same names in the same order, so that two brokers given
+    the same case get the same requests, byte for byte.
+    """
 
     def __init__(self, host: str, port: int) -> None:
         self.host = host
         self.port = port
+        self.case = uuid.uuid4().hex[:10]
+        self.made = 0
 
     @property
     def client_id(self) -> str:
         return CLIENT_ID
 
+    def start_case(self, case: str) -> None:
+        """Names made from now on are ``conformance-<case>-<label>-<n>``, n from 1."""
+        self.case, self.made = case, 0
+
     def call(self, api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
+        """kio's decoded answer to one request built from ``fields``."""
+        return decode_response(api_key, version, self.call_frame(api_key, version, fields))[1]
+
+    def call_frame(self, api_key: int, version: int, fields: Mapping[str, Any]) -> bytes:
+        """The answer's frame (its size prefix taken off) to one request from ``fields``."""
+        body = encode_body(api_key, version, fields)
+        flexible = codec.is_flexible(api_key, version)
         with WireConnection(self.host, self.port, client_id=CLIENT_ID) as connection:
-            return connection.call(api_key, version, fields)
+            return connection.exchange(api_key, version, body, flexible=flexible)
+
+    @property
+    def prefix(self) -> str:
+        """What every name made in the current case starts with."""
+        return f"conformance-{self.case}-"
 
     def name(self, label: str) -> str:
-        return f"conformance-{label}-{uuid.uuid4().hex[:10]}"
+        self.made += 1
+        return f"{self.prefix}{label}-{self.made}"
 
     def create_topic(
         self, label: str, partitions: int = 1, configs: Mapping[str, str] | None = None
@@ -91,7 +137,23 @@ class Probe:
         }
         [answer] = self.call(19, CREATE_TOPICS_V, request).topics
         assert int(answer.error_code) == 0, answer
+        self.wait_for_leaders(topic)
         return topic
+
+    def wait_for_leaders(self, topic: str) -> None:
+        """Returns once Metadata shows a leader for every partition of ``topic``: Kafka's
+        CreateTopics answers when the controller has the topic, a moment before the broker
+        serves it (kshim serves it at once)."""
+
+        def described() -> Any:
+            request = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+            [answer] = self.call(3, METADATA_V, request).topics
+            partitions = answer.partitions
+            if not partitions or any(partition.leader_id < 0 for partition in partitions):
+                return LEADER_NOT_AVAILABLE
+            return answer.error_code
+
+        until_settled(described, lambda code: code)
 
     def produce(
         self,
@@ -110,16 +172,35 @@ class Probe:
             "timeout": 10_000,
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
         }
-        [topic_answer] = self.call(0, PRODUCE_V, request).responses
-        [partition] = topic_answer.partition_responses
+
+        def produced() -> Any:
+            [topic_answer] = self.call(0, PRODUCE_V, request).responses
+            [partition] = topic_answer.partition_responses
+            return partition
+
+        partition = until_settled(produced, lambda partition: partition.error_code)
         assert int(partition.error_code) == 0, partition
         return batch
 
     def init_producer(self, transactional_id: str | None = None) -> Producer:
         request = {"transactional_id": transactional_id, "transaction_timeout": 60_000}
-        response = self.call(22, INIT_PID_V, request)
+        response = until_settled(
+            lambda: self.call(22, INIT_PID_V, request), lambda answer: answer.error_code
+        )
         assert int(response.error_code) == 0, response
         return Producer(response.producer_id, response.producer_epoch)
+
+    def wait_for_coordinators(self) -> None:
+        """Returns once the group and the transaction coordinator answer: a new Kafka
+        creates their internal topics on first use and loads them before it answers."""
+        for key_type in (GROUP_KEY, TRANSACTION_KEY):
+            request = {"key": self.name("coordinator"), "key_type": key_type}
+            found = until_settled(
+                functools.partial(self.call, 10, FIND_COORDINATOR_V, request),
+                lambda answer: answer.error_code,
+            )
+            assert int(found.error_code) == 0, found
+        self.init_producer(self.name("coordinator"))
 
     def add_partition(self, transactional_id: str, producer: Producer, topic: str) -> None:
         request = {
@@ -187,6 +268,19 @@ class Probe:
         }
         [answer] = self.call(8, COMMIT_V, request).topics
         assert [int(p.error_code) for p in answer.partitions] == [0]
+
+
+def until_settled(call: Callable[[], T], error_of: Callable[[T], Any]) -> T:
+    """``call()``'s first answer whose error (``error_of``) is not a transient one of a
+    broker still taking up a partition or a coordinator; the last one after
+    ``SETTLE_TIMEOUT_S``. Only Kafka answers those: kshim's partitions and coordinators
+    are served from the start."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while True:
+        answer = call()
+        if int(error_of(answer)) not in TRANSIENT_ERRORS or time.monotonic() > deadline:
+            return answer
+        time.sleep(SETTLE_POLL_S)
 
 
 def record_batch(

@@ -1,30 +1,40 @@
 """Protocol conformance of every API and version kshim advertises.
 
 The list is derived from ``kshim.protocol.apis.ADVERTISED`` when the tests are collected,
-so a newly advertised API is covered at once, and its live test fails (never skips) until
-it has a case in ``CASES``:
+so a newly advertised API is covered at once, and its live tests fail (never skip) until
+it has a case in ``CASES``. Three kinds of test:
 
-- every served (api, version): a request and a response, filled with distinct non-default
-  values, survive encode -> decode -> encode through ``kshim.protocol.codec`` and kio
-  unchanged; for Fetch, the hand-written zero-copy encoder produces what kio decodes;
-- the lowest and highest served version of every API: a request sent over a raw socket to
-  a running kshim, its response decoded with kio's class for that version and compared
-  field by field with the whole response Kafka would send.
+- no broker: a request and a response of every served (api, version), filled with
+  distinct non-default values, survive encode -> decode -> encode through
+  ``kshim.protocol.codec`` and kio unchanged, and the byte-keeping walker of the
+  differential test reads every response back whole; for Fetch, the hand-written
+  zero-copy encoder produces what kio decodes;
+- kshim against Apache Kafka 3.9 (``test_kshim_answers_as_kafka``): for every version both
+  serve, the same case (the same setup requests, then the request under test, names
+  included) is sent to a running kshim and to a running Kafka, and the two answers are
+  compared part by part, tagged fields included, down to their bytes, after the
+  normalisation of compat_tests/conformance_diff.py (ports, random ids, member and
+  producer ids, clocks). A difference must be on the allow-list of
+  compat_tests/conformance_allowed.py, with its reason; any other fails. A version only
+  kshim serves is skipped and says so; without Java, Maven or the jars, every one is
+  skipped with that reason;
+- kshim against a hand-written expectation (``test_response_field_by_field``): every
+  served version's whole response, written out in the cases. Kept beside the
+  differential test because it runs where Kafka cannot (a machine without Java), pins
+  kshim's answers at the versions Kafka does not serve, and checks what normalisation
+  hides from the differential test: that a member id starts with the client id, that
+  topic ids are not zero, that a transaction's start time is now.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import io
-import types
-import typing
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from compat_tests import conformance_cases_data as data
@@ -32,10 +42,20 @@ from compat_tests import conformance_cases_groups as groups
 from compat_tests import conformance_cases_security as security
 from compat_tests import conformance_cases_txn as txn
 from compat_tests.brokers import BrokerUnderTest, start_kshim
+from compat_tests.conformance_allowed import unexplained
+from compat_tests.conformance_brokers import (
+    KSHIM_SETTINGS,
+    kafka_unavailable_reason,
+    reference_kafka,
+)
+from compat_tests.conformance_diff import Normaliser, differences
 from compat_tests.conformance_probe import Exchange, Probe, as_stored, record_batch
+from compat_tests.distinct_values import DistinctValues
+from compat_tests.wire_tree import Struct, joined, walk_body
 from kshim.protocol import codec
 from kshim.protocol.apis import ADVERTISED, serves
 from kshim.protocol.fetch_response import FetchedPartition, FetchedTopic, encode_fetch_response
+from kshim.wire_client import decode_response, parse_bootstrap, split_response
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 
@@ -89,13 +109,9 @@ def served_versions(api_key: int) -> list[int]:
 
 
 SERVED = [(key, version) for key in sorted(ADVERTISED) for version in served_versions(key)]
-EDGES = sorted(
-    {
-        (key, version)
-        for key in ADVERTISED
-        for version in (served_versions(key)[0], served_versions(key)[-1])
-    }
-)
+# Names made by one session's probes start with this (an already running Kafka may keep
+# another session's); the differential test's case ids are the same on both brokers.
+RUN = uuid.uuid4().hex[:8]
 
 
 def pair_id(pair: tuple[int, int]) -> str:
@@ -105,63 +121,6 @@ def pair_id(pair: tuple[int, int]) -> str:
 # --------------------------------------------------------------------------------------
 # Round trips through the codecs (no broker)
 # --------------------------------------------------------------------------------------
-
-
-class DistinctValues:
-    """Fills a kio dataclass with values that differ from every default and from each other."""
-
-    def __init__(self) -> None:
-        self.counter = 0
-
-    def next(self) -> int:
-        self.counter += 1
-        return self.counter
-
-    def entity(self, cls: type[Any]) -> Any:
-        hints = typing.get_type_hints(cls)
-        values = {
-            field.name: self.value(hints[field.name])
-            for field in dataclasses.fields(cls)
-            if not field.name.startswith("__")
-        }
-        return cls(**values)
-
-    def value(self, hint: Any) -> Any:
-        origin = typing.get_origin(hint)
-        if origin in (typing.Union, types.UnionType):
-            inner = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-            return self.value(inner[0])
-        if origin is tuple:
-            item = typing.get_args(hint)[0]
-            return (self.value(item), self.value(item))
-        if dataclasses.is_dataclass(hint):
-            return self.entity(hint)  # type: ignore[arg-type]
-        return self.scalar(hint)
-
-    def scalar(self, hint: Any) -> Any:
-        number = self.next()
-        if hint is bool:
-            return True
-        if isinstance(hint, type) and issubclass(hint, ErrorCode):
-            codes = [code for code in ErrorCode if code.value > 0]
-            return codes[number % len(codes)]
-        if isinstance(hint, type) and issubclass(hint, bytes):
-            return hint(b"v%d" % number)
-        if isinstance(hint, type) and issubclass(hint, str):
-            return hint(f"s{number}")
-        if hint is uuid.UUID:
-            return uuid.UUID(int=number)
-        if isinstance(hint, type) and issubclass(hint, datetime.timedelta):
-            return datetime.timedelta(milliseconds=number)
-        if isinstance(hint, type) and issubclass(hint, datetime.datetime):
-            start = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
-            return start + datetime.timedelta(milliseconds=number)
-        if isinstance(hint, type) and issubclass(hint, float):
-            return hint(number + 0.5)
-        if isinstance(hint, type) and issubclass(hint, int):
-            high = getattr(hint, "__high__", 2**31 - 1)
-            return hint(min(number, high))
-        raise TypeError(f"no sample value for {hint!r}")
 
 
 def encoded(cls: type[Any], entity: Any) -> bytes:
@@ -201,6 +160,7 @@ def test_response_round_trip(pair: tuple[int, int]) -> None:
     assert size == len(wire)
     assert decoded == entity
     assert encoded(cls, decoded) == wire
+    assert joined(walk_body(cls, wire)) == wire
 
 
 @pytest.mark.parametrize("version", served_versions(1), ids=lambda v: f"v{v}")
@@ -261,53 +221,120 @@ def test_fetch_encoder_matches_kio(version: int, aborted: list[tuple[int, int]] 
 
 
 # --------------------------------------------------------------------------------------
-# Live: lowest and highest served version against a running kshim
+# Live: every served version against a running kshim, and against Apache Kafka
 # --------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def probe() -> Iterator[Probe]:
-    broker: BrokerUnderTest = start_kshim()
+@pytest.fixture(scope="session")
+def kshim_probe() -> Iterator[Probe]:
+    broker: BrokerUnderTest = start_kshim(KSHIM_SETTINGS)
     try:
         yield Probe(broker.host, broker.port)
     finally:
         broker.stop()
 
 
-@pytest.mark.wire
-@pytest.mark.parametrize("pair", EDGES, ids=pair_id)
-def test_response_field_by_field(probe: Probe, pair: tuple[int, int]) -> None:
-    api_key, version = pair
+@pytest.fixture(scope="session")
+def kafka_probe() -> Iterator[Probe]:
+    """A Kafka 3.9 with its coordinators up, one per session; skips when none can run."""
+    reason = kafka_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"kafka: {reason}")
+    with reference_kafka() as bootstrap:
+        probe = Probe(*parse_bootstrap(bootstrap))
+        probe.wait_for_coordinators()
+        yield probe
+
+
+@pytest.fixture(scope="session")
+def kafka_ranges(kafka_probe: Probe) -> dict[int, tuple[int, int]]:
+    """The version range of every API the Kafka serves, from its ApiVersions."""
+    answer = kafka_probe.call(18, 0, {})
+    return {int(api.api_key): (api.min_version, api.max_version) for api in answer.api_keys}
+
+
+def case_for(api_key: int) -> Case:
     case = CASES.get(api_key)
     if case is None:
         pytest.fail(
             f"kshim advertises API {api_key} but compat_tests/test_protocol_conformance.py "
             "has no case for it: add one to CASES"
         )
-    exchange = case(probe, version)
+    return case
 
-    response = probe.call(api_key, version, exchange.request)
+
+@pytest.mark.wire
+@pytest.mark.parametrize("pair", SERVED, ids=pair_id)
+def test_response_field_by_field(kshim_probe: Probe, pair: tuple[int, int]) -> None:
+    api_key, version = pair
+    case = case_for(api_key)
+    kshim_probe.start_case(f"h{RUN}-{api_key}-{version}")
+    exchange = case(kshim_probe, version)
+
+    response = kshim_probe.call(api_key, version, exchange.request)
 
     expected = codec.build(
         codec.response_class(api_key, version), exchange.expect(response), any_version=True
     )
-    mismatches = differences(response, expected)
+    mismatches = field_differences(response, expected)
     assert not mismatches, "; ".join(mismatches)
     assert response == expected
 
 
-def differences(actual: Any, expected: Any, path: str = "response") -> list[str]:
+@pytest.mark.wire
+@pytest.mark.parametrize("pair", SERVED, ids=pair_id)
+def test_kshim_answers_as_kafka(
+    kshim_probe: Probe,
+    kafka_probe: Probe,
+    kafka_ranges: dict[int, tuple[int, int]],
+    pair: tuple[int, int],
+) -> None:
+    api_key, version = pair
+    case = case_for(api_key)
+    low, high = kafka_ranges.get(api_key, (0, -1))
+    if not low <= version <= high:
+        served = f"v{low}-v{high}" if low <= high else "none"
+        pytest.skip(f"only kshim serves API {api_key} v{version} (Kafka: {served}): no comparison")
+    case_id = f"d{RUN}-{api_key}-{version}"
+
+    kshim = normalised_answer(kshim_probe, case, api_key, version, case_id)
+    kafka = normalised_answer(kafka_probe, case, api_key, version, case_id)
+
+    found = differences(kshim, kafka)
+    left, stale = unexplained(api_key, version, found)
+    assert not left, "differences from Kafka no allow-list entry explains:\n" + "\n".join(
+        map(str, left)
+    )
+    assert not stale, f"allow-list entries that matched no difference: {stale}"
+    if not found:  # byte for byte, once the normalised values are placeholders
+        assert joined(kshim) == joined(kafka)
+
+
+def normalised_answer(probe: Probe, case: Case, api_key: int, version: int, case_id: str) -> Struct:
+    """The case's answer on ``probe``'s broker, decoded by kio (which must accept it), as a
+    byte-keeping tree with the values no two brokers share replaced (conformance_diff)."""
+    probe.start_case(case_id)
+    exchange = case(probe, version)
+    frame = probe.call_frame(api_key, version, exchange.request)
+    decode_response(api_key, version, frame)
+    body = split_response(api_key, version, frame)[1]
+    tree = walk_body(codec.response_class(api_key, version), body)
+    normaliser = Normaliser(api_key, own_port=probe.port, own_names=probe.prefix)
+    return normaliser.struct(tree)
+
+
+def field_differences(actual: Any, expected: Any, path: str = "response") -> list[str]:
     """Every field where ``actual`` differs from ``expected``, as 'path: actual != expected'."""
     if dataclasses.is_dataclass(expected) and type(actual) is type(expected):
         found = []
         for field in dataclasses.fields(expected):
-            found += differences(
+            found += field_differences(
                 getattr(actual, field.name), getattr(expected, field.name), f"{path}.{field.name}"
             )
         return found
     if isinstance(expected, tuple) and isinstance(actual, tuple) and len(actual) == len(expected):
         found = []
         for index, (got, wanted) in enumerate(zip(actual, expected, strict=True)):
-            found += differences(got, wanted, f"{path}[{index}]")
+            found += field_differences(got, wanted, f"{path}[{index}]")
         return found
     return [] if actual == expected else [f"{path}: {actual!r} != {expected!r}"]
