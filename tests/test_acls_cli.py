@@ -276,7 +276,8 @@ def test_a_broker_without_an_authoriser_says_security_disabled(tmp_path: Path) -
     assert_one_error_line(
         result,
         1,
-        f"{PROGRAM}: error: cannot list ACLs: SECURITY_DISABLED (No Authorizer is configured.)",
+        f"{PROGRAM}: error: cannot list ACLs: SECURITY_DISABLED "
+        "(No Authorizer is configured on the broker)",
     )
 
 

@@ -3,7 +3,8 @@
 As Kafka's AclApis: a broker without an authoriser answers SECURITY_DISABLED, a caller
 without DESCRIBE on the cluster CLUSTER_AUTHORIZATION_FAILED, and a filter with an
 UNKNOWN part (security/acls/model.py filter_problem) INVALID_REQUEST, each in the
-response's one error code.
+response's one error code. Kafka words the first refusal here as its handleDescribeAcls
+does, not as Create/DeleteAcls do.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from kshim.protocol.messages.describe_acls import (
     DescribeAclsResponse,
 )
 
+NO_AUTHORIZER_TO_DESCRIBE = "No Authorizer is configured on the broker"
+
 
 async def handle(request: DescribeAclsRequest, context: RequestContext) -> DescribeAclsResponse:
     acls = context.broker.acls
@@ -36,6 +39,8 @@ async def handle(request: DescribeAclsRequest, context: RequestContext) -> Descr
     acl_filter = _filter(request)
     refusal = acls.refusal(session.principal, session.client_address, Operation.DESCRIBE)
     problem = filter_problem(acl_filter)
+    if refusal is not None and refusal[0] == ErrorCode.security_disabled:
+        return _error(ErrorCode.security_disabled, NO_AUTHORIZER_TO_DESCRIBE)
     if refusal is not None:
         return _error(*refusal)
     if problem is not None:

@@ -243,9 +243,16 @@ async def test_without_an_authoriser_the_apis_answer_security_disabled(tmp_path:
         assert await create(broker, creation("orders")) == [
             (disabled, "No Authorizer is configured.")
         ]
-        assert (await describe(broker)).error_code == disabled
+        described = await describe(broker)
+        assert (described.error_code, described.error_message) == (
+            disabled,
+            "No Authorizer is configured on the broker",
+        )
         [result] = await delete(broker, every_acl_of())
-        assert result.error_code == disabled
+        assert (result.error_code, result.error_message) == (
+            disabled,
+            "No Authorizer is configured.",
+        )
     finally:
         await broker.close()
 
