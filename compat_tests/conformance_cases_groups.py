@@ -83,12 +83,13 @@ def find_coordinator(probe: Probe, version: int) -> Exchange:
     group = probe.name("coordinator")
     request = {"key": group, "key_type": 0, "coordinator_keys": [group]}
     where = {"node_id": NODE_ID, "host": probe.host, "port": probe.port}
+    # v1-3: Kafka's Errors.NONE.message(), "NONE"; v4+: left unset, which is "".
     expected = {
         "throttle_time": 0,
         "error_code": 0,
-        "error_message": None,
+        "error_message": "NONE",
         **where,
-        "coordinators": [{"key": group, **where, "error_code": 0, "error_message": None}],
+        "coordinators": [{"key": group, **where, "error_code": 0, "error_message": ""}],
     }
     return Exchange(request, lambda _: expected)
 

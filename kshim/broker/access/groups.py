@@ -170,7 +170,7 @@ def _checked_coordinator(
     found: Coordinator, key_type: int, permissions: Permissions
 ) -> Coordinator:
     """The handler's answer for one key of a batch, or its refusal; KafkaApis' v4+ answer
-    carries no message for a refused key."""
+    sets no message for a refused key, so it is sent as the default, ""."""
     refusal = _coordinator_refusal(key_type, found.key, permissions)
     if refusal is None:
         return found
@@ -180,7 +180,7 @@ def _checked_coordinator(
         host=NO_HOST,
         port=NO_PORT,
         error_code=refusal,
-        error_message=None,
+        error_message=find_coordinator.UNSET_MESSAGE,
     )
 
 

@@ -1,7 +1,9 @@
 """FindCoordinator (key 10): this single broker coordinates every group and transaction.
 
 v0-3 ask for one key; v4+ for a batch of keys of one type (KIP-699), each answered on its
-own in ``coordinators``.
+own in ``coordinators``. A key found has the error message Kafka 3.9's KafkaApis gives it:
+v1-3 ``Errors.NONE.message()``, which is "NONE"; v4+ none set, which the generated message
+class sends as its default, "".
 """
 
 from __future__ import annotations
@@ -17,16 +19,19 @@ from kshim.protocol.messages.find_coordinator import (
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 KNOWN_KEY_TYPES = (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE)
+FOUND_MESSAGE_V3 = "NONE"
+UNSET_MESSAGE = ""  # v4+: a message KafkaApis leaves unset, its generated class's default
 
 
 async def handle(
     request: FindCoordinatorRequest, context: RequestContext
 ) -> FindCoordinatorResponse:
     found = _coordinator(request.key, request.key_type, context)
+    found_message = FOUND_MESSAGE_V3 if found.error_code == ErrorCode.none else found.error_message
     return FindCoordinatorResponse(
         throttle_time_ms=0,
         error_code=found.error_code,
-        error_message=found.error_message,
+        error_message=found_message,
         node_id=found.node_id,
         host=found.host,
         port=found.port,
@@ -54,5 +59,5 @@ def _coordinator(key: str, key_type: int, context: RequestContext) -> Coordinato
         host=host,
         port=port,
         error_code=ErrorCode.none,
-        error_message=None,
+        error_message=UNSET_MESSAGE,
     )

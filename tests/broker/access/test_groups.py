@@ -151,7 +151,7 @@ async def test_find_coordinator_v4_refuses_each_key_on_its_own(broker: Broker) -
     found = {coordinator.key: coordinator for coordinator in answer.coordinators}
     assert (found[GROUP].error_code, found[GROUP].node_id) == (0, broker.config.node_id)
     refused = found[AUDIT]
-    assert (refused.error_code, refused.error_message, refused.node_id) == (GAF, None, -1)
+    assert (refused.error_code, refused.error_message, refused.node_id) == (GAF, "", -1)
 
 
 # DescribeGroups, ListGroups, DeleteGroups
