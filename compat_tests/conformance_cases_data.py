@@ -27,6 +27,8 @@ CONFIG_SOURCE_DYNAMIC_TOPIC, CONFIG_SOURCE_DEFAULT = 1, 5
 CONFIG_TYPE_LONG, CONFIG_TYPE_LIST = 5, 7
 INCREMENTAL_SET = 0
 DAY_MS = 86_400_000
+UNKNOWN_TOPIC_OR_PARTITION = 3
+UNSET_MESSAGE = ""  # what Kafka sends for a nullable message its handler leaves unset
 
 
 def produce(probe: Probe, version: int) -> Exchange:
@@ -235,14 +237,18 @@ def delete_records(probe: Probe, version: int) -> Exchange:
 
 
 def describe_configs(probe: Probe, version: int) -> Exchange:
+    """Two configs of a topic, one set on it and one default; and a topic that does not
+    exist. Kafka sets no error message on either result, so both are sent as ""."""
     topic = probe.create_topic(f"describe-configs-v{version}", configs={"retention.ms": "3600000"})
+    missing = probe.name("missing")
     request = {
         "resources": [
             {
                 "resource_type": TOPIC_RESOURCE,
                 "resource_name": topic,
                 "configuration_keys": ["cleanup.policy", "retention.ms"],
-            }
+            },
+            {"resource_type": TOPIC_RESOURCE, "resource_name": missing, "configuration_keys": None},
         ],
         "include_synonyms": False,
         "include_documentation": False,
@@ -264,19 +270,21 @@ def describe_configs(probe: Probe, version: int) -> Exchange:
             **common,
         },
     ]
-
-    expected = {
-        "throttle_time": 0,
-        "results": [
-            {
-                "error_code": 0,
-                "error_message": None,
-                "resource_type": TOPIC_RESOURCE,
-                "resource_name": topic,
-                "configs": configs,  # Kafka lists them in name order
-            }
-        ],
+    described = {
+        "error_code": 0,
+        "error_message": UNSET_MESSAGE,
+        "resource_type": TOPIC_RESOURCE,
+        "resource_name": topic,
+        "configs": configs,  # Kafka lists them in name order
     }
+    unknown = {
+        "error_code": UNKNOWN_TOPIC_OR_PARTITION,
+        "error_message": UNSET_MESSAGE,
+        "resource_type": TOPIC_RESOURCE,
+        "resource_name": missing,
+        "configs": [],
+    }
+    expected = {"throttle_time": 0, "results": [described, unknown]}
     return Exchange(request, lambda _: expected)
 
 

@@ -292,17 +292,40 @@ def _keyed_differences(
         yield Difference(f"{path} (order)", repr(common_kshim), repr(common_kafka))
 
 
+# Fields that name an item of an array in Kafka's messages, tried in a struct's field order.
+KEY_FIELDS = frozenset(
+    {
+        "api_key",
+        "group_id",
+        "index",
+        "key",
+        "member_id",
+        "name",
+        "node_id",
+        "partition",
+        "partition_index",
+        "producer_id",
+        "resource_name",
+        "topic",
+        "transactional_id",
+        "user",
+    }
+)
+
+
 def item_keys(items: tuple[Node, ...]) -> list[Any] | None:
-    """The items' keys (the first field, a string or an integer), when every item is a
-    struct with one and no two share it; None otherwise."""
+    """The items' keys (their first field that names them, a string or an integer), when
+    every item is a struct with one and no two share it; None otherwise."""
     keys = []
     for item in items:
-        if not isinstance(item, Struct) or not item.fields:
+        if not isinstance(item, Struct):
             return None
-        first = item.fields[0][1]
-        if not isinstance(first, Leaf) or not isinstance(first.value, (str, int, Placeholder)):
+        named = [node for name, node in item.fields if name in KEY_FIELDS]
+        if not named or not isinstance(named[0], Leaf):
             return None
-        keys.append(_plain(first.value))
+        if not isinstance(named[0].value, (str, int, Placeholder)):
+            return None
+        keys.append(_plain(named[0].value))
     return keys if len(set(keys)) == len(keys) else None
 
 

@@ -1,7 +1,8 @@
 """DescribeConfigs (key 32): topic and broker configs.
 
 A full-data view is described as the topic resolver says (``ResolvedTopic.configs``):
-its topic's settings, compacted, every one read-only.
+its topic's settings, compacted, every one read-only. Kafka's ConfigHelper sets no error
+message on a topic described or unknown, so theirs is sent as the default, "".
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kshim.protocol.messages.describe_configs import (
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+UNSET_MESSAGE = ""
 
 
 async def handle(
@@ -43,7 +45,7 @@ def _describe(
     if resource.resource_type == TOPIC_RESOURCE:
         resolved = broker.resolver.resolve(name)
         if resolved is None:
-            return _error(resource, ErrorCode.unknown_topic_or_partition, "unknown topic")
+            return _error(resource, ErrorCode.unknown_topic_or_partition, UNSET_MESSAGE)
         return _described(resource, describe_topic_configs(resolved.configs(), only, synonyms))
     if resource.resource_type == BROKER_RESOURCE and name in ("", str(broker.config.node_id)):
         return _described(resource, describe_broker_configs(broker.config.values, only))
@@ -55,7 +57,7 @@ def _described(
 ) -> DescribeConfigsResult:
     return DescribeConfigsResult(
         error_code=ErrorCode.none,
-        error_message=None,
+        error_message=UNSET_MESSAGE,
         resource_type=resource.resource_type,
         resource_name=resource.resource_name,
         configs=configs,
