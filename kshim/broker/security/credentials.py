@@ -53,6 +53,8 @@ MIN_SALT_BYTES = 12
 ALTERED_TWICE = "A user credential cannot be altered twice in the same request"
 DESCRIBED_TWICE = "Cannot describe SCRAM credentials for the same user twice in a single request: "
 NOT_FOUND_TO_DESCRIBE = "Attempt to describe a user credential that does not exist: "
+# A message Kafka's ScramImage.describe leaves unset, sent as the field's default.
+UNSET_MESSAGE = ""
 NOT_FOUND_TO_DELETE = "Attempt to delete a user credential that does not exist"
 UserMechanism = tuple[str, str]  # (user, mechanism name)
 
@@ -133,7 +135,7 @@ class Credentials:
         ]
         if not infos:
             return _described(user, ErrorCode.resource_not_found, NOT_FOUND_TO_DESCRIBE + user)
-        return _described(user, ErrorCode.none, None, infos)
+        return _described(user, ErrorCode.none, UNSET_MESSAGE, infos)
 
     async def alter(
         self,
