@@ -234,11 +234,6 @@ KSHIM_INTENDED_DIFFERENCES: tuple[IntendedDifference, ...] = (
         "compression, but no current client sends them.",
     ),
     IntendedDifference(
-        "K3",
-        "Fetch sessions are declined (session id 0)",
-        "Always valid in the protocol; every client then sends full fetches.",
-    ),
-    IntendedDifference(
         "K4",
         "One node, no replication: leader and ISR are always this broker",
         "min.insync.replicas is accepted but only 1 is meaningful; acks=all means fsynced here.",

@@ -23,6 +23,7 @@ from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.delay.naming import reserved_for_delay
 from kshim.broker.delay.service import DelaySchedule
 from kshim.broker.endpoints import Endpoints
+from kshim.broker.fetch_sessions import FetchSessionCache
 from kshim.broker.full_view.applier import build_view
 from kshim.broker.full_view.view import FullView
 from kshim.broker.full_view.worker import ProcessApplier, ThreadApplier
@@ -100,6 +101,10 @@ class Broker:
         self.acls = Acls(self.metadata.acls, config)
         self.producer_states: dict[TopicPartition, PartitionProducerState] = {}
         self.append_waiters = AppendWaiters()
+        # Incremental fetch sessions (KIP-227), in memory: a restart forgets them all.
+        self.fetch_sessions = FetchSessionCache(
+            config.get_int("max.incremental.fetch.session.cache.slots"), clock
+        )
         self.full_view = self._open_full_view(os.path.join(data_dir, "full_view"))
         self.traffic = TopicTraffic()  # records and bytes in and out per topic (the metrics)
         self.webhook = alarm_webhook(config)

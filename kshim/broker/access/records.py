@@ -3,10 +3,12 @@ Fetch, ListOffsets and Metadata (KafkaApis.handleProduceRequest, handleFetchRequ
 handleListOffsetRequest, handleTopicMetadataRequest).
 
 Refused partitions are answered in the same response as the others, after them, as
-Kafka merges its answers. Produce, Fetch and Metadata encode their answers themselves
-(handlers/produce.py, fetch.py, metadata.py), so those handlers take the refused
-partitions' answers and encode them with their own: the request a handler gets holds
-only the topics the client may use.
+Kafka merges its answers. Produce and Metadata encode their answers themselves
+(handlers/produce.py, metadata.py), so those handlers take the refused partitions'
+answers and encode them with their own: the request a handler gets holds only the topics
+the client may use. Fetch cannot be narrowed so: an incremental fetch reads partitions
+its request does not name (its session's), so its handler (handlers/fetch.py) takes the
+READ check and applies it to the partitions it reads.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from kshim.broker.handlers import fetch, metadata, produce
 from kshim.broker.security.acls.model import CLUSTER_NAME, Operation, ResourceType
 from kshim.broker.topic_resolver import NO_TOPIC_ID
 from kshim.protocol.errors import ErrorCode
-from kshim.protocol.fetch_response import FetchedPartition, FetchedTopic, Part
-from kshim.protocol.messages.fetch import FetchRequest, FetchTopic
+from kshim.protocol.fetch_response import Part
+from kshim.protocol.messages.fetch import FetchRequest
 from kshim.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
@@ -106,37 +108,22 @@ async def fetch_rule(
 ) -> list[Part]:
     """A consumer needs READ on each topic, or its partitions are
     TOPIC_AUTHORIZATION_FAILED; a follower (replica id 0 or more) needs CLUSTER_ACTION on
-    the cluster, or every partition is. Only the allowed partitions are waited on."""
+    the cluster, or every partition is. The handler asks which topics are readable once it
+    knows the partitions the request reads: in an incremental fetch, every partition of its
+    session (KIP-227), not only those the request names, as Kafka authorises them."""
     if request.replica_id >= 0:
         if permissions.allows_cluster(Operation.CLUSTER_ACTION):
             return await handle(request, context)
-        readable: frozenset[str] = frozenset()
-    else:
-        readable = permissions.topics(Operation.READ, (topic.topic for topic in request.topics))
-    if all(topic.topic in readable for topic in request.topics):
-        return await handle(request, context)
-    allowed = [topic for topic in request.topics if topic.topic in readable]
-    refused = [_refused_read(topic) for topic in request.topics if topic.topic not in readable]
-    narrowed = dataclasses.replace(request, topics=allowed)
-    return await fetch.handle(narrowed, context, refused)
+        return await fetch.handle(request, context, _none_readable)
+
+    def readable(names: Iterable[str]) -> frozenset[str]:
+        return permissions.topics(Operation.READ, names)
+
+    return await fetch.handle(request, context, readable)
 
 
-def _refused_read(topic: FetchTopic) -> FetchedTopic:
-    """Kafka's FetchResponse.partitionResponse for an error: no offsets, no records."""
-    return FetchedTopic(
-        topic.topic,
-        [
-            FetchedPartition(
-                partition_index=partition.partition,
-                error_code=ErrorCode.topic_authorization_failed,
-                high_watermark=NO_OFFSET,
-                last_stable_offset=NO_OFFSET,
-                log_start_offset=NO_OFFSET,
-                aborted_transactions=None,
-            )
-            for partition in topic.partitions
-        ],
-    )
+def _none_readable(names: Iterable[str]) -> frozenset[str]:
+    return frozenset()
 
 
 async def list_offsets_rule(

@@ -223,6 +223,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     "kshim.alarm.disk.free.bytes": str(1 << 30),
     "kshim.alarm.fsync.p99.ms": "1000",
     "socket.request.max.bytes": "104857600",
+    # Incremental fetch sessions (KIP-227) kept at once; 0 for none (broker/fetch_sessions.py).
+    "max.incremental.fetch.session.cache.slots": "1000",
     "max.connections": "10000",
     "cluster.id": "kshim-cluster",
     "transaction.max.timeout.ms": "900000",
@@ -251,6 +253,7 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "auto.create.topics.enable": _boolean,
     "socket.request.max.bytes": _integer(1024, INT_MAX),
     "max.connections": _integer(1, INT_MAX),
+    "max.incremental.fetch.session.cache.slots": _integer(0, INT_MAX),
     "log.retention.check.interval.ms": _integer(1),
     "log.cleaner.enable": _boolean,
     "log.cleaner.backoff.ms": _integer(1),

@@ -1,20 +1,31 @@
-"""Fetch (key 1): stored batch bytes per partition, long-polled until data arrives.
+"""Fetch (key 1): stored batch bytes per partition, long-polled until data arrives, in
+incremental fetch sessions (KIP-227) when the client opens one.
 
-The request waits up to max_wait_ms until min_bytes are available, woken by
-appends (never by polling). Records are sent exactly as stored, uncopied:
-the response is encoded by hand (protocol/fetch_response.py) into parts, and
-disk ranges go out with sendfile. Fetch sessions are declined (session id
-0), which every client accepts.
+The request's session fields pick its context (broker/fetch_sessions.py): the partitions
+to read (the request's, or for an incremental fetch all of its session's) and which of
+their answers are sent (for an incremental fetch, those with records, an error or offsets
+the client has not been told). As in Kafka's KafkaApis.handleFetchRequest, the session is
+updated first; then each partition of the context is authorised (``readable``: READ on its
+topic) and resolved, and those refused or unknown are answered with their error after the
+others, without ending the wait.
+
+The request waits up to max_wait_ms until min_bytes are available, woken by appends to any
+partition it reads (never by polling); a read that fails (offset out of range) answers at
+once. Records are sent exactly as stored, uncopied: the response is encoded by hand
+(protocol/fetch_response.py) into parts, and disk ranges go out with sendfile. The session
+keeps offsets only: nothing here decodes a record.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterable
 
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
-from kshim.broker.partition_reads import PartitionOffsets
+from kshim.broker.fetch_sessions import INVALID_SESSION_ID, Answered, Wanted
+from kshim.broker.partition_reads import PartitionOffsets, ReadablePartition
+from kshim.broker.topic_resolver import TopicResolver
 from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import (
@@ -27,84 +38,155 @@ from kshim.protocol.messages.fetch import FetchPartition, FetchRequest
 from kshim.storage.interface import FileRegion, TopicPartition
 
 READ_COMMITTED = 1
+NO_OFFSET = -1  # high watermark, last stable offset, log start: Kafka's -1 for "none"
+
+# The topics among those named that the client may read (the access rule's READ check);
+# None: all of them.
+Readable = Callable[[Iterable[str]], Collection[str]]
+# A partition to read: its parameters, and its resolved partition (None: resolve again).
+Target = tuple[TopicPartition, FetchPartition, ReadablePartition | None]
 
 
 async def handle(
-    request: FetchRequest, context: RequestContext, refused: Sequence[FetchedTopic] = ()
+    request: FetchRequest, context: RequestContext, readable: Readable | None = None
 ) -> list[Part]:
-    """Reads every partition of ``request`` and answers for them, and for the partitions
-    ``refused`` before the request got here (access/records.py: those the client may not
-    read), answered as given; only the partitions read are waited on."""
+    """Answers ``request`` in its fetch session's context; partitions of topics that
+    ``readable`` leaves out are TOPIC_AUTHORIZATION_FAILED (access/records.py)."""
     broker = context.broker
-    wanted = [
-        (TopicPartition(topic.topic, partition.partition), partition)
-        for topic in request.topics
-        for partition in topic.partitions
-    ]
+    session = broker.fetch_sessions.begin(
+        request.session_id,
+        request.session_epoch,
+        request.replica_id >= 0,  # a follower's session is privileged
+        request.topics,
+        request.forgotten_topics_data,
+    )
+    if session.error_code != ErrorCode.none:
+        return encode_fetch_response(context.version, (), session.error_code, INVALID_SESSION_ID)
+    targets, erroneous = _resolve_all(broker.resolver, session.wanted, readable)
+    answers, counts = await _read_until_ready(broker, targets, request)
+    sent = session.answer(answers + erroneous)
+    if sent.error_code != ErrorCode.none:
+        _release(answers)
+        return encode_fetch_response(context.version, (), sent.error_code, sent.session_id)
+    for (topic_partition, _), (size, moved) in zip(answers, counts, strict=True):
+        broker.traffic.fetched(topic_partition.topic, size, moved)
+    topics = _group_by_topic(sent.partitions)
+    return encode_fetch_response(context.version, topics, ErrorCode.none, sent.session_id)
+
+
+def _resolve_all(
+    resolver: TopicResolver, wanted: Wanted, readable: Readable | None
+) -> tuple[list[Target], Answered]:
+    """The partitions to read, and the answers of those refused or unknown (Kafka's
+    ``interesting`` and ``erroneous``)."""
+    allowed = None if readable is None else readable({key.topic for key, _ in wanted})
+    targets: list[Target] = []
+    erroneous: Answered = []
+    for topic_partition, partition in wanted:
+        if allowed is not None and topic_partition.topic not in allowed:
+            error: ErrorCode = ErrorCode.topic_authorization_failed
+        else:
+            resolved = _resolve(resolver, topic_partition)
+            if not isinstance(resolved, ErrorCode):
+                targets.append((topic_partition, partition, resolved))
+                continue
+            error = resolved
+        erroneous.append((topic_partition, _failed(topic_partition.partition, error)))
+    return targets, erroneous
+
+
+def _resolve(
+    resolver: TopicResolver, topic_partition: TopicPartition
+) -> ReadablePartition | ErrorCode:
+    try:
+        partition = resolver.readable_partition(topic_partition)
+    except TopicError as error:  # a name nobody reads
+        return ErrorCode(error.code)
+    return ErrorCode.unknown_topic_or_partition if partition is None else partition
+
+
+def _failed(partition_index: int, error: ErrorCode) -> FetchedPartition:
+    """Kafka's FetchResponse.partitionResponse for an error: no offsets, no records, an
+    empty aborted list whatever the isolation level."""
+    return FetchedPartition(
+        partition_index=partition_index,
+        error_code=error,
+        high_watermark=NO_OFFSET,
+        last_stable_offset=NO_OFFSET,
+        log_start_offset=NO_OFFSET,
+        aborted_transactions=[],
+    )
+
+
+async def _read_until_ready(
+    broker: Broker, targets: list[Target], request: FetchRequest
+) -> tuple[Answered, list[tuple[int, int]]]:
+    """Reads ``targets`` until min_bytes are there, one fails, or max_wait_ms is over;
+    returns their answers and each one's bytes and the offsets it moves its consumer on."""
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     while True:
-        partitions, counts, total_bytes, failed = await _read_all(broker, wanted, request)
+        answers, counts, total_bytes, failed = await _read_all(targets, request)
         remaining = deadline - time.monotonic()
-        if total_bytes >= request.min_bytes or failed or remaining <= 0 or not wanted:
-            break
-        _release(partitions)
-        await broker.append_waiters.wait_any([tp for tp, _ in wanted], remaining)
-    for (topic, _), (size, moved) in zip(partitions, counts, strict=True):
-        broker.traffic.fetched(topic, size, moved)
-    topics = _group_by_topic(partitions)
-    topics.extend(refused)
-    return encode_fetch_response(context.version, topics)
+        if total_bytes >= request.min_bytes or failed or remaining <= 0 or not targets:
+            return answers, counts
+        _release(answers)
+        await broker.append_waiters.wait_any([key for key, _, _ in targets], remaining)
+        # Resolved again after the wait: a topic deleted meanwhile answers at once.
+        targets = [
+            (key, partition, _reresolved(broker.resolver, key)) for key, partition, _ in targets
+        ]
+
+
+def _reresolved(
+    resolver: TopicResolver, topic_partition: TopicPartition
+) -> ReadablePartition | None:
+    resolved = _resolve(resolver, topic_partition)
+    return None if isinstance(resolved, ErrorCode) else resolved
 
 
 async def _read_all(
-    broker: Broker, wanted: list[tuple[TopicPartition, FetchPartition]], request: FetchRequest
-) -> tuple[list[tuple[str, FetchedPartition]], list[tuple[int, int]], int, bool]:
-    """Reads every requested partition; returns (responses, each one's bytes and the
-    offsets it moves its consumer on, bytes in all, any partition failed)."""
+    targets: list[Target], request: FetchRequest
+) -> tuple[Answered, list[tuple[int, int]], int, bool]:
+    """Reads every target in order; returns (answers, each one's bytes and the offsets it
+    moves its consumer on, bytes in all, any read failed)."""
     budget = request.max_bytes
     total = 0
     failed = False
-    responses = []
+    answers: Answered = []
     counts = []
     read_committed = request.isolation_level == READ_COMMITTED
-    for topic_partition, partition in wanted:
-        response, moved = await _read_partition(
-            broker, topic_partition, partition, budget, read_committed
+    for topic_partition, wanted, partition in targets:
+        answer, moved = await _read_partition(
+            topic_partition, wanted, partition, budget, read_committed
         )
-        size = response.records_size
+        size = answer.records_size
         counts.append((size, moved))
         total += size
         budget = max(budget - size, 0)
-        failed = failed or response.error_code != ErrorCode.none
-        responses.append((topic_partition.topic, response))
-    return responses, counts, total, failed
+        failed = failed or answer.error_code != ErrorCode.none
+        answers.append((topic_partition, answer))
+    return answers, counts, total, failed
 
 
 async def _read_partition(
-    broker: Broker,
     topic_partition: TopicPartition,
     wanted: FetchPartition,
+    partition: ReadablePartition | None,
     budget: int,
     read_committed: bool,
 ) -> tuple[FetchedPartition, int]:
     """The partition's answer, and how many offsets it moves the consumer on (records,
     transaction markers among them; 0 where the reader does not say)."""
+    if partition is None:  # gone since the request came
+        return _failed(topic_partition.partition, ErrorCode.unknown_topic_or_partition), 0
     response = FetchedPartition(
         partition_index=topic_partition.partition,
         error_code=ErrorCode.none,
-        high_watermark=-1,
-        last_stable_offset=-1,
-        log_start_offset=-1,
+        high_watermark=NO_OFFSET,
+        last_stable_offset=NO_OFFSET,
+        log_start_offset=NO_OFFSET,
         aborted_transactions=[] if read_committed else None,
     )
-    try:
-        partition = broker.resolver.readable_partition(topic_partition)
-    except TopicError as error:  # a name nobody reads
-        response.error_code = ErrorCode(error.code)
-        return response, 0
-    if partition is None:
-        response.error_code = ErrorCode.unknown_topic_or_partition
-        return response, 0
     # KIP-74: a partition gets at least one batch even past partition_max_bytes,
     # but nothing once the response as a whole is full.
     if budget <= 0:
@@ -128,16 +210,21 @@ def _set_offsets(response: FetchedPartition, offsets: PartitionOffsets) -> None:
     response.log_start_offset = offsets.log_start_offset
 
 
-def _release(partitions: list[tuple[str, FetchedPartition]]) -> None:
+def _release(answers: Answered) -> None:
     """Closes file regions of a read that will not be sent (the long poll goes on)."""
-    for _, partition in partitions:
-        for chunk in partition.records:
+    for _, answer in answers:
+        for chunk in answer.records:
             if isinstance(chunk, FileRegion):
                 chunk.close()
 
 
-def _group_by_topic(partitions: list[tuple[str, FetchedPartition]]) -> list[FetchedTopic]:
-    topics: dict[str, list[FetchedPartition]] = {}
-    for topic, response in partitions:
-        topics.setdefault(topic, []).append(response)
-    return [FetchedTopic(topic, responses) for topic, responses in topics.items()]
+def _group_by_topic(answers: Answered) -> list[FetchedTopic]:
+    """Consecutive partitions of a topic under one entry, in the order given (Kafka's
+    FetchResponse.toMessage keeps the order, so a topic may come back further on)."""
+    topics: list[FetchedTopic] = []
+    for topic_partition, answer in answers:
+        if topics and topics[-1].name == topic_partition.topic:
+            topics[-1].partitions.append(answer)
+        else:
+            topics.append(FetchedTopic(topic_partition.topic, [answer]))
+    return topics
