@@ -2,8 +2,10 @@
 
 The background jobs are what Kafka runs on its scheduler threads: log
 retention, the log cleaner (compaction), the group coordinator's timers and
-offset expiry, the review and expiry of transactions, the applier that keeps
-every full-data view current, and delayed delivery's reader and dispatcher.
+offset expiry, the review and expiry of transactions, the retries of transaction
+markers that could not be written (Kafka's TransactionMarkerChannelManager), the
+applier that keeps every full-data view current, and delayed delivery's reader and
+dispatcher.
 Each runs as one supervised task: a job that fails is logged once and started
 again after a pause, so no task ever ends with an exception nobody retrieves
 and one broken job never stops the others.
@@ -39,6 +41,10 @@ def _review(broker: Broker) -> Awaitable[None]:
     return broker.reviewer.run()
 
 
+def _transaction_markers(broker: Broker) -> Awaitable[None]:
+    return broker.transactions.run_marker_retries()
+
+
 async def _alarm_webhook(broker: Broker) -> None:
     if broker.webhook is not None:
         await broker.webhook.run()
@@ -51,6 +57,7 @@ BACKGROUND_JOBS: dict[str, Job] = {
     "log cleaner": run_log_cleaner,
     "group coordinator": run_group_coordinator,
     "transaction review": _review,
+    "transaction markers": _transaction_markers,
     "full-data views": run_full_view,
     "delayed delivery": run_delays,
 }

@@ -7,6 +7,7 @@ new coordinator on the same metadata and logs, as a broker restart does.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -34,6 +35,38 @@ UNKNOWN_PARTITION = TopicPartition("missing", 0)
 PARTITIONS = (FIRST, SECOND)
 
 
+class SteppedSleep:
+    """The background retries' sleep, moved on by the test: each call records its pause and
+    waits until ``step`` ends it, so no test sleeps for real."""
+
+    STEP_TIMEOUT_S = 5.0
+
+    def __init__(self) -> None:
+        self.pauses_s: list[float] = []
+        self._asleep = asyncio.Event()
+        self._wake = asyncio.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        self.pauses_s.append(seconds)
+        self._wake.clear()
+        self._asleep.set()
+        await self._wake.wait()
+
+    async def step(self, idle: asyncio.Event) -> None:
+        """Waits for the sleeper, ends its pause, and returns once the retry that follows
+        is over: the sleeper is back asleep, or ``idle`` says nothing is left to retry."""
+        await asyncio.wait_for(self._asleep.wait(), self.STEP_TIMEOUT_S)
+        self._asleep.clear()
+        self._wake.set()
+        waits = [asyncio.ensure_future(event.wait()) for event in (self._asleep, idle)]
+        done, pending = await asyncio.wait(
+            waits, timeout=self.STEP_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
+        )
+        for waiting in pending:
+            waiting.cancel()
+        assert done, "the retry did not finish"
+
+
 async def never_decided(_record: TransactionRecord, _reason: str) -> bool:
     """A review that cannot decide (the hook keeps answering unknown)."""
     return False
@@ -50,11 +83,12 @@ class Transactions:
         self.completed: list[tuple[bool, list[list[object]]]] = []
         # Logs whose writes fail (closed ones refuse appends, as a failed disk log does).
         self.failed: dict[TopicPartition, MemoryPartitionLog] = {}
+        self.sleep = SteppedSleep()  # the marker retries' pauses
         self.coordinator = self._coordinator()
 
     def _coordinator(self) -> TransactionCoordinator:
         coordinator = TransactionCoordinator(
-            self.metadata, self._partition_log, self.clock, self.settings
+            self.metadata, self._partition_log, self.clock, self.settings, self.sleep
         )
         coordinator.on_complete.append(self._on_complete)
         return coordinator
@@ -77,10 +111,27 @@ class Transactions:
         await log.close()
         self.failed[topic_partition] = log
 
-    async def restart(self) -> None:
-        """A new coordinator on the same metadata and logs, loaded as a broker starts."""
+    async def retry_markers(self) -> None:
+        """Lets the marker retries' next pause end and waits for that retry to finish."""
+        await self.sleep.step(self.coordinator.marker_retries.idle)
+
+    async def restore_writes(self, topic_partition: TopicPartition) -> None:
+        """The partition's log takes writes again, without a broker restart: it is opened
+        anew over its stored batches (the in-memory twin's reopen), which replays them to
+        the coordinator's partition state as a log directory coming back would."""
+        del self.failed[topic_partition]
+        replay = self.coordinator.recovery_callback(topic_partition)
+        await self.logs.open(topic_partition, LogConfig(), 0, replay)
+
+    async def restart(
+        self, first_callback: Callable[[TransactionRecord, bool], object] | None = None
+    ) -> None:
+        """A new coordinator on the same metadata and logs, loaded as a broker starts;
+        ``first_callback`` runs before the others when a transaction completes."""
         self.failed.clear()
         self.coordinator = self._coordinator()
+        if first_callback is not None:
+            self.coordinator.on_complete.insert(0, first_callback)
         await self.open_logs()
         await self.coordinator.load()
 

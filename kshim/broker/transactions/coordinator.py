@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kshim.broker.transactions import transaction_states as states
 from kshim.broker.transactions.answers import (
@@ -35,6 +35,7 @@ from kshim.broker.transactions.fencing import (
     check_fencing,
     check_transactional_batch,
 )
+from kshim.broker.transactions.marker_retries import MarkerRetries, MarkerRetrySettings, Sleep
 from kshim.broker.transactions.marker_writer import PartitionLookup, write_markers
 from kshim.broker.transactions.partition_state import PartitionTransactions
 from kshim.protocol.errors import ErrorCode
@@ -56,6 +57,7 @@ NEW_INSTANCE_REASON = "new producer instance"
 class TransactionSettings:
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     id_expiration_ms: int = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms
+    marker_retries: MarkerRetrySettings = field(default_factory=MarkerRetrySettings)
 
 
 class TransactionCoordinator:
@@ -65,6 +67,7 @@ class TransactionCoordinator:
         partition_log: PartitionLookup,
         clock: Callable[[], int],
         settings: TransactionSettings,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._metadata = metadata
         self._store = metadata.transactions
@@ -77,6 +80,8 @@ class TransactionCoordinator:
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         # Called with (record, committed) once markers are durable: group offsets.
         self.on_complete: list[Callable[[TransactionRecord, bool], object]] = []
+        # Prepared transactions whose markers failed: retried by ``run_marker_retries``.
+        self.marker_retries = MarkerRetries(settings.marker_retries, sleep)
 
     # Requests (Kafka's TransactionCoordinator.handle*): each takes its own lock
 
@@ -111,6 +116,8 @@ class TransactionCoordinator:
                 error = check_fencing(record, producer_id, epoch, fenced_code=fenced_code)
                 if error != ErrorCode.none:
                     return ProducerIdAndEpoch(error)
+            if record.state in states.PREPARING:  # its markers are still being written
+                return ProducerIdAndEpoch(ErrorCode.concurrent_transactions)
             if record.state == states.ONGOING and not await review_open(
                 record, NEW_INSTANCE_REASON
             ):
@@ -222,7 +229,8 @@ class TransactionCoordinator:
         fenced_code: bool,
     ) -> ErrorCode:
         """EndTxn (handleEndTransaction), the producer's second confirmation: markers are
-        written to every partition of the transaction and durable before it returns. A
+        written to every partition of the transaction and durable before it returns, or,
+        when writing them fails, left to the background retries (``end``). A
         retry of a completed EndTxn with the same outcome, or the end of a transaction
         that wrote nothing, succeeds; CONCURRENT_TRANSACTIONS while one is being
         completed; INVALID_TXN_STATE for the opposite outcome of a completed one. An
@@ -332,13 +340,49 @@ class TransactionCoordinator:
 
     async def end(self, record: TransactionRecord, commit: bool) -> None:
         """Prepare, write markers everywhere, complete: the second confirmation. Caller
-        holds the record's lock; raises ValueError unless the state may end."""
+        holds the record's lock; raises ValueError unless the state may end.
+
+        Once the prepared state is durable the outcome is decided, so a failure to write
+        the markers is not the caller's: as in Kafka, the transaction stays prepared
+        (CONCURRENT_TRANSACTIONS to its producer) and the markers are retried in the
+        background (marker_retries.py) until they land."""
         target = states.PREPARE_COMMIT if commit else states.PREPARE_ABORT
         if not states.can_move(record.state, target):
             raise ValueError(f"{record.transactional_id}: cannot end from {record.state}")
         record.state = target
         await self.persist(record)
-        await self._complete(record, commit)
+        await self._complete_or_retry_later(record)
+
+    async def _complete_or_retry_later(self, record: TransactionRecord) -> None:
+        """Completes a prepared transaction, or queues it for the background retries when
+        that fails. Caller holds the record's lock."""
+        if not await self._try_complete(record):
+            self.marker_retries.add(record.transactional_id)
+
+    async def _retry_markers(self, transactional_id: str) -> bool:
+        """One background retry (MarkerRetries' ``complete``): True once the transaction
+        is no longer prepared."""
+        async with self.lock(transactional_id):
+            record = self.records.get(transactional_id)
+            if record is None or record.state not in states.PREPARING:
+                return True
+            return await self._try_complete(record)
+
+    async def _try_complete(self, record: TransactionRecord) -> bool:
+        """Writes the markers and completes; False, logged, on any failure (a storage
+        error, or a completion callback's): the transaction then stays prepared."""
+        try:
+            await self._complete(record, record.state == states.PREPARE_COMMIT)
+        except Exception:
+            log.exception("transaction %s: markers not written, still %s",
+                          record.transactional_id, record.state)  # fmt: skip
+            return False
+        return True
+
+    async def run_marker_retries(self) -> None:
+        """The background job (lifecycle.py): retries failed markers until they land;
+        runs until cancelled."""
+        await self.marker_retries.run(self._retry_markers)
 
     async def _complete(self, record: TransactionRecord, commit: bool) -> None:
         await write_markers(
@@ -385,12 +429,13 @@ class TransactionCoordinator:
         return self.partition(topic_partition).recover
 
     async def load(self) -> None:
-        """Loads every transaction and finishes those caught preparing by a crash."""
+        """Loads every transaction and finishes those caught preparing by a crash (or
+        queues them for the background retries when their markers cannot be written)."""
         self.records = await asyncio.to_thread(self._store.load)
         for record in list(self.records.values()):
             if record.state in states.PREPARING:
                 async with self.lock(record.transactional_id):
-                    await self._complete(record, record.state == states.PREPARE_COMMIT)
+                    await self._complete_or_retry_later(record)
 
     async def expire_idle(self) -> int:
         """Forgets transactional ids idle (and not open) longer than the expiration."""
