@@ -24,6 +24,9 @@ INIT_PRODUCER_ID_V, ADD_PARTITIONS_V, ADD_OFFSETS_V, END_TXN_V, FIND_COORDINATOR
 # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
 # CONCURRENT_TRANSACTIONS: what a Java producer retries.
 RETRIABLE = frozenset({14, 15, 16, 51})
+LIST_OFFSETS, LIST_OFFSETS_V = 2, 1
+NEW_TOPIC_ERRORS = frozenset({3, 6})  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER
+LEADER_NOT_READY = 16  # counted as NOT_COORDINATOR: retried the same way
 READY_TIMEOUT_S = 60.0
 RETRY_INTERVAL_S = 0.1
 TRANSACTION_TIMEOUT_MS = 60_000
@@ -43,6 +46,23 @@ def retried(call: Callable[[], Any], timeout_s: float = READY_TIMEOUT_S) -> Any:
             return response
         assert time.monotonic() < deadline, f"still retriable after {timeout_s} s: {response}"
         time.sleep(RETRY_INTERVAL_S)
+
+
+def wait_for_leader(broker: BrokerUnderTest, topic: str) -> None:
+    """Returns once partition 0 of a new ``topic`` takes requests: Kafka answers
+    UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER until its leader is elected."""
+    request = {
+        "replica_id": -1,
+        "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+    }
+
+    def list_latest() -> Any:
+        [answer] = probe(broker).call(LIST_OFFSETS, LIST_OFFSETS_V, request).topics
+        [partition] = answer.partitions
+        code = int(partition.error_code)
+        return _ErrorCode(LEADER_NOT_READY if code in NEW_TOPIC_ERRORS else code)
+
+    assert int(retried(list_latest).error_code) == 0
 
 
 def find_group_coordinator(broker: BrokerUnderTest, group: str) -> None:

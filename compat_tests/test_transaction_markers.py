@@ -25,6 +25,7 @@ from compat_tests.raw_transactions import (
     init_producer,
     probe,
     retried,
+    wait_for_leader,
 )
 from compat_tests.support import create_topic, require_transactions
 
@@ -42,6 +43,7 @@ SETTLE_TIMEOUT_S = 30.0
 def test_each_transaction_ends_and_the_next_one_starts(broker: BrokerUnderTest) -> None:
     require_transactions(broker)
     topic = create_topic(broker, "markers")
+    wait_for_leader(broker, topic)
     raw = probe(broker)
     transactional_id = raw.name("markers")
     producer = init_producer(broker, transactional_id)

@@ -35,6 +35,7 @@ from compat_tests.raw_transactions import (
     init_producer,
     probe,
     retried,
+    wait_for_leader,
 )
 from compat_tests.support import create_topic, require_groups, require_transactions
 
@@ -65,7 +66,9 @@ class Member:
 def topic(broker: BrokerUnderTest) -> str:
     require_transactions(broker)
     require_groups(broker)
-    return create_topic(broker, "txn-fencing")
+    created = create_topic(broker, "txn-fencing")
+    wait_for_leader(broker, created)
+    return created
 
 
 Sender = tuple[int, str, str | None]  # generation id, member id, group instance id
@@ -298,6 +301,7 @@ def test_missing_partitions_are_answered_first(broker: BrokerUnderTest, topic: s
     """Kafka refuses partitions that do not exist before it asks the group coordinator, and
     lists them first: per topic, then the topics whose partitions all exist."""
     group, other = probe(broker).name("missing"), create_topic(broker, "txn-fencing-other")
+    wait_for_leader(broker, other)
     member = join(broker, group)
     transactional_id = probe(broker).name("missing")
     producer = init_producer(broker, transactional_id)

@@ -248,13 +248,14 @@ class PartitionLog(Protocol):
 
     async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
         """The first visible record, in offset order, stamped at or after ``timestamp``
-        (ListOffsets by time, KIP-79), or None. Control batches are skipped; only the
-        batch holding the answer is decoded."""
+        (ListOffsets by time, KIP-79), or None. Control records count, as in Kafka's
+        time index; only the batch holding the answer is decoded."""
         ...
 
     async def offset_of_max_timestamp(self) -> TimestampHit | None:
         """The earliest visible record with the largest timestamp (ListOffsets
-        MAX_TIMESTAMP, KIP-734), or None when nothing is visible."""
+        MAX_TIMESTAMP, KIP-734), a transaction marker included as in Kafka, or None when
+        nothing is visible."""
         ...
 
 

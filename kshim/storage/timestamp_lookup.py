@@ -5,6 +5,12 @@ a running max of them (the time index, as Kafka's TimeIndex), so a lookup
 scans headers only and reads and decodes just the batch that holds the
 answer; Kafka answers at record granularity. Each store says how to read one
 batch of a segment.
+
+Control batches count like any other, as in Kafka: its time index and a segment's
+largest timestamp take every appended batch, transaction markers included, so right
+after a commit the marker (stamped when it was written) is usually the record with the
+largest timestamp, and a lookup past a transaction's data finds its marker. Apache Kafka
+3.9 answers both that way (compat_tests/test_list_offsets_timestamps.py).
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ async def first_record_at_or_after(
     visible: range,
     timestamp: int,
 ) -> TimestampHit | None:
-    """The first record in ``visible`` (log start to high watermark) stamped >= ``timestamp``."""
+    """The first record in ``visible`` (log start to high watermark) stamped >= ``timestamp``,
+    a control record included."""
     for segment in list(segments):  # a copy: retention may drop segments meanwhile
         if segment.max_timestamp < timestamp:
             continue
@@ -45,7 +52,8 @@ async def first_record_at_or_after(
 async def record_with_max_timestamp(
     segments: Sequence[SegmentT], read_batch: ReadBatch[SegmentT], visible: range
 ) -> TimestampHit | None:
-    """The earliest record in ``visible`` with the largest timestamp."""
+    """The earliest record in ``visible`` with the largest timestamp, a control record
+    (a transaction marker) included."""
     best: tuple[int, SegmentT, int] | None = None  # (max timestamp, segment, batch index)
     for segment in list(segments):
         for index, max_timestamp in enumerate(segment.batch_max_timestamps):
@@ -61,9 +69,7 @@ async def record_with_max_timestamp(
 async def _first_record(
     read_batch: ReadBatch[SegmentT], segment: SegmentT, index: int, visible: range, timestamp: int
 ) -> TimestampHit | None:
-    header, records = decode_records(await read_batch(segment, index))
-    if header.is_control:
-        return None
+    _, records = decode_records(await read_batch(segment, index))
     for record in records:
         if record.offset >= visible.start and record.timestamp >= timestamp:
             return record.offset, record.timestamp

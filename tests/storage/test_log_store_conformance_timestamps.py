@@ -1,7 +1,7 @@
 """Offsets by timestamp (ListOffsets, KIP-79 and KIP-734's max timestamp) over every log store.
 
 Answers are at record granularity, among visible records only: from the log
-start offset to the high watermark, control batches skipped.
+start offset to the high watermark, control records included (as Kafka's time index).
 """
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ async def test_timestamp_lookups_ignore_batches_not_yet_durable(harness: Harness
     assert await log.offset_of_max_timestamp() == (10, 9000)
 
 
-async def test_offset_for_timestamp_skips_control_batches(harness: Harness) -> None:
+async def test_timestamp_lookups_count_control_batches(harness: Harness) -> None:
+    """As Kafka's time index does: a transaction marker is a record like any other here
+    (Kafka 3.9 answers a lookup past a transaction's data with its marker)."""
     log = await log_with_timestamps(harness)
     attributes = 0x30  # transactional and control: a commit marker (KIP-98)
     key, value = b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00"  # COMMIT, epoch 0
@@ -77,7 +79,9 @@ async def test_offset_for_timestamp_skips_control_batches(harness: Harness) -> N
     marker = bytearray(build_batch([Record(0, 5000, key, value)], spec))
     await log.wait_durable(log.append(marker, read_header(marker)))
     await append_durable(log, 1, timestamp=4000)
-    assert await log.offset_for_timestamp(3000) == (11, 4000)
+    assert await log.offset_for_timestamp(3000) == (10, 5000)
+    assert await log.offset_for_timestamp(5001) is None
+    assert await log.offset_of_max_timestamp() == (10, 5000)
 
 
 async def test_offset_of_max_timestamp(harness: Harness) -> None:

@@ -2,6 +2,12 @@
 
 Latest is the high watermark (the last stable offset under read_committed),
 so it always agrees with what Fetch can return: Spark relies on that.
+
+A lookup by timestamp (KIP-79) and MAX_TIMESTAMP (KIP-734) search every visible record,
+transaction markers included (storage/timestamp_lookup.py), and, as Kafka's
+Partition.fetchOffsetForTimestamp, answer only a record below what the isolation level
+may read: a hit at or past the last stable offset under read_committed is no answer
+(offset -1), not the next best record. No answer carries leader epoch -1, as Kafka's.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ EARLIEST_LOCAL = -4
 READ_COMMITTED = 1
 NO_TIMESTAMP = -1
 LEADER_EPOCH = 0  # a single broker's partitions never change leader
+NO_LEADER_EPOCH = -1
 
 
 async def handle(request: ListOffsetsRequest, context: RequestContext) -> ListOffsetsResponse:
@@ -58,7 +65,7 @@ def _answer(
         error_code=error,
         timestamp=timestamp,
         offset=offset,
-        leader_epoch=LEADER_EPOCH,
+        leader_epoch=LEADER_EPOCH if found is not None else NO_LEADER_EPOCH,
     )
 
 
@@ -72,7 +79,11 @@ async def _lookup(
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return (await partition.offsets()).log_start_offset, NO_TIMESTAMP
     if timestamp == MAX_TIMESTAMP:
-        return await partition.offset_of_max_timestamp()
-    if timestamp >= 0:
-        return await partition.offset_for_timestamp(timestamp)
-    return None
+        found = await partition.offset_of_max_timestamp()
+    elif timestamp >= 0:
+        found = await partition.offset_for_timestamp(timestamp)
+    else:
+        return None
+    if found is None or not read_committed:
+        return found  # the log bounds it by the high watermark already
+    return found if found[0] < (await partition.offsets()).last_stable_offset else None
