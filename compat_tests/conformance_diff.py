@@ -8,9 +8,9 @@ their key where the items have one), what kshim sent and what Kafka sent.
 
 Placeholders keep identity: the first member id met in an answer becomes ``<member#1>``
 on both sides, the second ``<member#2>``, so a JoinGroup answer whose ``leader`` is not its
-``member_id`` still differs from one where it is. A value that is a field's zero value
-(null, "", 0, -1, the zero UUID) is never replaced: a broker that leaves out a topic id
-the other sends shows.
+``member_id`` still differs from one where it is. A value that stands for "none" (null,
+"", -1, the zero UUID) is never replaced: a broker that leaves out a topic id the other
+sends shows.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any
 from compat_tests.wire_tree import Array, Leaf, Node, Struct, Tagged
 
 ABSENT = "absent"
+NONE_NUMBER = -1
 NULL = "null"
 ALL_APIS: frozenset[int] = frozenset()  # an empty set in a rule: every API
 
@@ -151,7 +152,7 @@ class Normaliser:
 
     def leaf(self, leaf: Leaf, name: str) -> Leaf:
         rule = next((rule for rule in self.rules if rule.applies(self.api_key, name)), None)
-        if rule is None or is_zero(leaf.value):
+        if rule is None or is_none_value(leaf.value):
             return leaf
         if rule.kind == OWN_PORT:
             if leaf.value != self.own_port:
@@ -171,16 +172,14 @@ def key_of(item: Node, key: str) -> str:
     return str(value.value) if isinstance(value, Leaf) else ""
 
 
-def is_zero(value: Any) -> bool:
+def is_none_value(value: Any) -> bool:
+    """True for a value that stands for "none": null, "", the zero UUID, and -1, Kafka's
+    "no producer", "no node", "no port" (0 is a producer id like any other)."""
     if value is None or value in ("", b""):
         return True
     if isinstance(value, uuid.UUID):
         return value.int == 0
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int):
-        return value in (0, -1)
-    return False
+    return isinstance(value, int) and value == NONE_NUMBER
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from compat_tests.wire_tree import Struct, WalkError, joined, walk_body
 from kshim.protocol import codec
 
 API_VERSIONS, JOIN_GROUP, FIND_COORDINATOR, FETCH, LIST_GROUPS = 18, 11, 10, 1, 16
+INIT_PRODUCER_ID = 22
 INT64_MINUS_ONE = (-1).to_bytes(8, "big", signed=True)
 
 
@@ -192,3 +193,16 @@ def test_the_allow_list_leaves_other_differences_and_names_entries_that_matched_
 
     assert left == [host]
     assert stale == [allowed[1]]
+
+
+def initialised(producer_id: int) -> bytes:
+    return body(INIT_PRODUCER_ID, 4, {"error_code": 0, "producer_id": producer_id})
+
+
+def test_producer_zero_is_an_id_like_any_other_but_minus_one_is_none() -> None:
+    first, later, none = initialised(0), initialised(5000), initialised(-1)
+
+    assert differences(tree(INIT_PRODUCER_ID, 4, first), tree(INIT_PRODUCER_ID, 4, later)) == []
+    assert differences(tree(INIT_PRODUCER_ID, 4, later), tree(INIT_PRODUCER_ID, 4, none)) == [
+        Difference("producer_id", "<producer#1>", "-1")
+    ]

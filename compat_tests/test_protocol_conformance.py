@@ -112,6 +112,8 @@ SERVED = [(key, version) for key in sorted(ADVERTISED) for version in served_ver
 # Names made by one session's probes start with this (an already running Kafka may keep
 # another session's); the differential test's case ids are the same on both brokers.
 RUN = uuid.uuid4().hex[:8]
+# Kafka starts in 5-30 s (kafka_sources.launched allows 120 s), then its coordinators load.
+KAFKA_START_TIMEOUT_S = 180
 
 
 def pair_id(pair: tuple[int, int]) -> str:
@@ -282,6 +284,7 @@ def test_response_field_by_field(kshim_probe: Probe, pair: tuple[int, int]) -> N
 
 
 @pytest.mark.wire
+@pytest.mark.timeout(KAFKA_START_TIMEOUT_S)  # the first one starts Kafka (kafka_probe)
 @pytest.mark.parametrize("pair", SERVED, ids=pair_id)
 def test_kshim_answers_as_kafka(
     kshim_probe: Probe,
