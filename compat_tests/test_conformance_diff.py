@@ -189,7 +189,7 @@ def test_the_allow_list_leaves_other_differences_and_names_entries_that_matched_
         Allowed(FIND_COORDINATOR, "host", None, None, "another version", versions=(4, 6)),
     )
 
-    left, stale = unexplained(FIND_COORDINATOR, 0, [port, host], allowed)
+    left, stale = unexplained(FIND_COORDINATOR, 0, [port, host], allowed=allowed)
 
     assert left == [host]
     assert stale == [allowed[1]]

@@ -32,7 +32,7 @@ import dataclasses
 import io
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from kio.serial import entity_reader, entity_writer
@@ -48,6 +48,7 @@ from compat_tests.conformance_brokers import (
     kafka_unavailable_reason,
     reference_kafka,
 )
+from compat_tests.conformance_cases_errors import ERROR_CASES
 from compat_tests.conformance_diff import Normaliser, differences
 from compat_tests.conformance_probe import Exchange, Probe, as_stored, record_batch
 from compat_tests.distinct_values import DistinctValues
@@ -109,6 +110,27 @@ def served_versions(api_key: int) -> list[int]:
 
 
 SERVED = [(key, version) for key in sorted(ADVERTISED) for version in served_versions(key)]
+
+
+class Live(NamedTuple):
+    """One live probe: a case (``label``: one of ERROR_CASES, or "" for CASES') at one
+    version."""
+
+    api_key: int
+    version: int
+    label: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"api{self.api_key}-v{self.version}" + (f"-{self.label}" if self.label else "")
+
+
+# Every served version of the main cases; the lowest and highest of the refusals'.
+LIVE = [Live(key, version) for key, version in SERVED] + [
+    Live(key, version, label)
+    for label, (key, _) in ERROR_CASES.items()
+    for version in sorted({served_versions(key)[0], served_versions(key)[-1]})
+]
 # Names made by one session's probes start with this (an already running Kafka may keep
 # another session's); the differential test's case ids are the same on both brokers.
 RUN = uuid.uuid4().hex[:8]
@@ -255,22 +277,24 @@ def kafka_ranges(kafka_probe: Probe) -> dict[int, tuple[int, int]]:
     return {int(api.api_key): (api.min_version, api.max_version) for api in answer.api_keys}
 
 
-def case_for(api_key: int) -> Case:
-    case = CASES.get(api_key)
+def case_for(live: Live) -> Case:
+    if live.label:
+        return ERROR_CASES[live.label][1]
+    case = CASES.get(live.api_key)
     if case is None:
         pytest.fail(
-            f"kshim advertises API {api_key} but compat_tests/test_protocol_conformance.py "
+            f"kshim advertises API {live.api_key} but compat_tests/test_protocol_conformance.py "
             "has no case for it: add one to CASES"
         )
     return case
 
 
 @pytest.mark.wire
-@pytest.mark.parametrize("pair", SERVED, ids=pair_id)
-def test_response_field_by_field(kshim_probe: Probe, pair: tuple[int, int]) -> None:
-    api_key, version = pair
-    case = case_for(api_key)
-    kshim_probe.start_case(f"h{RUN}-{api_key}-{version}")
+@pytest.mark.parametrize("live", LIVE, ids=lambda live: live.id)
+def test_response_field_by_field(kshim_probe: Probe, live: Live) -> None:
+    api_key, version, _ = live
+    case = case_for(live)
+    kshim_probe.start_case(f"h{RUN}-{live.id}")
     exchange = case(kshim_probe, version)
 
     response = kshim_probe.call(api_key, version, exchange.request)
@@ -285,26 +309,26 @@ def test_response_field_by_field(kshim_probe: Probe, pair: tuple[int, int]) -> N
 
 @pytest.mark.wire
 @pytest.mark.timeout(KAFKA_START_TIMEOUT_S)  # the first one starts Kafka (kafka_probe)
-@pytest.mark.parametrize("pair", SERVED, ids=pair_id)
+@pytest.mark.parametrize("live", LIVE, ids=lambda live: live.id)
 def test_kshim_answers_as_kafka(
     kshim_probe: Probe,
     kafka_probe: Probe,
     kafka_ranges: dict[int, tuple[int, int]],
-    pair: tuple[int, int],
+    live: Live,
 ) -> None:
-    api_key, version = pair
-    case = case_for(api_key)
+    api_key, version, label = live
+    case = case_for(live)
     low, high = kafka_ranges.get(api_key, (0, -1))
     if not low <= version <= high:
         served = f"v{low}-v{high}" if low <= high else "none"
         pytest.skip(f"only kshim serves API {api_key} v{version} (Kafka: {served}): no comparison")
-    case_id = f"d{RUN}-{api_key}-{version}"
+    case_id = f"d{RUN}-{live.id}"
 
     kshim = normalised_answer(kshim_probe, case, api_key, version, case_id)
     kafka = normalised_answer(kafka_probe, case, api_key, version, case_id)
 
     found = differences(kshim, kafka)
-    left, stale = unexplained(api_key, version, found)
+    left, stale = unexplained(api_key, version, found, label)
     assert not left, "differences from Kafka no allow-list entry explains:\n" + "\n".join(
         map(str, left)
     )

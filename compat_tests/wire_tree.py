@@ -164,7 +164,7 @@ def walk_array(
     else:
         length, after = _checked(read_legacy_array_length, buffer, offset)
     header = buffer[offset:after]
-    if length < 0:
+    if length is None or length < 0:  # kio reads a null compact array as None
         return Array(header, None), after
     items = []
     for _ in range(length):
