@@ -138,7 +138,7 @@ def test_each_broker_must_name_its_own_port() -> None:
     ) == [Difference("port", "<own port>", "9092")]
 
 
-def fetched(aborted: list[Any] | None) -> bytes:
+def fetched(aborted: list[Any] | None, version: int = 4) -> bytes:
     partition = {
         "partition_index": 0,
         "error_code": 0,
@@ -146,11 +146,14 @@ def fetched(aborted: list[Any] | None) -> bytes:
         "aborted_transactions": aborted,
         "records": b"",
     }
-    return body(FETCH, 4, {"responses": [{"topic": "t", "partitions": [partition]}]})
+    return body(FETCH, version, {"responses": [{"topic": "t", "partitions": [partition]}]})
 
 
-def test_a_null_array_is_not_an_empty_one() -> None:
-    found = differences(tree(FETCH, 4, fetched(None)), tree(FETCH, 4, fetched([])))
+@pytest.mark.parametrize("version", [4, 12], ids=["legacy", "compact"])
+def test_a_null_array_is_not_an_empty_one(version: int) -> None:
+    found = differences(
+        tree(FETCH, version, fetched(None, version)), tree(FETCH, version, fetched([], version))
+    )
 
     assert found == [
         Difference("responses['t'].partitions[0].aborted_transactions", "null", "0 items")
