@@ -23,6 +23,9 @@ Layout from MetadataRequest.json (https://kafka.apache.org/protocol#The_Messages
              KIP-700), include_topic_authorized_operations bool (v8+)
     topic    topic_id uuid (v10+; KIP-516), name string (nullable v10+)
 
+Kafka 3.9 looks topics up by id from v12 only; a v10 or v11 request naming an id or a
+null name is answered INVALID_REQUEST (handlers/metadata.py), so both are kept here.
+
 v9 is the first flexible version (KIP-482): compact strings and arrays (length + 1 as an
 unsigned varint, 0 for null) and a tagged-field section closing every structure; the
 request defines no tagged fields, so every tag is skipped.
@@ -44,6 +47,7 @@ FIRST_FLEXIBLE_VERSION = 9
 FIRST_WITH_TOPIC_ID = 10
 LAST_WITH_CLUSTER_AUTHORIZED_OPERATIONS = 10
 TOPIC_ID_SIZE = 16
+ZERO_TOPIC_ID = bytes(TOPIC_ID_SIZE)  # Kafka's Uuid.ZERO_UUID: no id given
 NULL_LENGTH = -1
 TAGGED_FIELD_MINIMUM = 2  # one byte of tag and one of size at the least
 SMALLEST_NAME_AND_TAGS = 2
@@ -58,14 +62,17 @@ class MetadataRequest:
 
     ``topics`` holds the names asked for, in order (None for a topic asked for by id
     alone, v10+), or is None for every topic (v1+; v0 asks for every topic with an empty
-    list). kshim answers by name only, so topic ids are read past, not kept. Fields a
-    version lacks hold Kafka's defaults (topics were always auto-created before v4).
+    list). ``topic_ids`` holds the 16 bytes of each topic's id (v10+), aligned with
+    ``topics``, only when one of them is not zero: nearly every request asks by name with
+    zero ids, and then it is empty. Fields a version lacks hold Kafka's defaults (topics
+    were always auto-created before v4).
     """
 
     topics: tuple[str | None, ...] | None
     allow_auto_topic_creation: bool = True
     include_cluster_authorized_operations: bool = False
     include_topic_authorized_operations: bool = False
+    topic_ids: tuple[bytes, ...] = ()
 
 
 def decode_metadata_request(version: int, frame: bytes | bytearray, offset: int) -> MetadataRequest:
@@ -73,7 +80,7 @@ def decode_metadata_request(version: int, frame: bytes | bytearray, offset: int)
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise DecodeError(f"Metadata v{version} is not decoded here")
     reader = _Reader(memoryview(frame), offset, version >= FIRST_FLEXIBLE_VERSION)
-    topics = reader.topics(version)
+    topics, topic_ids = reader.topics(version)
     allow_auto_topic_creation = True
     include_cluster = include_topic = False
     if version >= FIRST_WITH_AUTO_CREATION:
@@ -83,7 +90,9 @@ def decode_metadata_request(version: int, frame: bytes | bytearray, offset: int)
     if version >= FIRST_WITH_AUTHORIZED_OPERATIONS:
         include_topic = reader.boolean()
     reader.tags()
-    return MetadataRequest(topics, allow_auto_topic_creation, include_cluster, include_topic)
+    return MetadataRequest(
+        topics, allow_auto_topic_creation, include_cluster, include_topic, topic_ids
+    )
 
 
 class _Reader:
@@ -95,26 +104,33 @@ class _Reader:
         self.end = len(data)
         self.flexible = flexible
 
-    def topics(self, version: int) -> tuple[str | None, ...] | None:
+    def topics(self, version: int) -> tuple[tuple[str | None, ...] | None, tuple[bytes, ...]]:
+        """The names asked for and, when one is not zero, every topic's id."""
         with_id = version >= FIRST_WITH_TOPIC_ID
         count = self._length(_INT32)
         if count == NULL_LENGTH:
             if version < FIRST_NULLABLE_TOPICS:
                 raise DecodeError("Metadata v0 topics: null in a non-nullable field")
-            return None
+            return None, ()
         # Each topic takes at least its id and two bytes (an int16 name length, or a
         # compact one and an empty tagged-field section): a larger count cannot be real
         # (Kafka's generated readers check the same, as bounds.py does).
         smallest = (TOPIC_ID_SIZE if with_id else 0) + SMALLEST_NAME_AND_TAGS
         if count * smallest > self.end - self.position:
             raise DecodeError(f"Metadata topics: {count} cannot fit in the bytes left")
-        names = []
+        names, id_positions = [], []
+        any_id = False
         for _ in range(count):
             if with_id:
-                self.position = self._claim(TOPIC_ID_SIZE)
+                start, self.position = self.position, self._claim(TOPIC_ID_SIZE)
+                any_id = any_id or self.data[start : self.position] != ZERO_TOPIC_ID
+                id_positions.append(start)
             names.append(self.string(nullable=with_id))
             self.tags()
-        return tuple(names)
+        if not any_id:  # the usual request: no id is copied
+            return tuple(names), ()
+        ids = (bytes(self.data[start : start + TOPIC_ID_SIZE]) for start in id_positions)
+        return tuple(names), tuple(ids)
 
     def string(self, nullable: bool) -> str | None:
         length = self._length(_INT16)

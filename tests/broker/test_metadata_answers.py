@@ -7,6 +7,7 @@ The expected answers are typed responses built here from the resolver, encoded b
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -141,7 +142,8 @@ async def test_every_topic_as_the_typed_path_answers(broker: Broker, version: in
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_named_topics_as_the_typed_path_answers(broker: Broker, version: int) -> None:
-    """Topics, views, unknown and illegal names and repeats, in the order asked."""
+    """Topics, views, unknown and illegal names, in the order asked; a repeated name is
+    answered once, as Kafka answers the set of names asked for."""
     asked = [
         ("plain", ErrorCode.none),
         ("nope", ErrorCode.unknown_topic_or_partition),
@@ -149,9 +151,9 @@ async def test_named_topics_as_the_typed_path_answers(broker: Broker, version: i
         ("bad name!", ErrorCode.invalid_topic_exception),
         ("plain.full", ErrorCode.unknown_topic_or_partition),  # plain has no view
         ("orders", ErrorCode.none),
-        ("plain", ErrorCode.none),
     ]
-    request = MetadataRequest(tuple(name for name, _ in asked), allow_auto_topic_creation=False)
+    names = (*(name for name, _ in asked), "plain", "orders.full")
+    request = MetadataRequest(names, allow_auto_topic_creation=False)
     assert await answer(broker, version, request) == typed_bytes(broker, version, asked)
 
 
@@ -172,20 +174,60 @@ async def test_auto_created_topics_as_the_typed_path_answers(broker: Broker, ver
     assert len(decoded(version, body).topics[0].partitions) == 1
 
 
-async def test_a_topic_asked_for_by_id_alone_is_unknown_in_v12(broker: Broker) -> None:
-    request = MetadataRequest((None, "orders"))
-    asked = [(None, ErrorCode.unknown_topic_id), ("orders", ErrorCode.none)]
-    assert await answer(broker, 12, request) == typed_bytes(broker, 12, asked)
+async def test_v12_asks_by_id_when_an_id_is_given(broker: Broker) -> None:
+    """Kafka 3.9 (compat_tests/test_metadata_topic_ids.py): names are then ignored, each
+    id answered once, the unknown ones first with a null name; a view has no id to ask by."""
+    orders = broker.resolver.resolve("orders")
+    assert orders is not None
+    unknown = uuid.UUID(int=5)
+    ids = (unknown.bytes, orders.topic_id.bytes, bytes(16), unknown.bytes)
+    request = MetadataRequest(("plain", None, "plain", None), topic_ids=ids)
+
+    expected = typed_answer(
+        broker, [(None, ErrorCode.unknown_topic_id), ("orders", ErrorCode.none)]
+    )
+    expected.topics[0].topic_id = unknown
+    assert await answer(broker, 12, request) == serial.encode_response(METADATA_KEY, 12, expected)
+
+
+async def test_v12_answers_a_null_name_without_an_id_as_kafka_fails_on_it(
+    broker: Broker,
+) -> None:
+    request = MetadataRequest(("orders", None))
+    assert decoded(12, await answer(broker, 12, request)) == error_response(
+        12, [("orders", NO_TOPIC_ID), ("", NO_TOPIC_ID)], ErrorCode.unknown_server_error
+    )
 
 
 @pytest.mark.parametrize("version", [10, 11])
-async def test_a_topic_without_a_name_cannot_be_answered_before_v12(
-    broker: Broker, version: int
-) -> None:
-    """v10 and v11 requests may leave a name null but their answers cannot carry one: the
-    handler fails (closing that connection, as it did with kio's encoder)."""
-    with pytest.raises(ValueError, match="without a name"):
-        await answer(broker, version, MetadataRequest((None,)))
+async def test_v10_and_v11_refuse_topic_ids_and_null_names(broker: Broker, version: int) -> None:
+    """Kafka looks topics up by id from v12 only: any id or null name before that is an
+    INVALID_REQUEST for every topic, in Kafka's error response (no brokers, no cluster)."""
+    some_id = uuid.UUID(int=9)
+    by_id = MetadataRequest(("orders", "plain"), topic_ids=(bytes(16), some_id.bytes))
+    null_name = MetadataRequest(("orders", None))
+
+    assert decoded(version, await answer(broker, version, by_id)) == error_response(
+        version, [("orders", NO_TOPIC_ID), ("plain", some_id)], ErrorCode.invalid_request
+    )
+    assert decoded(version, await answer(broker, version, null_name)) == error_response(
+        version, [("orders", NO_TOPIC_ID), ("", NO_TOPIC_ID)], ErrorCode.invalid_request
+    )
+
+
+def error_response(version: int, topics: Sequence[tuple[str, uuid.UUID]], code: ErrorCode) -> Any:
+    """Kafka's MetadataRequest.getErrorResponse, decoded as a client reads it."""
+    response = MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[],
+        cluster_id=None,
+        controller_id=-1,
+        topics=[
+            MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, partitions=[])
+            for name, topic_id in topics
+        ],
+    )
+    return decoded(version, serial.encode_response(METADATA_KEY, version, response))
 
 
 async def test_an_entry_is_encoded_once_per_version(

@@ -36,11 +36,14 @@ def via_kio(version: int, body: bytes) -> MetadataRequest:
     """What kio's path reads from ``body``; raises DecodeError where it refuses it."""
     entity = codec.decode_request(METADATA_KEY, version, body, 0)
     topics = None if entity.topics is None else tuple(topic.name for topic in entity.topics)
+    ids = [getattr(topic, "topic_id", None) for topic in entity.topics or ()]
+    id_bytes = tuple(bytes(16) if topic_id is None else topic_id.bytes for topic_id in ids)
     return MetadataRequest(
         topics,
         getattr(entity, "allow_auto_topic_creation", True),
         getattr(entity, "include_cluster_authorized_operations", False),
         getattr(entity, "include_topic_authorized_operations", False),
+        id_bytes if any(topic_id != bytes(16) for topic_id in id_bytes) else (),
     )
 
 

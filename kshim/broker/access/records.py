@@ -180,11 +180,14 @@ async def metadata_rule(
         topic=lambda name: permissions.operations(ResourceType.TOPIC, name),
         cluster=lambda: _cluster_operations(permissions),
     )
+
+    def describable(name: str) -> bool:
+        return permissions.allows_topic(Operation.DESCRIBE, name)
+
+    by_id = await metadata.answer_ids(request, context, operations, describable)
+    if by_id is not None:  # topic ids or null names (v10+): see answer_ids
+        return by_id
     if names is None:
-
-        def describable(name: str) -> bool:
-            return permissions.allows_topic(Operation.DESCRIBE, name)
-
         return await metadata.answer(
             context, None, False, describable=describable, operations=operations
         )
@@ -193,8 +196,7 @@ async def metadata_rule(
     allowed: list[str | None] = []
     refused: list[MetadataResponseTopic] = []
     for name in names:
-        # A topic asked for by id alone has no name to decide by; kshim answers
-        # UNKNOWN_TOPIC_ID for it, as Kafka does for an id it does not know.
+        # No name is None here: answer_ids answered every request with one.
         if name is None or (
             permissions.allows_topic(Operation.DESCRIBE, name)
             and (creations is None or creations.allowed(name))

@@ -42,6 +42,7 @@ access rule (access/records.py) computes them.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -56,6 +57,7 @@ from kshim.protocol.messages.metadata import MetadataResponseBroker, MetadataRes
 from kshim.protocol.metadata_request import MetadataRequest
 from kshim.protocol.metadata_response import (
     FIRST_WITH_AUTHORIZED_OPERATIONS,
+    FIRST_WITH_TOPIC_ID,
     LAST_WITH_CLUSTER_AUTHORIZED_OPERATIONS,
     UNKNOWN_AUTHORIZED_OPERATIONS,
     encode_metadata_response,
@@ -74,14 +76,19 @@ class AuthorizedOperations:
 
 
 NOT_ASKED = AuthorizedOperations()
+FIRST_BY_TOPIC_ID = 12  # Kafka 3.9 looks topics up by id from Metadata v12 on
+NO_CONTROLLER = -1
 
 
 async def handle(request: MetadataRequest, context: RequestContext) -> list[Part]:
-    names = requested_names(request, context.version)
-    allow_create = names is not None and auto_creates(request, context.broker)
     operations = authorized_operations(
         request, context.version, topic=_every_topic_operation, cluster=_every_cluster_operation
     )
+    by_id = await answer_ids(request, context, operations)
+    if by_id is not None:
+        return by_id
+    names = requested_names(request, context.version)
+    allow_create = names is not None and auto_creates(request, context.broker)
     return await answer(context, names, allow_create, operations=operations)
 
 
@@ -108,7 +115,6 @@ async def answer(
     no authorized operations (as Kafka's)."""
     broker = context.broker
     version = context.version
-    host, port = broker.endpoints.address(context.session.listener)
     node_id = broker.config.node_id
     if names is None:
         listed = broker.resolver.listed()
@@ -126,15 +132,24 @@ async def answer(
         if operations.topic is not None:
             topics = _with_operations(topics, names, version, operations.topic)
     topics.extend(encode_topic(version, topic) for topic in refused)
-    body = encode_metadata_response(
-        version,
+    return [_response(context, topics, operations)]
+
+
+def _response(
+    context: RequestContext, topics: Sequence[bytes], operations: AuthorizedOperations
+) -> bytes:
+    """The answer's body: this broker, the cluster, and the topics' entries."""
+    broker = context.broker
+    host, port = broker.endpoints.address(context.session.listener)
+    node_id = broker.config.node_id
+    return encode_metadata_response(
+        context.version,
         brokers=[MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=None)],
         cluster_id=broker.config.values["cluster.id"],
         controller_id=node_id,
         topics=topics,
         cluster_authorized_operations=operations.cluster,
     )
-    return [body]
 
 
 def authorized_operations(
@@ -175,11 +190,11 @@ def _with_operations(
 
 
 def requested_names(request: MetadataRequest, version: int) -> tuple[str | None, ...] | None:
-    """The names asked for; None means every topic: a null list (v1+) or, in v0, an empty
-    one."""
+    """The names asked for, each once in the order first asked (Kafka answers a set of
+    names); None means every topic: a null list (v1+) or, in v0, an empty one."""
     if request.topics is None or (version == 0 and not request.topics):
         return None
-    return request.topics
+    return tuple(dict.fromkeys(request.topics))
 
 
 def auto_creates(request: MetadataRequest, broker: Broker) -> bool:
@@ -191,7 +206,7 @@ def auto_creates(request: MetadataRequest, broker: Broker) -> bool:
 async def _named(
     broker: Broker, names: tuple[str | None, ...], allow_create: bool, version: int
 ) -> list[bytes]:
-    """The entries of the topics asked for, in the order asked (repeats included)."""
+    """The entries of the topics asked for, in the order asked."""
     node_id = broker.config.node_id
     resolver, descriptions = broker.resolver, broker.topic_descriptions
     entries = []
@@ -237,5 +252,86 @@ async def _unresolved(
     return resolved
 
 
-def _error(name: str | None, code: ErrorCode) -> MetadataResponseTopic:
-    return MetadataResponseTopic(error_code=code, name=name, topic_id=NO_TOPIC_ID, partitions=[])
+def _error(
+    name: str | None, code: ErrorCode, topic_id: uuid.UUID = NO_TOPIC_ID
+) -> MetadataResponseTopic:
+    return MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, partitions=[])
+
+
+# Topic ids and null names (KIP-516), as Kafka 3.9's KafkaApis.handleTopicMetadataRequest
+# answers them.
+
+
+async def answer_ids(
+    request: MetadataRequest,
+    context: RequestContext,
+    operations: AuthorizedOperations,
+    describable: Callable[[str], bool] | None = None,
+) -> list[Part] | None:
+    """The answer to a request naming a topic id or a null name (v10+), or None for one
+    naming topics by name only, the usual kind (``answer`` serves it).
+
+    - v10 and v11 cannot look topics up by id: Kafka refuses the whole request with its
+      error response (MetadataRequest.getErrorResponse), every topic INVALID_REQUEST.
+    - v12 with an id asks by id alone (names are ignored): each distinct id once, the
+      unknown ones UNKNOWN_TOPIC_ID with a null name first, then the topics found, then
+      those ``describable`` refuses (TOPIC_AUTHORIZATION_FAILED with a null name: ids are
+      not secret). A view is never found by id.
+    - v12 with a null name and no id: Kafka 3.9 fails on it and answers its error
+      response with UNKNOWN_SERVER_ERROR; so does kshim.
+    """
+    version, names = context.version, request.topics
+    if version < FIRST_WITH_TOPIC_ID or names is None:
+        return None
+    if not request.topic_ids and None not in names:
+        return None
+    if version < FIRST_BY_TOPIC_ID:
+        return [_error_response(request, version, ErrorCode.invalid_request)]
+    if not request.topic_ids:
+        return [_error_response(request, version, ErrorCode.unknown_server_error)]
+    ids = [uuid.UUID(bytes=raw) for raw in dict.fromkeys(request.topic_ids)]
+    topics = _by_id(context, [topic_id for topic_id in ids if topic_id != NO_TOPIC_ID],
+                    operations, describable)  # fmt: skip
+    return [_response(context, topics, operations)]
+
+
+def _by_id(
+    context: RequestContext,
+    ids: Sequence[uuid.UUID],
+    operations: AuthorizedOperations,
+    describable: Callable[[str], bool] | None,
+) -> list[bytes]:
+    """The entries of the topics ``ids`` name, in Kafka's order (see ``answer_ids``)."""
+    broker, version = context.broker, context.version
+    unknown, found, refused = [], [], []
+    for topic_id in ids:
+        stored = broker.resolver.resolve_id(topic_id)
+        resolved = None if stored is None else broker.resolver.resolve(stored.name)
+        if resolved is None:
+            unknown.append(
+                encode_topic(version, _error(None, ErrorCode.unknown_topic_id, topic_id))
+            )
+        elif describable is not None and not describable(resolved.name):
+            denied = _error(None, ErrorCode.topic_authorization_failed, topic_id)
+            refused.append(encode_topic(version, denied))
+        else:
+            found.append(resolved)
+    node_id = broker.config.node_id
+    entries = [broker.topic_descriptions.encoded(topic, node_id, version) for topic in found]
+    if operations.topic is not None:
+        entries = _with_operations(entries, [t.name for t in found], version, operations.topic)
+    return [*unknown, *entries, *refused]
+
+
+def _error_response(request: MetadataRequest, version: int, code: ErrorCode) -> bytes:
+    """Kafka's error response to a Metadata request: no brokers, no cluster id, controller
+    -1, and every topic asked for with ``code``, its id, and "" for a null name."""
+    names = request.topics or ()
+    ids = request.topic_ids or (bytes(16),) * len(names)
+    topics = [
+        encode_topic(version, _error(name or "", code, uuid.UUID(bytes=raw)))
+        for name, raw in zip(names, ids, strict=True)
+    ]
+    return encode_metadata_response(
+        version, brokers=[], cluster_id=None, controller_id=NO_CONTROLLER, topics=topics
+    )

@@ -8,6 +8,7 @@ computed with the broker's own helpers.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -252,6 +253,7 @@ async def test_a_topic_asked_for_by_an_unknown_id_shows_not_asked(
         topics=(None,),
         allow_auto_topic_creation=False,
         include_topic_authorized_operations=True,
+        topic_ids=(uuid.UUID(int=5).bytes,),
     )
     answer = await call(open_broker_without_acls, METADATA, 12, request)
     assert [(t.name, t.topic_authorized_operations) for t in answer.topics] == [(None, NOT_ASKED)]

@@ -255,6 +255,23 @@ async def test_metadata_refuses_a_named_topic_without_describe_whether_or_not_it
     assert (found[OTHER].topic_id, found[OTHER].partitions) == (None, ())
 
 
+async def test_metadata_by_id_refuses_a_topic_without_describe_by_its_id(broker: Broker) -> None:
+    """Kafka 3.9 (v12): an id is no secret, so a topic found by id the principal may not
+    describe is TOPIC_AUTHORIZATION_FAILED with its id and a null name, after the others."""
+    grant_topic(broker, TOPIC, Operation.DESCRIBE)
+    ids = [broker.resolver.resolve(name) for name in (OTHER, TOPIC)]
+    request = MetadataRequest(
+        topics=(None, None), topic_ids=tuple(found.topic_id.bytes for found in ids if found)
+    )
+    answer = await call(broker, METADATA, METADATA_VERSION, request)
+    other = broker.resolver.resolve(OTHER)
+    assert other is not None
+    assert [(t.name, int(t.error_code), t.topic_id) for t in answer.topics][1:] == [
+        (None, TAF, other.topic_id)
+    ]
+    assert [(t.name, int(t.error_code)) for t in answer.topics][:1] == [(TOPIC, 0)]
+
+
 async def test_metadata_v0_naming_only_refused_topics_lists_no_others(broker: Broker) -> None:
     """In v0 an empty list asks for every topic: the refused names must not become one."""
     grant_topic(broker, OTHER, Operation.DESCRIBE)
