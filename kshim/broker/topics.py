@@ -177,7 +177,8 @@ class TopicManager:
         checked = validate_topic_configs(overrides)
         async with self._lock:
             if name in self._by_name:
-                raise TopicError(TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+                # Kafka's words (ReplicationControlManager.createTopic)
+                raise TopicError(TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
             if validate_only:
                 return None
             record = TopicRecord(name, uuid.uuid4().bytes, partitions, checked)

@@ -1,5 +1,7 @@
 """CreateTopics (key 19). Names of full-data views are reserved (the topic resolver says
-which: ``refuse_creation``)."""
+which: ``refuse_creation``). A topic not created is answered as Kafka's controller
+answers it: its error and message, and (v5+) no partition count, replication factor or
+configs (-1, -1 and an empty list)."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ async def _create(
             topic_id=NO_TOPIC_ID,
             error_code=ErrorCode(error.code),
             error_message=str(error),
-            configs=None,
+            configs=[],  # v5+: empty, not null, as Kafka's controller leaves it
         )
     set_here = {name: value for name, value in overrides.items() if value is not None}
     configs = TopicConfigs(
