@@ -116,8 +116,9 @@ async def test_delete_topics_refuses_a_view_and_deletes_its_topic(
     response = await call(broker, DELETE_TOPICS, version, request)
     view, unknown, deleted = response.responses
     assert view.error_code == ErrorCode.policy_violation
-    if version >= 5:  # error messages came with v5
+    if version >= 5:  # error messages came with v5; Kafka's controller gives Errors' own
         assert view.error_message == "t.full is a full-data view; delete its topic instead"
+        assert unknown.error_message == "This server does not host this topic-partition."
     assert unknown.error_code == ErrorCode.unknown_topic_or_partition
     assert deleted.error_code == ErrorCode.none
     assert broker.resolver.resolve(TOPIC) is None and broker.resolver.resolve(VIEW) is None
@@ -136,10 +137,11 @@ async def test_delete_topics_by_id(broker: Broker) -> None:
         resolved.topic_id,
         ErrorCode.none,
     )
-    assert (unknown.name, unknown.topic_id, unknown.error_code) == (
+    assert (unknown.name, unknown.topic_id, unknown.error_code, unknown.error_message) == (
         None,
         missing,
         ErrorCode.unknown_topic_id,
+        "This server does not host this topic ID.",
     )
 
 

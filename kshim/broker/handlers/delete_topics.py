@@ -1,4 +1,8 @@
-"""DeleteTopics (key 20): by name (v0-5) or by name or topic id (v6)."""
+"""DeleteTopics (key 20): by name (v0-5) or by name or topic id (v6).
+
+A topic not found is refused with the message Kafka's controller gives it (v5+), its
+error's own (``new ApiError(error)``, Errors.java).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ from kshim.protocol.messages.delete_topics import (
 # KIP-516: v6 names each topic by name or by topic id (``topics``) instead of by name only
 # (``topic_names``).
 FIRST_VERSION_WITH_TOPIC_IDS = 6
+UNKNOWN_TOPIC = "This server does not host this topic-partition."
+UNKNOWN_TOPIC_ID = "This server does not host this topic ID."
 
 
 async def handle(request: DeleteTopicsRequest, context: RequestContext) -> DeleteTopicsResponse:
@@ -39,14 +45,12 @@ async def _delete(
     if name is None and topic_id is not None and topic_id != NO_TOPIC_ID:
         by_id = broker.resolver.resolve_id(topic_id)
         if by_id is None:
-            return DeletableTopicResult(
-                name=None, topic_id=topic_id, error_code=ErrorCode.unknown_topic_id
-            )
+            return _result(None, topic_id, ErrorCode.unknown_topic_id, UNKNOWN_TOPIC_ID)
         name = by_id.name
     topic_id = topic_id or NO_TOPIC_ID
     resolved = broker.resolver.resolve(name or "")
     if resolved is None:
-        return _result(name, topic_id, ErrorCode.unknown_topic_or_partition)
+        return _result(name, topic_id, ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC)
     try:
         resolved.refuse_deletion()
     except TopicError as error:
