@@ -3,7 +3,8 @@
 A topic with a full-data view keeps what its view has not applied yet: the view
 first applies up to the target, then the log start stops at the view's applied
 position (below an open transaction; the returned low watermark says where it
-got). Views themselves are read-only (the topic resolver refuses them).
+got). Views themselves are read-only (the topic resolver refuses them). A refused
+partition has no low watermark (-1), as in Kafka's ReplicaManager.deleteRecordsOnLocalLog.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ async def _delete(
     log = partition.log
     target = log.high_watermark if offset == TO_HIGH_WATERMARK else offset
     if target < 0 or target > log.high_watermark:
-        return _result(index, ErrorCode.offset_out_of_range, log.log_start_offset)
+        return _result(index, ErrorCode.offset_out_of_range)
     await delete_records_before(broker, partition, target)
     return _result(index, ErrorCode.none, log.log_start_offset)
 
