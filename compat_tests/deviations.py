@@ -275,6 +275,25 @@ KSHIM_INTENDED_DIFFERENCES: tuple[IntendedDifference, ...] = (
         "A single-node broker for database synchronisation has little reason to wait for more "
         "members; a new group's first join completes after 200 ms.",
     ),
+    IntendedDifference(
+        "K11",
+        "Topic names ending in .full and .delay are kshim's: CreateTopics refuses them, and "
+        "CreatePartitions, DeleteTopics, AlterConfigs, IncrementalAlterConfigs and "
+        "DeleteRecords refuse to change a view T.full or a delay companion T.delay, each "
+        "with POLICY_VIOLATION and a message saying what to do (add partitions to T, ...)",
+        "T.full is T's read-only compacted view and T.delay its write-only delay companion; "
+        "Kafka has neither, so it creates such names and answers UNKNOWN_TOPIC_OR_PARTITION "
+        "for the calls. kshim answers as Kafka does when its create.topic.policy refuses a "
+        "topic (compat_tests/test_reserved_names.py runs Kafka 3.9 with such a policy).",
+    ),
+    IntendedDifference(
+        "K12",
+        "No internal topics: __consumer_offsets and __transaction_state do not exist",
+        "Committed offsets and transaction state live in LMDB: Metadata lists no internal "
+        "topic, and CreatePartitions and the other admin calls answer "
+        "UNKNOWN_TOPIC_OR_PARTITION for those names, where Kafka 3.9 lists them (is_internal) "
+        "and even lets CreatePartitions grow them.",
+    ),
 )
 
 

@@ -31,7 +31,7 @@ from kshim.broker.full_view import naming
 from kshim.broker.full_view.partition import ViewPartition
 from kshim.broker.full_view.view import FullView
 from kshim.broker.partition_reads import LogPartition, ReadablePartition
-from kshim.broker.topics import INVALID_TOPIC, Topic, TopicError, TopicManager
+from kshim.broker.topics import Topic, TopicError, TopicManager
 from kshim.broker.transactions.coordinator import TransactionCoordinator
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.interface import PartitionLog, TopicPartition
@@ -113,11 +113,7 @@ class ResolvedTopic:
     def refuse_deletion(self) -> None:
         """Raises TopicError(POLICY_VIOLATION) unless DeleteTopics may delete the topic: a
         view or a delay companion goes only with its topic."""
-        if self.kind is not TopicKind.LOG:
-            what = "a full-data view" if self.kind is TopicKind.VIEW else self._what()
-            raise TopicError(
-                ErrorCode.policy_violation, f"{self.name} is {what}; delete its topic instead"
-            )
+        self.refuse_change("delete its topic instead")
 
     def _what(self) -> str:
         if self.kind is TopicKind.VIEW:
@@ -227,15 +223,20 @@ class TopicResolver:
         return not (naming.reserved_for_view(name) or delay_naming.reserved_for_delay(name))
 
     def refuse_creation(self, name: str) -> None:
-        """Raises TopicError(INVALID_TOPIC) when ``may_create(name)`` is False."""
+        """Raises TopicError(POLICY_VIOLATION) when ``may_create(name)`` is False.
+
+        The names are legal in Kafka; kshim's rule refuses them, so the answer is the one
+        Kafka gives when its create.topic.policy refuses a topic: POLICY_VIOLATION with
+        the policy's message (compat_tests/test_reserved_names.py), the same kind as every
+        refused change to a view or a delay companion (``ResolvedTopic.refuse_change``)."""
         if naming.reserved_for_view(name):
             raise TopicError(
-                INVALID_TOPIC,
+                ErrorCode.policy_violation,
                 f"names ending in {naming.VIEW_SUFFIX!r} are reserved for full-data views",
             )
         if delay_naming.reserved_for_delay(name):
             raise TopicError(
-                INVALID_TOPIC,
+                ErrorCode.policy_violation,
                 f"names ending in {delay_naming.DELAY_SUFFIX!r} are reserved for delayed "
                 "delivery (produce to T.delay once T exists: it is created then)",
             )

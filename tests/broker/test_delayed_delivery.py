@@ -929,7 +929,7 @@ async def test_create_topics_refuses_delay_names(broker: Broker) -> None:
     request = CreateTopicsRequest(topics=topics)
     response = await create_topics.handle(request, context(broker, CREATE_TOPICS, 7))
     for answer in response.topics:
-        assert answer.error_code == ErrorCode.invalid_topic_exception
+        assert answer.error_code == ErrorCode.policy_violation
         assert answer.error_message is not None and ".delay" in answer.error_message
     assert broker.resolver.resolve("x.delay") is None
     assert broker.resolver.resolve(DELAY) is None

@@ -626,7 +626,7 @@ def test_delay_topic_is_write_only_and_unlisted(shared_broker: BrokerProcess) ->
     for name in (unique_topic("x") + DELAY_SUFFIX, topic + DELAY_SUFFIX):
         with pytest.raises(KafkaException) as refused:
             admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=20)
-        assert refused.value.args[0].code() == KafkaError.TOPIC_EXCEPTION, name
+        assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION, name
     with pytest.raises(KafkaException) as delete_refused:
         admin.delete_topics([topic + DELAY_SUFFIX])[topic + DELAY_SUFFIX].result(timeout=20)
     assert delete_refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
