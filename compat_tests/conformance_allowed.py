@@ -57,7 +57,8 @@ def glob_matches(pattern: str, path: str) -> bool:
     return re.fullmatch(expression, path) is not None
 
 
-FETCH, METADATA, API_VERSIONS, CREATE_TOPICS, CREATE_PARTITIONS = 1, 3, 18, 19, 37
+FETCH, METADATA, API_VERSIONS, CREATE_TOPICS, END_TXN = 1, 3, 18, 19, 26
+CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 37, 44
 KIP_896 = (
     "Kafka 4.0 removed this API's oldest versions (KIP-896) and kshim, built for current "
     "clients, never served them; Kafka 3.9 still does"
@@ -231,6 +232,29 @@ KNOWN_GAPS = (
         "(kshim/broker/config/keys.py's validators)",
         versions=(2, 7),
         case="create-topic-bad-config",
+    ),
+    Allowed(
+        INCREMENTAL_ALTER_CONFIGS,
+        "responses[*].error_message",
+        repr("cleanup.policy: 'sometimes' is not a list of delete, compact"),
+        repr(
+            "Invalid value sometimes for configuration cleanup.policy: String must be one "
+            "of: compact, delete"
+        ),
+        "gap: kshim words a refused config value its own way (as for CreateTopics above)",
+        versions=(0, 1),
+        case="incremental-bad-value",
+    ),
+    Allowed(
+        END_TXN,
+        "error_code",
+        "NONE(0)",
+        "INVALID_TXN_STATE(48)",
+        "gap: Kafka's TransactionCoordinator refuses to end a transaction in state Empty "
+        "(nothing added); kshim commits or aborts it as a no-op "
+        "(kshim/broker/transactions/coordinator.py, being changed for marker retries)",
+        versions=(0, 4),
+        case="end-empty-transaction",
     ),
     Allowed(
         CREATE_PARTITIONS,

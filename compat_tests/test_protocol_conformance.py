@@ -48,6 +48,7 @@ from compat_tests.conformance_brokers import (
     kafka_unavailable_reason,
     reference_kafka,
 )
+from compat_tests.conformance_cases_coordinator_errors import COORDINATOR_ERROR_CASES
 from compat_tests.conformance_cases_errors import ERROR_CASES
 from compat_tests.conformance_diff import Normaliser, differences
 from compat_tests.conformance_probe import Exchange, Probe, as_stored, record_batch
@@ -112,8 +113,12 @@ def served_versions(api_key: int) -> list[int]:
 SERVED = [(key, version) for key in sorted(ADVERTISED) for version in served_versions(key)]
 
 
+# Refusals and edge answers, by label: (API key, case).
+REFUSALS: dict[str, tuple[int, Case]] = {**ERROR_CASES, **COORDINATOR_ERROR_CASES}
+
+
 class Live(NamedTuple):
-    """One live probe: a case (``label``: one of ERROR_CASES, or "" for CASES') at one
+    """One live probe: a case (``label``: one of REFUSALS, or "" for CASES') at one
     version."""
 
     api_key: int
@@ -128,7 +133,7 @@ class Live(NamedTuple):
 # Every served version of the main cases; the lowest and highest of the refusals'.
 LIVE = [Live(key, version) for key, version in SERVED] + [
     Live(key, version, label)
-    for label, (key, _) in ERROR_CASES.items()
+    for label, (key, _) in REFUSALS.items()
     for version in sorted({served_versions(key)[0], served_versions(key)[-1]})
 ]
 # Names made by one session's probes start with this (an already running Kafka may keep
@@ -279,7 +284,7 @@ def kafka_ranges(kafka_probe: Probe) -> dict[int, tuple[int, int]]:
 
 def case_for(live: Live) -> Case:
     if live.label:
-        return ERROR_CASES[live.label][1]
+        return REFUSALS[live.label][1]
     case = CASES.get(live.api_key)
     if case is None:
         pytest.fail(
