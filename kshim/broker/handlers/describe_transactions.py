@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from kshim.broker.context import RequestContext
 from kshim.broker.transactions.answers import TransactionDescription
-from kshim.broker.transactions.fencing import NO_EPOCH, NO_PRODUCER
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.describe_transactions import (
     DescribeTransactionsRequest,
@@ -13,7 +12,9 @@ from kshim.protocol.messages.describe_transactions import (
     TransactionState,
 )
 
-NO_START_TIME = 0  # an unknown transactional id's, beside NO_PRODUCER and NO_EPOCH
+# An unknown transactional id's: Kafka's TransactionCoordinator sets only the error, so
+# the other fields are sent as their defaults (DescribeTransactionsResponse.json).
+UNKNOWN_START_TIME = UNKNOWN_PRODUCER = UNKNOWN_EPOCH = 0
 
 
 async def handle(
@@ -36,9 +37,9 @@ def _state(transactional_id: str, found: TransactionDescription | None) -> Trans
             transactional_id=transactional_id,
             transaction_state="",
             transaction_timeout_ms=0,
-            transaction_start_time_ms=NO_START_TIME,
-            producer_id=NO_PRODUCER,
-            producer_epoch=NO_EPOCH,
+            transaction_start_time_ms=UNKNOWN_START_TIME,
+            producer_id=UNKNOWN_PRODUCER,
+            producer_epoch=UNKNOWN_EPOCH,
             topics=[],
         )
     topics: dict[str, list[int]] = {}
