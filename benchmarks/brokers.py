@@ -1,11 +1,15 @@
 """Starting the brokers under comparison, each on a fresh data dir and free port.
 
 Used by the benchmark scripts; never by the test suite. kshim and Tansu run as
-child processes; Apache Kafka is the one at ``KSHIM_KAFKA_BOOTSTRAP`` (already running,
-shared by every sample, never started or stopped here), else one started per sample by
-``KSHIM_KAFKA_CMD`` (a process group of its own), else a container through testcontainers
-when a Docker daemon answers (compat_tests/kafka_sources.py). Where Tansu's binary is, how
-Kafka starts and why a broker cannot run here are the compatibility suite's
+child processes. Apache Kafka runs in the columns of benchmarks/kafka_columns.py: ``kafka``
+is the compatibility suite's Kafka (compat_tests/kafka_sources.py: by default Kafka 3.9 from
+the pinned jars, started per sample; else the one at ``KSHIM_KAFKA_BOOTSTRAP``, already
+running and shared by every sample, never started or stopped here; else one started per
+sample by ``KSHIM_KAFKA_CMD``; else a container when a Docker daemon answers), and
+``kafka-fsync`` and ``kafka4`` always run from their jars. A started Kafka is a process
+group of its own; from the jars, that group is the JVM alone (its launcher execs into
+``java``, which is checked), and the flush settings it runs with are read back from it.
+Where Tansu's binary is and why a broker cannot run here are the compatibility suite's
 (compat_tests/brokers.py), so both compare the same brokers. Each broker's RSS and CPU time
 are read from /proc (the process and its descendants, or a started command's whole process
 group); an already running Kafka's cannot be, so it is ``measured`` False. The time from
@@ -31,7 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from benchmarks import kafka_columns
 from benchmarks.startup import answers_api_versions
+from compat_tests import brokers as compat_brokers
 from compat_tests.brokers import start_kafka_container, tansu_binary
 from compat_tests.kafka_sources import BOOTSTRAP, group_members, kafka_source, launched
 from kshim.testing import free_port
@@ -55,6 +61,8 @@ class RunningBroker:
     ready_s: float = float("nan")
     process_group: int | None = None
     topic_suffix: str = ""
+    # Settings read back from the broker itself (a Kafka from the jars: its flush policy).
+    settings: dict[str, str] = field(default_factory=dict)
 
     @property
     def measured(self) -> bool:
@@ -81,6 +89,10 @@ class RunningBroker:
                 for task in Path(f"/proc/{pid}/task").iterdir():
                     queue += [int(child) for child in (task / "children").read_text().split()]
         return found
+
+    def process_names(self) -> list[str]:
+        """The command names of the processes measured (``java`` for a Kafka), sorted."""
+        return sorted({name for pid in self.pids() if (name := kafka_columns.process_name(pid))})
 
     def cpu_seconds(self) -> float:
         """User plus system CPU time the broker has used so far."""
@@ -171,6 +183,15 @@ def sampled(
 
 
 BASELINE = "kshim-baseline"
+# The brokers a run can name, kshim first (the one every ratio is about).
+BROKER_NAMES = ("kshim", "tansu", *kafka_columns.COLUMNS)
+
+
+def unavailable_reason(name: str) -> str | None:
+    """Why broker ``name`` cannot run on this machine, or None."""
+    if kafka_columns.is_kafka(name) and kafka_columns.from_jars(name):
+        return kafka_columns.unavailable_reason(name)
+    return compat_brokers.unavailable_reason(name)
 
 
 def raise_open_file_limit() -> int:
@@ -224,12 +245,13 @@ def running(
     data_dir: str | None = None,
     stderr_path: str | Path | None = None,
 ) -> Iterator[RunningBroker]:
-    """Runs broker ``name`` ('kshim', 'tansu' or 'kafka') until the block ends, then stops
-    it with SIGTERM (a graceful stop). With ``stderr_path``, the broker's standard error
-    goes to that file (for what it prints as it stops); else it is discarded. Kafka ignores
-    ``data_dir`` and ``stderr_path``; an already running one is not stopped."""
-    if name == "kafka":
-        with _running_kafka() as broker:
+    """Runs broker ``name`` (of BROKER_NAMES, or the baseline) until the block ends, then
+    stops it with SIGTERM (a graceful stop). With ``stderr_path``, the broker's standard error
+    goes to that file (for what it prints as it stops); else it is discarded. ``settings``
+    are KEY=VALUE broker settings (kshim's ``--set``, or a Kafka from the jars' own). Kafka
+    ignores ``data_dir`` and ``stderr_path``; an already running one is not stopped."""
+    if kafka_columns.is_kafka(name):
+        with _running_kafka(name, settings) as broker:
             yield broker
         return
     with contextlib.ExitStack() as stack:
@@ -266,23 +288,44 @@ def running(
 
 
 @contextlib.contextmanager
-def _running_kafka() -> Iterator[RunningBroker]:
-    """Kafka from the source the environment names (compat_tests/kafka_sources.py)."""
+def _running_kafka(name: str, settings: Sequence[str]) -> Iterator[RunningBroker]:
+    """Kafka column ``name`` (benchmarks/kafka_columns.py); the environment's Kafka when
+    it names one (and takes no ``settings``)."""
+    if kafka_columns.from_jars(name):
+        with _running_kafka_from_jars(name, settings) as broker:
+            yield broker
+        return
+    if settings:
+        raise RuntimeError(f"settings {list(settings)} apply only to a Kafka from the jars")
     source = kafka_source()
     if source.kind == BOOTSTRAP:
         suffix = uuid.uuid4().hex[:8]
         try:
-            yield RunningBroker("kafka", source.value, None, None, topic_suffix=suffix)
+            yield RunningBroker(name, source.value, None, None, topic_suffix=suffix)
         finally:
             delete_sample_topics(source.value, suffix)
         return
     if source.started_here:
         with launched(source.command_template()) as kafka:
-            yield RunningBroker("kafka", kafka.bootstrap, kafka.process.pid, kafka.data_dir,
+            yield RunningBroker(name, kafka.bootstrap, kafka.process.pid, kafka.data_dir,
                                 kafka.process, kafka.ready_s, kafka.process_group)  # fmt: skip
         return
-    with _running_kafka_container() as broker:
+    with _running_kafka_container(name) as broker:
         yield broker
+
+
+@contextlib.contextmanager
+def _running_kafka_from_jars(name: str, settings: Sequence[str]) -> Iterator[RunningBroker]:
+    """A fresh single-node Kafka from the jars; raises RuntimeError when the process
+    measured is not the JVM or the broker does not run with the settings asked for."""
+    asked = {key: value for key, _, value in (item.partition("=") for item in settings)}
+    with launched(kafka_columns.command_template(name, asked)) as kafka:
+        kafka_columns.check_is_java(kafka.process.pid)
+        in_force = kafka_columns.settings_in_force(kafka.bootstrap)
+        kafka_columns.check_settings(name, in_force, asked)
+        yield RunningBroker(name, kafka.bootstrap, kafka.process.pid, kafka.data_dir,
+                            kafka.process, kafka.ready_s, kafka.process_group,
+                            settings=in_force)  # fmt: skip
 
 
 def delete_sample_topics(bootstrap: str, suffix: str) -> None:
@@ -299,7 +342,7 @@ def delete_sample_topics(bootstrap: str, suffix: str) -> None:
 
 
 @contextlib.contextmanager
-def _running_kafka_container() -> Iterator[RunningBroker]:
+def _running_kafka_container(name: str) -> Iterator[RunningBroker]:
     """Kafka in KRaft mode through the compat suite's container; its PID from Docker."""
     import docker
 
@@ -318,6 +361,6 @@ def _running_kafka_container() -> Iterator[RunningBroker]:
             )
         )
         pid = int(container.attrs["State"]["Pid"])
-        yield RunningBroker("kafka", broker.bootstrap, pid, None, None, ready_s)
+        yield RunningBroker(name, broker.bootstrap, pid, None, None, ready_s)
     finally:
         broker.stop()

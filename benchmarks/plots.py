@@ -14,7 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-COLOURS = {"kshim": "#1f77b4", "tansu": "#ff7f0e", "kafka": "#2ca02c"}
+COLOURS = {"kshim": "#1f77b4", "tansu": "#ff7f0e", "kafka": "#2ca02c", "kafka-fsync": "#006400",
+           "kafka4": "#9acd32", "kshim-baseline": "#7f7f7f"}  # fmt: skip
 
 
 def _bars(
@@ -50,10 +51,12 @@ def draw(results: dict[str, Any], directory: Path) -> list[str]:
     left.set_ylabel("thousand records/s")
     left.set_title("Throughput, 1 partition, acks=all")
     _bars(right, results, [("latency.p50_ms", "p50"), ("latency.p99_ms", "p99"),
-                           ("latency.p999_ms", "p99.9")], 1)  # fmt: skip
+                           ("latency.p999_ms", "p99.9"), ("transactional.commit_p50_ms",
+                           "txn commit\np50"), ("transactional.commit_p99_ms",
+                           "txn commit\np99")], 1)  # fmt: skip
     right.set_yscale("log")
     right.set_ylabel("ms (log scale)")
-    right.set_title("End-to-end latency at 1,000 records/s")
+    right.set_title("End-to-end latency at 1,000 records/s; transaction commits")
     figure.tight_layout()
     figure.savefig(directory / "throughput_latency.png", dpi=100)
     plt.close(figure)

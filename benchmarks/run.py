@@ -1,22 +1,27 @@
-"""Side-by-side performance runs: kshim next to Tansu and Apache Kafka.
+"""Side-by-side performance runs: kshim next to Apache Kafka (two ways) and Tansu.
 
-    python -m benchmarks.run                      # full run, ~15 minutes on 2 cores
-    python -m benchmarks.run --quick --output /tmp/quick   # smaller counts, 2 repeats, ~4 min
-    python -m benchmarks.run --repeats 5 --brokers kshim,tansu,kafka
+    python -m benchmarks.run                      # full run, roughly 40 minutes on 2 cores
+    python -m benchmarks.run --quick --output /tmp/quick   # smaller counts, 2 repeats
+    python -m benchmarks.run --repeats 5 --brokers kshim,kafka,kafka-fsync,kafka4
     python -m benchmarks.run --render-only        # report.md and plots again from report.json
     python -m benchmarks.run --baseline DIR       # also kshim from checkout DIR (an A/B)
-    python -m benchmarks.run --kafka-bootstrap host:9092   # Kafka: one already running
+    python -m benchmarks.run --kafka-bootstrap host:9092   # kafka: one already running
     python -m benchmarks.run --kafka-cmd '.../kafka-server-start.sh ... {port} {data_dir}'
     python -m benchmarks.run --smoke --output /tmp/smoke   # tiny counts: does it all run?
+    python -m benchmarks.readme                   # README.md's table from report.json
 
 Every workload starts each broker in turn on a fresh data dir, with the same
 clients and settings; within a repeat the brokers alternate workload by workload,
-so background noise hits them alike. Kafka is the one at KSHIM_KAFKA_BOOTSTRAP
-(--kafka-bootstrap), else one that KSHIM_KAFKA_CMD (--kafka-cmd) starts per workload,
-else a container when Docker answers (compat_tests/kafka_sources.py); an already running
-Kafka is shared by every sample (unique topic names) and its CPU, memory, disk and start
-time are "not measured". Writes benchmarks/results/report.json, report.md and PNG plots;
-the median and the spread (min, max) of every metric.
+so background noise hits them alike. The Kafka columns (benchmarks/kafka_columns.py):
+``kafka``, Apache Kafka 3.9 from the pinned jars with its defaults (it acknowledges before
+fsync), unless KSHIM_KAFKA_BOOTSTRAP (--kafka-bootstrap) names one already running or
+KSHIM_KAFKA_CMD (--kafka-cmd) one to start per workload (compat_tests/kafka_sources.py);
+``kafka-fsync``, the same jars fsyncing every batch before its acknowledgement as kshim
+does; ``kafka4`` (Kafka 4, only when named). An already running Kafka is shared by every
+sample (unique topic names) and its CPU, memory, disk and start time are "not measured".
+Writes benchmarks/results/report.json, report.md, readme_table.md (the README's block,
+benchmarks/readme.py) and PNG plots; the median and the spread (min, max) of every metric,
+the targets as ratios to Kafka (benchmarks/targets.py).
 """
 
 from __future__ import annotations
@@ -36,18 +41,26 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import ceilings, plots, report
+from benchmarks import ceilings, kafka_columns, plots, readme, report, targets
 from benchmarks.accumulation import accumulation, idle_connections
-from benchmarks.brokers import BASELINE, RunningBroker, running, sampled
+from benchmarks.brokers import (
+    BASELINE,
+    BROKER_NAMES,
+    RunningBroker,
+    running,
+    sampled,
+    unavailable_reason,
+)
 from benchmarks.venus_transmission import CLIENTS, transmission
 from benchmarks.workloads import (
     consume,
     create_topic,
     end_to_end_latency,
+    percentile,
     produce,
     produce_transactional,
+    warm_up,
 )
-from compat_tests.brokers import BROKER_NAMES, unavailable_reason
 from compat_tests.kafka_sources import BOOTSTRAP_VARIABLE, COMMAND_VARIABLE, kafka_source
 from kshim.progress import Progress, to_stream
 
@@ -69,16 +82,23 @@ class Scale:
     txn_records: int
     view_updates: int
     view_keys: int
+    # Untimed traffic before a workload's clock starts (benchmarks.workloads.warm_up):
+    # seconds of records produced as fast as the client can, then read back; and seconds of
+    # the latency workload's own paced records before its timed ones.
+    warm_up_s: float = 0.0
+    latency_warm_up_s: float = 0.0
 
 
-FULL = Scale(
-    5, 500_000, 200_000, 15.0, 100_000, 200_000, 1_800_000, 500, 200_000, 200_000, 100_000, 10_000
-)
-QUICK = Scale(2, 100_000, 40_000, 5.0, 20_000, 200_000, 0, 500, 30_000, 40_000, 20_000, 2_000)
+FULL = Scale(5, 500_000, 200_000, 15.0, 100_000, 200_000, 1_800_000, 500, 200_000, 200_000,
+             100_000, 10_000, 3.0, 5.0)  # fmt: skip
+QUICK = Scale(2, 100_000, 40_000, 5.0, 20_000, 200_000, 0, 500, 30_000, 40_000, 20_000, 2_000,
+              2.0, 3.0)  # fmt: skip
 # Only that every workload runs on every broker (the runner's own tests use it); its numbers
 # mean nothing.
-SMOKE = Scale(1, 2_000, 1_000, 1.0, 1_000, 2_000, 0, 10, 1_000, 1_000, 1_000, 100)
+SMOKE = Scale(1, 2_000, 1_000, 1.0, 1_000, 2_000, 0, 10, 1_000, 1_000, 1_000, 100, 0.2, 0.5)
+RECORDS_PER_TRANSACTION = 1000
 NOT_MEASURED = "an already running Kafka: its processes are not ours to read"
+DEFAULT_BROKERS = ("kshim", kafka_columns.DEFAULT, kafka_columns.FSYNC, "tansu")
 
 
 def throughput(broker: RunningBroker, scale: Scale) -> Metrics:
@@ -100,10 +120,12 @@ def throughput(broker: RunningBroker, scale: Scale) -> Metrics:
 
 
 def latency(broker: RunningBroker, scale: Scale) -> Metrics:
-    """Workload 3: 1,000 records/s, clients' default settings."""
+    """Workload 3: 1,000 records/s, clients' default settings; the same pace untimed first,
+    on the same topic and connections (Kafka's p50 in its first seconds on a fresh topic was
+    tens of times its steady state's in a trial here)."""
     topic = broker.topic("latency")
     create_topic(broker, topic)
-    return end_to_end_latency(broker, topic, 1000, scale.latency_s)
+    return end_to_end_latency(broker, topic, 1000, scale.latency_s, scale.latency_warm_up_s)
 
 
 def venus(broker: RunningBroker, scale: Scale) -> Metrics:
@@ -130,13 +152,17 @@ def idle(broker: RunningBroker, scale: Scale) -> Metrics:
 
 
 def transactional(broker: RunningBroker, scale: Scale) -> Metrics:
-    """Workload 7 (first half): transactions of 1,000 100-byte records."""
+    """Workload 7 (first half): transactions of 1,000 100-byte records; the rate, and the
+    time each commit took (its last records' flush, then EndTxn)."""
     topic = broker.topic("txn")
     create_topic(broker, topic)
-    result = produce_transactional(broker, topic, scale.txn_records, 100, 1000)
+    result = produce_transactional(broker, topic, scale.txn_records, 100, RECORDS_PER_TRANSACTION)
+    commits = sorted(result.commit_ms)
     return {
         "records_per_s": result.records_per_second,
         "broker_cpu_us_per_record": result.broker_cpu_microseconds_per_record,
+        "commit_p50_ms": percentile(commits, 0.50),
+        "commit_p99_ms": percentile(commits, 0.99),
     }
 
 
@@ -150,12 +176,23 @@ WORKLOADS: dict[str, Callable[[RunningBroker, Scale], Metrics]] = {
 }
 
 
-def run_sample(name: str, workload: str, scale: Scale) -> Metrics | str:
+# Workloads that get benchmarks.workloads.warm_up first: all but the one that measures a
+# broker as it starts (accumulation: its start time, idle memory, first produce).
+WARMED_UP = ("throughput", "latency", "venus", "idle_connections", "transactional")
+
+
+def run_sample(name: str, workload: str, scale: Scale, results: dict[str, Any]) -> Metrics | str:
     """One workload on one fresh broker (or the shared, already running Kafka, whose
-    process metrics are left out); a failure is recorded as its message."""
+    process metrics are left out); a failure is recorded as its message. The names of the
+    processes measured and the settings read back from a Kafka go into ``results``."""
     try:
-        with running(name) as broker, sampled(broker) as usage:
-            metrics = WORKLOADS[workload](broker, scale)
+        with running(name) as broker:
+            if scale.warm_up_s and workload in WARMED_UP:
+                per_transaction = RECORDS_PER_TRANSACTION if workload == "transactional" else 0
+                warm_up(broker, scale.warm_up_s, per_transaction)
+            with sampled(broker) as usage:
+                metrics = WORKLOADS[workload](broker, scale)
+            observe(results, broker)
         metrics["broker_cpu_s"] = usage.cpu_seconds
         metrics["broker_peak_rss_mb"] = usage.peak_rss_bytes / 1e6
         if not broker.measured:
@@ -165,6 +202,15 @@ def run_sample(name: str, workload: str, scale: Scale) -> Metrics | str:
     except Exception as error:  # one broker failing a workload must not stop the run
         traceback.print_exc()
         return f"{type(error).__name__}: {error}"
+
+
+def observe(results: dict[str, Any], broker: RunningBroker) -> None:
+    """Adds what the broker's processes were called (the JVM's "java" for a Kafka: what its
+    CPU and RSS figures are of) and the settings it reported."""
+    seen = results["processes"].setdefault(broker.name, [])
+    seen[:] = sorted({*seen, *broker.process_names()})
+    if broker.settings:
+        results["broker_settings"][broker.name] = broker.settings
 
 
 def full_view_apply(scale: Scale) -> Metrics | str:
@@ -227,7 +273,9 @@ def main() -> None:
         help=f"starts Kafka, with {{port}} and {{data_dir}} ({COMMAND_VARIABLE})",
     )
     parser.add_argument("--repeats", type=int, help="repeats per workload (default 5; quick 2)")
-    parser.add_argument("--brokers", default="kshim,tansu,kafka")
+    parser.add_argument(
+        "--brokers", default=",".join(DEFAULT_BROKERS), help=f"of {', '.join(BROKER_NAMES)}"
+    )
     parser.add_argument("--workloads", default=",".join([*WORKLOADS, "full_view"]))
     parser.add_argument("--baseline", metavar="DIR", help="also kshim from this checkout")
     parser.add_argument(
@@ -239,13 +287,14 @@ def main() -> None:
         write(json.loads((arguments.output / "report.json").read_text()), arguments.output)
         return
     choose_kafka(parser, arguments.kafka_bootstrap, arguments.kafka_cmd)
-    scale = SMOKE if arguments.smoke else QUICK if arguments.quick else FULL
+    scale_name = "smoke" if arguments.smoke else "quick" if arguments.quick else readme.FULL
+    scale = {"smoke": SMOKE, "quick": QUICK, readme.FULL: FULL}[scale_name]
     if arguments.repeats:
         scale = Scale(**{**asdict(scale), "repeats": arguments.repeats})
     wanted = [name.strip() for name in arguments.brokers.split(",") if name.strip()]
     unknown = sorted(set(wanted) - set(BROKER_NAMES))
     if unknown:
-        parser.error(f"unknown brokers {unknown}; choose from {BROKER_NAMES}")
+        parser.error(f"unknown brokers {unknown}; choose from {', '.join(BROKER_NAMES)}")
     skipped = {name: reason for name in wanted if (reason := unavailable_reason(name))}
     brokers = [name for name in wanted if name not in skipped]
     if arguments.baseline:  # next to kshim, so the two alternate within each workload
@@ -258,10 +307,16 @@ def main() -> None:
         "command": "python -m benchmarks.run " + " ".join(sys.argv[1:]),
         "machine": machine(scale),
         "scale": asdict(scale),
+        "scale_name": scale_name,
         "brokers": brokers,
         "skipped": skipped,
-        "kafka": kafka_source().describe() if "kafka" in brokers else None,
+        "kafka": kafka_columns.describe("kafka") if "kafka" in brokers else None,
+        "kafka_columns": {
+            name: kafka_columns.describe(name) for name in brokers if kafka_columns.is_kafka(name)
+        },
         "not_measured": {"kafka": NOT_MEASURED} if kafka_is_shared(brokers) else {},
+        "processes": {},
+        "broker_settings": {},
         "samples": {name: {broker: [] for broker in brokers} for name in WORKLOADS},
         "full_view": [],
     }
@@ -273,7 +328,8 @@ def main() -> None:
         for workload in chosen:
             for broker in brokers:
                 progress.what = f"repeat {repeat + 1}: {workload} on {broker}"
-                results["samples"][workload][broker].append(run_sample(broker, workload, scale))
+                sample = run_sample(broker, workload, scale, results)
+                results["samples"][workload][broker].append(sample)
                 progress.advance()
         if "full_view" in workloads:
             results["full_view"].append(full_view_apply(scale))
@@ -307,12 +363,13 @@ def kafka_is_shared(brokers: list[str]) -> bool:
 def write(results: dict[str, Any], directory: Path) -> None:
     """Summarises, checks the targets, writes report.json, report.md and the plots."""
     results["summary"] = report.summarise(results)
-    results["targets"] = report.check_targets(results["summary"])
+    results["targets"] = targets.check_targets(results["summary"])
     directory.mkdir(parents=True, exist_ok=True)
     results["plots"] = plots.draw(results, directory)
     (directory / "report.json").write_text(json.dumps(results, indent=2))
     markdown = report.render(results)
     (directory / "report.md").write_text(markdown)
+    (directory / "readme_table.md").write_text(readme.block(results) + "\n")
     print(markdown)
 
 

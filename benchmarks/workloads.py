@@ -10,7 +10,7 @@ import statistics
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from benchmarks.brokers import RunningBroker
 
 TIMEOUT_S = 120
+WARM_UP_VALUE = b"warm-up"  # not a send time: the latency reader skips it
 
 
 @dataclass
@@ -121,34 +122,43 @@ def consume(
 
 
 def end_to_end_latency(
-    broker: RunningBroker, topic: str, rate: int, seconds: float
+    broker: RunningBroker, topic: str, rate: int, seconds: float, warm_up_s: float = 0.0
 ) -> dict[str, float]:
-    """Sends ``rate`` records/s with default client settings; returns latency percentiles (ms)."""
+    """Sends ``rate`` records/s with default client settings for ``warm_up_s`` untimed, then
+    ``seconds`` timed; returns latency percentiles (ms) of the timed records."""
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "latency",
                          "enable.auto.commit": False})  # fmt: skip
     consumer.assign([TopicPartition(topic, 0, 0)])
     consumer.consume(1, 1.0)  # connected and positioned before the clock starts
     producer = Producer({"bootstrap.servers": broker.bootstrap})
-    return paced_latency(producer, consumer, [topic], rate, seconds)
+    return paced_latency(producer, consumer, [topic], rate, seconds, int(rate * warm_up_s))
 
 
 def paced_latency(
-    producer: Producer, consumer: Consumer, topics: Sequence[str], rate: int, seconds: float
+    producer: Producer,
+    consumer: Consumer,
+    topics: Sequence[str],
+    rate: int,
+    seconds: float,
+    warm_up_records: int = 0,
 ) -> dict[str, float]:
-    """Sends ``rate`` records/s round-robin over ``topics``, each carrying its send time,
-    while ``consumer``, already assigned and positioned, receives them (records whose value
-    is not a send time, such as warm-up records, are skipped); closes the consumer. Returns
-    the count received and latency percentiles (ms)."""
+    """Sends ``rate`` records/s round-robin over ``topics``: first ``warm_up_records``
+    untimed ones (so that a JVM broker has compiled its produce and fetch paths, and every
+    broker has made its first-use allocations, before the clock starts), then ``seconds``
+    of records carrying their send time, while ``consumer``, already assigned and
+    positioned, receives them (records whose value is not a send time are skipped); closes
+    the consumer. Returns the count received and latency percentiles (ms)."""
     latencies: list[float] = []
     total = int(rate * seconds)
     reader = threading.Thread(target=_collect_latencies, args=(consumer, total, latencies))
     reader.start()
     started = time.perf_counter()
-    for index in range(total):
+    for index in range(warm_up_records + total):
         target = started + index / rate
         while (now := time.perf_counter()) < target:
             time.sleep(min(target - now, 0.0005))
-        producer.produce(topics[index % len(topics)], value=str(time.time_ns()).encode())
+        value = str(time.time_ns()).encode() if index >= warm_up_records else WARM_UP_VALUE
+        producer.produce(topics[index % len(topics)], value=value)
         producer.poll(0)
     producer.flush(TIMEOUT_S)
     reader.join(TIMEOUT_S)
@@ -156,9 +166,9 @@ def paced_latency(
     ordered = sorted(latencies)
     return {
         "records": len(ordered),
-        "p50_ms": _percentile(ordered, 0.50),
-        "p99_ms": _percentile(ordered, 0.99),
-        "p999_ms": _percentile(ordered, 0.999),
+        "p50_ms": percentile(ordered, 0.50),
+        "p99_ms": percentile(ordered, 0.99),
+        "p999_ms": percentile(ordered, 0.999),
         "mean_ms": statistics.fmean(ordered) if ordered else float("nan"),
     }
 
@@ -175,15 +185,26 @@ def _collect_latencies(consumer: Consumer, total: int, latencies: list[float]) -
         latencies.append((time.time_ns() - int(sent_ns)) / 1e6)
 
 
-def _percentile(ordered: list[float], fraction: float) -> float:
+def percentile(ordered: Sequence[float], fraction: float) -> float:
+    """The value at ``fraction`` (0.99 for p99) of ``ordered``, a sorted sequence; NaN when
+    empty."""
     if not ordered:
         return float("nan")
     return ordered[min(int(len(ordered) * fraction), len(ordered) - 1)]
 
 
+@dataclass
+class TransactionalThroughput(Throughput):
+    """A transactional produce's rate, and how long each ``commit_transaction`` took: the
+    client's flush of the transaction's last records, then EndTxn until its markers are
+    written (KIP-98)."""
+
+    commit_ms: list[float] = field(default_factory=list)
+
+
 def produce_transactional(
     broker: RunningBroker, topic: str, count: int, record_bytes: int, per_transaction: int
-) -> Throughput:
+) -> TransactionalThroughput:
     """Produces ``count`` records in transactions of ``per_transaction`` records each."""
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5,
                          "transactional.id": f"bench-{time.time_ns()}"})  # fmt: skip
@@ -191,10 +212,47 @@ def produce_transactional(
     payload = b"x" * record_bytes
     cpu_before = broker.cpu_seconds()
     started = time.perf_counter()
+    commit_ms = []
     for first in range(0, count, per_transaction):
         producer.begin_transaction()
         for _ in range(min(per_transaction, count - first)):
             send(producer, topic, payload)
+        committing = time.perf_counter()
         producer.commit_transaction(TIMEOUT_S)
+        commit_ms.append((time.perf_counter() - committing) * 1000)
     elapsed = time.perf_counter() - started
-    return Throughput(count, elapsed, record_bytes, broker.cpu_seconds() - cpu_before)
+    cpu = broker.cpu_seconds() - cpu_before
+    return TransactionalThroughput(count, elapsed, record_bytes, cpu, commit_ms=commit_ms)
+
+
+def warm_up(broker: RunningBroker, seconds: float, per_transaction: int = 0) -> None:
+    """Untimed traffic on a topic of its own, for before a workload's clock starts and its
+    broker's CPU and memory are sampled: 100-byte records produced as fast as the client
+    can for ``seconds`` (in transactions of ``per_transaction`` records when given), then
+    read back. A JVM broker interprets its code until each method has run some thousands of
+    times, and compiles it after (HotSpot's tiered compilation); every broker makes its
+    first-use allocations. Steady state is what a long-running broker serves."""
+    topic = broker.topic("warm-up")
+    create_topic(broker, topic)
+    producer_settings: dict[str, object] = {"bootstrap.servers": broker.bootstrap, "linger.ms": 5}
+    if per_transaction:
+        producer_settings["transactional.id"] = f"warm-up-{time.time_ns()}"
+    else:
+        producer_settings |= {"acks": "all", "enable.idempotence": True}
+    producer = Producer(producer_settings)
+    if per_transaction:
+        producer.init_transactions(TIMEOUT_S)
+    payload = b"x" * 100
+    count = 0
+    deadline = time.perf_counter() + seconds
+    while count == 0 or time.perf_counter() < deadline:
+        if per_transaction:
+            producer.begin_transaction()
+        for _ in range(per_transaction or 1000):
+            send(producer, topic, payload)
+        count += per_transaction or 1000
+        if per_transaction:
+            producer.commit_transaction(TIMEOUT_S)
+    if producer.flush(TIMEOUT_S):
+        raise RuntimeError("warm-up records not acknowledged")
+    consume(broker, topic, count, 100)

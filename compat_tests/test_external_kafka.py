@@ -273,7 +273,7 @@ def test_the_benchmark_measures_no_process_of_an_external_kafka(
     assert {name for name in kafka if "broker" in name} == set()
     assert {"broker_cpu_s", "broker_peak_rss_mb"} <= set(kshim)
     report = (tmp_path / "report.md").read_text()
-    assert f"Kafka: the already running Kafka at {stand_in.bootstrap}" in report
+    assert f"- kafka: the already running Kafka at {stand_in.bootstrap}" in report
     assert "kafka: CPU, memory, disk and start time not measured" in report
     assert "| throughput.broker_cpu_s | " in report
     [cpu_row] = [line for line in report.splitlines() if "| throughput.broker_cpu_s |" in line]
