@@ -36,6 +36,12 @@ class TopicError(Exception):
         self.code = code
 
 
+def no_topic_to_configure(name: str) -> TopicError:
+    """The refusal to change the configs of ``name``, which no topic has, in Kafka's words
+    (ZkAdminManager's, which Kafka 3.9 in KRaft mode answers too)."""
+    return TopicError(UNKNOWN_TOPIC, f"The topic '{name}' does not exist.")
+
+
 TOPIC_ALREADY_EXISTS = 36
 INVALID_TOPIC = 17
 INVALID_PARTITIONS = 37
@@ -225,7 +231,7 @@ class TopicManager:
         async with self._lock:
             topic = self._by_name.get(name)
             if topic is None:
-                raise TopicError(UNKNOWN_TOPIC, f"unknown topic {name!r}")
+                raise no_topic_to_configure(name)
             if validate_only:
                 return
             record = TopicRecord(name, topic.record.topic_id, topic.record.partitions, checked)

@@ -33,7 +33,8 @@ VIEW_IS_READ_ONLY = (
     ErrorCode.policy_violation,
     "t.full is a read-only full-data view; change its topic instead",
 )
-NOPE_IS_UNKNOWN = (ErrorCode.unknown_topic_or_partition, "unknown topic 'nope'")
+# Kafka's words (ZkAdminManager's, which Kafka 3.9 in KRaft mode sends too)
+NOPE_IS_UNKNOWN = (ErrorCode.unknown_topic_or_partition, "The topic 'nope' does not exist.")
 
 
 def edges(api_key: int) -> list[int]:

@@ -13,7 +13,7 @@ from kshim.broker.config.changes import change_resource
 from kshim.broker.config.keys import LIST, TOPIC_CONFIGS
 from kshim.broker.context import RequestContext
 from kshim.broker.topic_resolver import ResolvedTopic
-from kshim.broker.topics import INVALID_CONFIG, UNKNOWN_TOPIC, TopicError
+from kshim.broker.topics import INVALID_CONFIG, TopicError, no_topic_to_configure
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.incremental_alter_configs import (
     AlterableConfig,
@@ -44,7 +44,7 @@ async def handle(
         ) -> None:
             _refuse_malformed(resource, twice)
             if topic is None:
-                raise TopicError(UNKNOWN_TOPIC, f"unknown topic {resource.resource_name!r}")
+                raise no_topic_to_configure(resource.resource_name)
             configs = topic.configs()
             overrides = _apply(dict(configs.overrides()), configs.values, resource.configs)
             await broker.topics.set_configs(
