@@ -83,12 +83,12 @@ def unavailable_reason(name: str) -> str | None:
 
 def command_template(name: str, settings: Mapping[str, str] | None = None) -> str:
     """The command that starts column ``name`` from its jars, fetched first (so that a cold
-    Maven is not counted in the start time). ``exec`` makes the shell that ``launched``
-    starts become the launcher, which itself becomes the JVM: the process group is the
-    JVM alone, and the PID the benchmarks hold is the broker's."""
+    Maven is not counted in the start time). The command ``exec``s the launcher, which
+    itself becomes the JVM: the process group is the JVM alone, and the PID the benchmarks
+    hold is the broker's."""
     column = COLUMNS[name]
     artifacts.resolve(column.jars)
-    return "exec " + jars_command(column.jars, {**column.settings, **(settings or {})})
+    return jars_command(column.jars, {**column.settings, **(settings or {})})
 
 
 def describe(name: str) -> str:

@@ -116,10 +116,12 @@ def kafka_source(environment: Mapping[str, str] | None = None) -> KafkaSource:
 
 def jars_command(jars: str, settings: Mapping[str, str] | None = None) -> str:
     """The command template that runs Kafka from the artifact set ``jars`` (kshim.jvm),
-    with broker ``settings`` on top of its sample configuration."""
+    with broker ``settings`` on top of its sample configuration. The shell ``exec``s it (and
+    it ``exec``s the JVM), so the process group is the JVM alone: nothing else is measured
+    or left behind."""
     extra = "".join(f" --set {shlex.quote(f'{k}={v}')}" for k, v in (settings or {}).items())
     return (
-        f"{shlex.quote(sys.executable)} -m kshim.jvm kafka --jars {shlex.quote(jars)} "
+        f"exec {shlex.quote(sys.executable)} -m kshim.jvm kafka --jars {shlex.quote(jars)} "
         f"--port {PORT_PLACEHOLDER} --data-dir {DATA_DIR_PLACEHOLDER}{extra}"
     )
 
