@@ -20,7 +20,9 @@ UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_MEMBER_ID, INVALID_PRODUCER_EPOCH = 3, 25, 4
 INVALID_TXN_STATE, TRANSACTIONAL_ID_NOT_FOUND, PRODUCER_FENCED = 48, 105, 90
 INVALID_CONFIG, INVALID_REQUEST = 40, 42
 INCREMENTAL_SET = 0
-UNKNOWN_KEY_TYPE = 7
+UNKNOWN_KEY_TYPE, SHARE_KEY_TYPE = 7, 2
+FIRST_BATCHED_FIND_V, FIRST_SHARE_V = 4, 6  # FindCoordinator: KIP-699, KIP-932
+COORDINATOR_NOT_AVAILABLE = 15
 FIRST_BATCHED_LEAVE_V = 3  # LeaveGroup v3 answers per member (KIP-345)
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)  # a start time of 0 ms
 
@@ -253,6 +255,23 @@ def find_unknown_key_type(probe: Probe, version: int) -> Exchange:
     return Exchange(request, _answer(**refused, coordinators=[{"key": key, **refused}]))
 
 
+def find_share_coordinator(probe: Probe, version: int) -> Exchange:
+    """Key type 2 asks for a share group's coordinator (KIP-932); v0 has no key type."""
+    key = probe.name("share")
+    request = {"key": key, "key_type": SHARE_KEY_TYPE, "coordinator_keys": [key]}
+    if version == 0:
+        found = {"error_code": 0, "node_id": NODE_ID, "host": probe.host, "port": probe.port}
+        return Exchange(request, _answer(**found))
+    nowhere = {"node_id": NO_NODE, "host": "", "port": NO_NODE}
+    if version < FIRST_BATCHED_FIND_V:  # the whole request fails
+        refused = {"error_code": INVALID_REQUEST, "error_message": MALFORMED, **nowhere}
+        return Exchange(request, _answer(**refused))
+    # Kafka 3.9 has no share coordinator yet (v6 may ask for one); v4-5 may not ask.
+    error = COORDINATOR_NOT_AVAILABLE if version >= FIRST_SHARE_V else INVALID_REQUEST
+    per_key = {"key": key, "error_code": error, "error_message": "", **nowhere}
+    return Exchange(request, _answer(coordinators=[per_key]))
+
+
 def produce_unknown_topic(probe: Probe, version: int) -> Exchange:
     """Produce creates no topic, whatever auto.create.topics.enable says."""
     missing = probe.name("missing")
@@ -291,5 +310,6 @@ COORDINATOR_ERROR_CASES = {
     "incremental-bad-value": (44, incremental_bad_value),
     "incremental-unknown-topic": (44, incremental_unknown_topic),
     "find-unknown-key-type": (10, find_unknown_key_type),
+    "find-share-coordinator": (10, find_share_coordinator),
     "produce-unknown-topic": (0, produce_unknown_topic),
 }

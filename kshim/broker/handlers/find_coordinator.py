@@ -19,8 +19,15 @@ from kshim.protocol.messages.find_coordinator import (
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 KNOWN_KEY_TYPES = (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE)
+SHARE_KEY_TYPE = 2  # a share group's coordinator (KIP-932): Kafka 3.9 has none either
+FIRST_BATCHED_VERSION, FIRST_SHARE_VERSION = 4, 6
 FOUND_MESSAGE_V3 = "NONE"
 UNSET_MESSAGE = ""  # v4+: a message KafkaApis leaves unset, its generated class's default
+# Errors.INVALID_REQUEST's own message, which Kafka sends when the whole request fails.
+MALFORMED = (
+    "This most likely occurs because of a request being malformed by the client library or "
+    "the message was sent to an incompatible broker. See the broker logs for more details."
+)
 
 
 async def handle(
@@ -42,15 +49,11 @@ async def handle(
 
 
 def _coordinator(key: str, key_type: int, context: RequestContext) -> Coordinator:
-    """This broker for a known key type, else INVALID_REQUEST with no node."""
+    """This broker for a known key type, else a refusal with no node."""
     if key_type not in KNOWN_KEY_TYPES:
+        error_code, message = _refusal(key_type, context.version)
         return Coordinator(
-            key=key,
-            node_id=-1,
-            host="",
-            port=-1,
-            error_code=ErrorCode.invalid_request,
-            error_message=f"unknown key type {key_type}",
+            key=key, node_id=-1, host="", port=-1, error_code=error_code, error_message=message
         )
     host, port = context.broker.endpoints.address(context.session.listener)
     return Coordinator(
@@ -61,3 +64,15 @@ def _coordinator(key: str, key_type: int, context: RequestContext) -> Coordinato
         error_code=ErrorCode.none,
         error_message=UNSET_MESSAGE,
     )
+
+
+def _refusal(key_type: int, version: int) -> tuple[ErrorCode, str]:
+    """Kafka 3.9's answer for a key type without a coordinator here (KafkaApis'
+    getCoordinator): a share group's key, from v4, is refused on its own with no message,
+    INVALID_REQUEST before v6 and COORDINATOR_NOT_AVAILABLE from v6; any other type fails
+    the whole request with INVALID_REQUEST and that error's own message."""
+    if key_type == SHARE_KEY_TYPE and version >= FIRST_BATCHED_VERSION:
+        if version >= FIRST_SHARE_VERSION:
+            return ErrorCode.coordinator_not_available, UNSET_MESSAGE
+        return ErrorCode.invalid_request, UNSET_MESSAGE
+    return ErrorCode.invalid_request, MALFORMED
