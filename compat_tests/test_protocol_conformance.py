@@ -2,28 +2,33 @@
 
 The list is derived from ``kshim.protocol.apis.ADVERTISED`` when the tests are collected,
 so a newly advertised API is covered at once, and its live tests fail (never skip) until
-it has a case in ``CASES``. Three kinds of test:
+it has a case in ``CASES``. The live cases are ``CASES`` (one per API, the ordinary
+answer) at every served version, and ``REFUSALS`` (unknown topics, groups, members,
+transactional ids, stale epochs, offsets out of range; conformance_cases_*errors.py) at
+the lowest and highest. Three kinds of test:
 
 - no broker: a request and a response of every served (api, version), filled with
   distinct non-default values, survive encode -> decode -> encode through
   ``kshim.protocol.codec`` and kio unchanged, and the byte-keeping walker of the
   differential test reads every response back whole; for Fetch, the hand-written
   zero-copy encoder produces what kio decodes;
-- kshim against Apache Kafka 3.9 (``test_kshim_answers_as_kafka``): for every version both
-  serve, the same case (the same setup requests, then the request under test, names
-  included) is sent to a running kshim and to a running Kafka, and the two answers are
-  compared part by part, tagged fields included, down to their bytes, after the
-  normalisation of compat_tests/conformance_diff.py (ports, random ids, member and
-  producer ids, clocks). A difference must be on the allow-list of
-  compat_tests/conformance_allowed.py, with its reason; any other fails. A version only
-  kshim serves is skipped and says so; without Java, Maven or the jars, every one is
-  skipped with that reason;
-- kshim against a hand-written expectation (``test_response_field_by_field``): every
-  served version's whole response, written out in the cases. Kept beside the
+- kshim against Apache Kafka 3.9 (``test_kshim_answers_as_kafka``): for every live case
+  at a version both serve, the same setup requests and the same request under test
+  (names included) go to a running kshim and to a running Kafka; both answers must decode
+  with kio's class for that version, and they are compared part by part, tagged fields
+  included (one sent by a broker only, even with its default value, shows), down to their
+  bytes, after the normalisation of compat_tests/conformance_diff.py (ports, random ids,
+  member and producer ids, clocks, listings of the whole broker). A difference must be on
+  the allow-list of compat_tests/conformance_allowed.py, with its reason; any other fails,
+  and so does an entry that no longer matches. A version only kshim serves is skipped and
+  says so; without Java, Maven or the jars, every one is skipped with that reason;
+- kshim against a hand-written expectation (``test_response_field_by_field``): each live
+  case's whole response, written out in the cases (Kafka's answer, checked by the test
+  above, or kshim's where the allow-list says kshim differs). Kept beside the
   differential test because it runs where Kafka cannot (a machine without Java), pins
-  kshim's answers at the versions Kafka does not serve, and checks what normalisation
-  hides from the differential test: that a member id starts with the client id, that
-  topic ids are not zero, that a transaction's start time is now.
+  kshim's answers at versions Kafka might not serve, and checks what normalisation hides
+  from the differential test: that a member id starts with the client id, that topic ids
+  are not zero, that a transaction's start time is now.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import dataclasses
 import io
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 from kio.serial import entity_reader, entity_writer
@@ -117,9 +122,10 @@ SERVED = [(key, version) for key in sorted(ADVERTISED) for version in served_ver
 REFUSALS: dict[str, tuple[int, Case]] = {**ERROR_CASES, **COORDINATOR_ERROR_CASES}
 
 
-class Live(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Live:
     """One live probe: a case (``label``: one of REFUSALS, or "" for CASES') at one
-    version."""
+    version. Its text is its test id (compat_tests/outcomes.py shows parameters so)."""
 
     api_key: int
     version: int
@@ -128,6 +134,9 @@ class Live(NamedTuple):
     @property
     def id(self) -> str:
         return f"api{self.api_key}-v{self.version}" + (f"-{self.label}" if self.label else "")
+
+    def __str__(self) -> str:
+        return self.id
 
 
 # Every served version of the main cases; the lowest and highest of the refusals'.
@@ -297,7 +306,7 @@ def case_for(live: Live) -> Case:
 @pytest.mark.wire
 @pytest.mark.parametrize("live", LIVE, ids=lambda live: live.id)
 def test_response_field_by_field(kshim_probe: Probe, live: Live) -> None:
-    api_key, version, _ = live
+    api_key, version = live.api_key, live.version
     case = case_for(live)
     kshim_probe.start_case(f"h{RUN}-{live.id}")
     exchange = case(kshim_probe, version)
@@ -321,7 +330,7 @@ def test_kshim_answers_as_kafka(
     kafka_ranges: dict[int, tuple[int, int]],
     live: Live,
 ) -> None:
-    api_key, version, label = live
+    api_key, version = live.api_key, live.version
     case = case_for(live)
     low, high = kafka_ranges.get(api_key, (0, -1))
     if not low <= version <= high:
@@ -333,7 +342,7 @@ def test_kshim_answers_as_kafka(
     kafka = normalised_answer(kafka_probe, case, api_key, version, case_id)
 
     found = differences(kshim, kafka)
-    left, stale = unexplained(api_key, version, found, label)
+    left, stale = unexplained(api_key, version, found, live.label)
     assert not left, "differences from Kafka no allow-list entry explains:\n" + "\n".join(
         map(str, left)
     )
