@@ -45,6 +45,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import FetchedPartition
@@ -123,8 +124,7 @@ class FetchSession:
         return (self.privileged, self.cached_size, self.id)
 
 
-@dataclass(frozen=True, slots=True)
-class SessionAnswer:
+class SessionAnswer(NamedTuple):
     """What a request is answered: its top-level error and session id, and the partitions
     it includes, in order."""
 
@@ -139,6 +139,8 @@ class FetchContext:
     the session). A session error (``error_code``) reads and answers no partition. This
     base is the sessionless context."""
 
+    __slots__ = ("error_code", "wanted")
+
     def __init__(self, wanted: Wanted, error_code: ErrorCode = ErrorCode.none) -> None:
         self.wanted = wanted
         self.error_code = error_code
@@ -148,6 +150,8 @@ class FetchContext:
 
 
 class _SessionError(FetchContext):
+    __slots__ = ()
+
     def __init__(self, error_code: ErrorCode) -> None:
         super().__init__([], error_code)
 
@@ -159,22 +163,19 @@ class _SessionError(FetchContext):
 class _Full(FetchContext):
     """A full fetch that opens a session with every partition answered."""
 
-    def __init__(
-        self,
-        cache: FetchSessionCache,
-        wanted: dict[TopicPartition, FetchPartition],
-        privileged: bool,
-    ) -> None:
-        super().__init__(list(wanted.items()))
+    __slots__ = ("_cache", "_privileged")
+
+    def __init__(self, cache: FetchSessionCache, wanted: Wanted, privileged: bool) -> None:
+        super().__init__(wanted)
         self._cache = cache
-        self._by_partition = wanted
         self._privileged = privileged
 
     def answer(self, answers: Answered) -> SessionAnswer:
         def partitions() -> dict[TopicPartition, CachedPartition]:
+            named = dict(self.wanted)
             return {
                 topic_partition: CachedPartition(
-                    self._by_partition[topic_partition],
+                    named[topic_partition],
                     answer.high_watermark,
                     answer.log_start_offset,
                     answer.last_stable_offset,
@@ -187,6 +188,8 @@ class _Full(FetchContext):
 
 
 class _Incremental(FetchContext):
+    __slots__ = ("_epoch", "_session")
+
     def __init__(self, session: FetchSession) -> None:
         super().__init__([(key, cached.wanted) for key, cached in session.partitions.items()])
         self._session = session
@@ -250,16 +253,12 @@ class FetchSessionCache:
         """The context of a request with these fields (Kafka's FetchManager.newContext);
         closes, updates and touches sessions as the request asks. ``privileged``: the
         request is a follower's."""
-        wanted = {
-            TopicPartition(topic.topic, partition.partition): partition
-            for topic in topics
-            for partition in topic.partitions
-        }
+        wanted = _named(topics)
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
                 self.remove(session_id)
             if epoch == FINAL_EPOCH:
-                return FetchContext(list(wanted.items()))
+                return FetchContext(wanted)
             return _Full(self, wanted, privileged)
         session = self._sessions.get(session_id)
         if session is None:
@@ -269,7 +268,7 @@ class FetchSessionCache:
         _update(session, wanted, _forgotten(forgotten))
         if not session.partitions:
             self.remove(session_id)
-            return FetchContext(list(wanted.items()))
+            return FetchContext(wanted)
         self._touch(session, self._clock())
         session.epoch = next_epoch(session.epoch)
         return _Incremental(session)
@@ -337,6 +336,30 @@ class FetchSessionCache:
                 return session_id
 
 
+def _named(topics: Sequence[FetchTopic]) -> Wanted:
+    """The partitions a request names, in order. Kafka's FetchRequest.fetchData is a map:
+    a partition named twice keeps its first place and its last parameters. Checked on
+    plain names and numbers, so that requests naming each partition once (all of them, in
+    practice) pay for no hashing of partition keys."""
+    wanted = [
+        (TopicPartition(topic.topic, partition.partition), partition)
+        for topic in topics
+        for partition in topic.partitions
+    ]
+    if len(wanted) > 1 and _names_twice(topics):
+        return list(dict(wanted).items())
+    return wanted
+
+
+def _names_twice(topics: Sequence[FetchTopic]) -> bool:
+    if len({topic.topic for topic in topics}) < len(topics):
+        return True
+    return any(
+        len({partition.partition for partition in topic.partitions}) < len(topic.partitions)
+        for topic in topics
+    )
+
+
 def _forgotten(forgotten: Iterable[ForgottenTopic]) -> list[TopicPartition]:
     return [
         TopicPartition(topic.topic, partition)
@@ -345,15 +368,11 @@ def _forgotten(forgotten: Iterable[ForgottenTopic]) -> list[TopicPartition]:
     ]
 
 
-def _update(
-    session: FetchSession,
-    wanted: dict[TopicPartition, FetchPartition],
-    forgotten: list[TopicPartition],
-) -> None:
+def _update(session: FetchSession, wanted: Wanted, forgotten: list[TopicPartition]) -> None:
     """Adds the partitions named for the first time, takes the new parameters of the
     others, and drops the forgotten ones (FetchSession.update)."""
     partitions = session.partitions
-    for topic_partition, partition in wanted.items():
+    for topic_partition, partition in wanted:
         cached = partitions.get(topic_partition)
         if cached is None:
             partitions[topic_partition] = CachedPartition(partition)

@@ -112,13 +112,33 @@ def test_a_sessionless_fetch_reads_and_answers_every_partition_and_keeps_nothing
 
 
 def test_a_partition_named_twice_is_read_once_with_its_last_parameters() -> None:
-    """Kafka's fetchData is a map: the later entry wins, in the first one's place."""
-    context = cache().begin(0, FINAL_EPOCH, False, topics((A0, 1), (B0, 0), (A0, 5)))
+    """Kafka's fetchData is a map: the later entry wins, in the first one's place; whether
+    the topic is named twice or the partition twice under one topic."""
+    twice_in_one_topic = [
+        FetchTopic(
+            topic=TOPIC,
+            partitions=[
+                FetchPartition(partition=0, fetch_offset=1),
+                FetchPartition(partition=1, fetch_offset=0),
+                FetchPartition(partition=0, fetch_offset=5),
+            ],
+        )
+    ]
+    sessions = cache()
+    topic_twice = sessions.begin(0, FINAL_EPOCH, False, topics((A0, 1), (B0, 0), (A0, 5)))
+    partition_twice = sessions.begin(0, INITIAL_EPOCH, False, twice_in_one_topic)
 
-    assert [(key, partition.fetch_offset) for key, partition in context.wanted] == [
+    assert [(key, partition.fetch_offset) for key, partition in topic_twice.wanted] == [
         (A0, 5),
         (B0, 0),
     ]
+    assert [(key, partition.fetch_offset) for key, partition in partition_twice.wanted] == [
+        (A0, 5),
+        (A1, 0),
+    ]
+    session = sessions.session(partition_twice.answer([answer(A0), answer(A1)]).session_id)
+    assert session is not None
+    assert session.partitions[A0].wanted.fetch_offset == 5
 
 
 def test_an_initial_fetch_opens_a_session_with_every_partition_answered() -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Iterable
 
-from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
 from kshim.broker.fetch_sessions import INVALID_SESSION_ID, Answered, Wanted
 from kshim.broker.partition_reads import PartitionOffsets, ReadablePartition
@@ -60,12 +59,21 @@ async def handle(
         request.topics,
         request.forgotten_topics_data,
     )
-    if session.error_code != ErrorCode.none:
+    if session.error_code:  # a session error: no partition is read
         return encode_fetch_response(context.version, (), session.error_code, INVALID_SESSION_ID)
     targets, erroneous = _resolve_all(broker.resolver, session.wanted, readable)
-    answers, counts = await _read_until_ready(broker, targets, request)
-    sent = session.answer(answers + erroneous)
-    if sent.error_code != ErrorCode.none:
+    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    while True:
+        answers, counts, total_bytes, failed = await _read_all(targets, request)
+        remaining = deadline - time.monotonic()
+        if total_bytes >= request.min_bytes or failed or remaining <= 0 or not targets:
+            break
+        _release(answers)
+        await broker.append_waiters.wait_any([key for key, _, _ in targets], remaining)
+        # Resolved again after the wait: a topic deleted meanwhile answers at once.
+        targets = [(key, wanted, _resolved(broker.resolver, key)) for key, wanted, _ in targets]
+    sent = session.answer(answers + erroneous if erroneous else answers)
+    if sent.error_code:
         _release(answers)
         return encode_fetch_response(context.version, (), sent.error_code, sent.session_id)
     for (topic_partition, _), (size, moved) in zip(answers, counts, strict=True):
@@ -80,29 +88,32 @@ def _resolve_all(
     """The partitions to read, and the answers of those refused or unknown (Kafka's
     ``interesting`` and ``erroneous``)."""
     allowed = None if readable is None else readable({key.topic for key, _ in wanted})
+    readable_partition = resolver.readable_partition
     targets: list[Target] = []
     erroneous: Answered = []
-    for topic_partition, partition in wanted:
-        if allowed is not None and topic_partition.topic not in allowed:
+    for key, partition in wanted:
+        if allowed is not None and key.topic not in allowed:
             error: ErrorCode = ErrorCode.topic_authorization_failed
         else:
-            resolved = _resolve(resolver, topic_partition)
-            if not isinstance(resolved, ErrorCode):
-                targets.append((topic_partition, partition, resolved))
-                continue
-            error = resolved
-        erroneous.append((topic_partition, _failed(topic_partition.partition, error)))
+            try:
+                resolved = readable_partition(key)
+            except TopicError as refusal:  # a name nobody reads
+                error = ErrorCode(refusal.code)
+            else:
+                if resolved is not None:
+                    targets.append((key, partition, resolved))
+                    continue
+                error = ErrorCode.unknown_topic_or_partition
+        erroneous.append((key, _failed(key.partition, error)))
     return targets, erroneous
 
 
-def _resolve(
-    resolver: TopicResolver, topic_partition: TopicPartition
-) -> ReadablePartition | ErrorCode:
+def _resolved(resolver: TopicResolver, topic_partition: TopicPartition) -> ReadablePartition | None:
+    """The partition now, or None where it can no longer be read."""
     try:
-        partition = resolver.readable_partition(topic_partition)
-    except TopicError as error:  # a name nobody reads
-        return ErrorCode(error.code)
-    return ErrorCode.unknown_topic_or_partition if partition is None else partition
+        return resolver.readable_partition(topic_partition)
+    except TopicError:
+        return None
 
 
 def _failed(partition_index: int, error: ErrorCode) -> FetchedPartition:
@@ -116,32 +127,6 @@ def _failed(partition_index: int, error: ErrorCode) -> FetchedPartition:
         log_start_offset=NO_OFFSET,
         aborted_transactions=[],
     )
-
-
-async def _read_until_ready(
-    broker: Broker, targets: list[Target], request: FetchRequest
-) -> tuple[Answered, list[tuple[int, int]]]:
-    """Reads ``targets`` until min_bytes are there, one fails, or max_wait_ms is over;
-    returns their answers and each one's bytes and the offsets it moves its consumer on."""
-    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
-    while True:
-        answers, counts, total_bytes, failed = await _read_all(targets, request)
-        remaining = deadline - time.monotonic()
-        if total_bytes >= request.min_bytes or failed or remaining <= 0 or not targets:
-            return answers, counts
-        _release(answers)
-        await broker.append_waiters.wait_any([key for key, _, _ in targets], remaining)
-        # Resolved again after the wait: a topic deleted meanwhile answers at once.
-        targets = [
-            (key, partition, _reresolved(broker.resolver, key)) for key, partition, _ in targets
-        ]
-
-
-def _reresolved(
-    resolver: TopicResolver, topic_partition: TopicPartition
-) -> ReadablePartition | None:
-    resolved = _resolve(resolver, topic_partition)
-    return None if isinstance(resolved, ErrorCode) else resolved
 
 
 async def _read_all(
