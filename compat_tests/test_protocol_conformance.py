@@ -55,7 +55,7 @@ from compat_tests.conformance_brokers import (
 )
 from compat_tests.conformance_cases_coordinator_errors import COORDINATOR_ERROR_CASES
 from compat_tests.conformance_cases_errors import ERROR_CASES
-from compat_tests.conformance_diff import Normaliser, differences
+from compat_tests.conformance_diff import Difference, Normaliser, differences
 from compat_tests.conformance_probe import Exchange, Probe, as_stored, record_batch
 from compat_tests.distinct_values import DistinctValues
 from compat_tests.wire_tree import Struct, joined, walk_body
@@ -338,10 +338,12 @@ def test_kshim_answers_as_kafka(
         pytest.skip(f"only kshim serves API {api_key} v{version} (Kafka: {served}): no comparison")
     case_id = f"d{RUN}-{live.id}"
 
-    kshim = normalised_answer(kshim_probe, case, api_key, version, case_id)
-    kafka = normalised_answer(kafka_probe, case, api_key, version, case_id)
+    kshim_header, kshim = normalised_answer(kshim_probe, case, api_key, version, case_id)
+    kafka_header, kafka = normalised_answer(kafka_probe, case, api_key, version, case_id)
 
     found = differences(kshim, kafka)
+    if kshim_header != kafka_header:
+        found.append(Difference("(response header)", kshim_header.hex(), kafka_header.hex()))
     left, stale = unexplained(api_key, version, found, live.label)
     assert not left, "differences from Kafka no allow-list entry explains:\n" + "\n".join(
         map(str, left)
@@ -351,8 +353,12 @@ def test_kshim_answers_as_kafka(
         assert joined(kshim) == joined(kafka)
 
 
-def normalised_answer(probe: Probe, case: Case, api_key: int, version: int, case_id: str) -> Struct:
-    """The case's answer on ``probe``'s broker, decoded by kio (which must accept it), as a
+def normalised_answer(
+    probe: Probe, case: Case, api_key: int, version: int, case_id: str
+) -> tuple[bytes, Struct]:
+    """The case's answer on ``probe``'s broker, decoded by kio (which must accept it): its
+    response header's bytes (the correlation id, the same on both brokers' new
+    connections, and in flexible versions the header's tagged fields), and its body as a
     byte-keeping tree with the values no two brokers share replaced (conformance_diff)."""
     probe.start_case(case_id)
     exchange = case(probe, version)
@@ -361,7 +367,7 @@ def normalised_answer(probe: Probe, case: Case, api_key: int, version: int, case
     body = split_response(api_key, version, frame)[1]
     tree = walk_body(codec.response_class(api_key, version), body)
     normaliser = Normaliser(api_key, own_port=probe.port, own_names=probe.prefix)
-    return normaliser.struct(tree)
+    return frame[: len(frame) - len(body)], normaliser.struct(tree)
 
 
 def field_differences(actual: Any, expected: Any, path: str = "response") -> list[str]:
