@@ -1,5 +1,6 @@
-"""Reusable test helpers: run a real ``kshim serve`` process on a free loopback port, and
-the fields of requests that tests send raw (through ``kshim.wire_client``).
+"""Reusable test helpers: run a real ``kshim serve`` process on a free loopback port (or
+Apache Kafka from kshim.jvm's pinned jars, behind the same interface), and the fields of
+requests that tests send raw (through ``kshim.wire_client``).
 
 Used by kshim's own suites and benchmarks, and usable by anyone testing against kshim.
 Every wait is bounded; only the process started here is ever signalled.
@@ -36,6 +37,9 @@ FAILURE_MARKERS = (
     " CRITICAL ",
 )
 STOP_TIMEOUT_S = 20.0
+# A JVM broker formats its storage and starts in 5-30 s; a loaded machine can take longer.
+KAFKA_START_TIMEOUT_S = 120.0
+KAFKA_PROBE_TIMEOUT_S = 2.0
 CONSUMER_REPLICA_ID = -1  # a consumer, not a follower broker
 NO_SESSION_EPOCH = -1  # a full fetch outside any fetch session (KIP-227)
 NO_EPOCH = -1  # no leader epoch known, so none checked (KIP-320)
@@ -72,6 +76,8 @@ class BrokerProcess:
     thread starts and stops a broker.
     """
 
+    name = "kshim"
+
     def __init__(
         self,
         data_dir: str | Path,
@@ -101,14 +107,10 @@ class BrokerProcess:
         BrokerExited when the process exits first (a bad setting, a data directory in use)
         and TimeoutError after ``start_timeout_s``, both with the end of its log, having
         killed it."""
-        command = [sys.executable, "-m", "kshim", "serve", "--listen", self.bootstrap]
-        command += ["--data-dir", self.data_dir]
-        for setting in self.settings:
-            command += ["--set", setting]
         started = time.perf_counter()
         log_file = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process
         self.process = subprocess.Popen(
-            command, stdout=log_file, stderr=subprocess.STDOUT, env=broker_environment()
+            self.command(), stdout=log_file, stderr=subprocess.STDOUT, env=broker_environment()
         )
         log_file.close()
         try:
@@ -119,22 +121,36 @@ class BrokerProcess:
         self.start_durations_s.append(time.perf_counter() - started)
         return self
 
+    def command(self) -> list[str]:
+        """The command line of the broker's process."""
+        command = [sys.executable, "-m", "kshim", "serve", "--listen", self.bootstrap]
+        command += ["--data-dir", self.data_dir]
+        for setting in self.settings:
+            command += ["--set", setting]
+        return command
+
+    def is_serving(self) -> bool:
+        """Whether the broker is ready for clients: its port accepts a connection."""
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", self.port), timeout=0.5),
+        ):
+            return True
+        return False
+
     def _wait_until_listening(self, process: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise BrokerExited(
-                    f"kshim exited with status {process.returncode} before listening on "
+                    f"{self.name} exited with status {process.returncode} before listening on "
                     f"{self.bootstrap}; the end of {self.log_path}:\n{self.log_tail()}"
                 )
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5),
-            ):
+            if self.is_serving():
                 return
             time.sleep(START_POLL_S)
         raise TimeoutError(
-            f"kshim did not listen on {self.bootstrap} within {self.start_timeout_s:g} s; "
+            f"{self.name} did not listen on {self.bootstrap} within {self.start_timeout_s:g} s; "
             f"the end of {self.log_path}:\n{self.log_tail()}"
         )
 
@@ -169,6 +185,52 @@ class BrokerProcess:
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last ``lines`` lines of the broker's log."""
         return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+class KafkaProcess(BrokerProcess):
+    """Apache Kafka as a single-node KRaft broker from kshim.jvm's pinned jars (``jars``: the
+    artifact set, ``kafka`` or ``kafka4``), with BrokerProcess's interface: the same tests
+    can start, kill and restart either. The child is ``python -m kshim.jvm kafka``, which
+    execs the JVM, so its process is the broker's. Its storage is formatted on the first
+    start only: a restart keeps the data directory's records and cluster id. ``settings``
+    are broker properties (``KEY=VALUE``). The jars should be resolved beforehand
+    (``kshim.jvm.artifacts.resolve``): a first start would otherwise include Maven's fetch.
+    """
+
+    name = "Apache Kafka"
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        settings: Sequence[str] = (),
+        port: int | None = None,
+        start_timeout_s: float = KAFKA_START_TIMEOUT_S,
+        jars: str = "kafka",
+    ) -> None:
+        super().__init__(data_dir, settings, port, start_timeout_s)
+        self.jars = jars
+
+    def command(self) -> list[str]:
+        command = [sys.executable, "-m", "kshim.jvm", "kafka", "--jars", self.jars]
+        command += ["--port", str(self.port), "--data-dir", self.data_dir]
+        for setting in self.settings:
+            command += ["--set", setting]
+        return command
+
+    def is_serving(self) -> bool:
+        """Whether the broker answers ApiVersions: Kafka binds its port before its request
+        handlers run, and the kernel accepts connections into the backlog meanwhile."""
+        # Imported here: the pytest plugin loads this module in every run, and only a Kafka
+        # needs the codecs.
+        from kshim.protocol.apis import API_VERSIONS_KEY
+        from kshim.wire_client import MalformedResponseError, WireConnection
+
+        try:
+            with WireConnection("127.0.0.1", self.port, KAFKA_PROBE_TIMEOUT_S) as connection:
+                connection.call(API_VERSIONS_KEY, 0)
+        except (OSError, MalformedResponseError):
+            return False
+        return True
 
 
 def broker_environment(environment: Mapping[str, str] = os.environ) -> dict[str, str]:

@@ -15,7 +15,10 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-REQUEST_TIMEOUT_S = 30.0
+# Longer than Connect's own limit on a request (RestServer's 90 s), so that its answer arrives,
+# a 500 "Request timed out" included: a write waits for the herder's thread, which may be
+# busy stopping a task for up to task.shutdown.graceful.timeout.ms.
+REQUEST_TIMEOUT_S = 100.0
 POLL_INTERVAL_S = 0.25
 
 

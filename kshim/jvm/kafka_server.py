@@ -7,10 +7,11 @@ with its sample ``config/kraft/server.properties``, without an unpacked distribu
 broker's configuration is that sample's (combined broker and controller, node 1, internal
 topics with replication factor 1) with this port, a controller port of its own and the data
 directory filled in, then ``--set`` entries on top (``log.flush.interval.messages=1`` for
-the benchmarks' durable column). The storage is formatted with a fresh cluster id, and this
-process then becomes the JVM (``exec``), so its PID and process group are the broker's and a
-signal to them stops Kafka itself. The JVM options are the start scripts' defaults (1 GiB
-heap, G1 with 20 ms pauses), ``KAFKA_HEAP_OPTS`` overriding the heap as there.
+the benchmarks' durable column). The storage is formatted with a fresh cluster id, unless
+the data directory was formatted before (a restart keeps its data), and this process then
+becomes the JVM (``exec``), so its PID and process group are the broker's and a signal to
+them stops Kafka itself. The JVM options are the start scripts' defaults (1 GiB heap, G1
+with 20 ms pauses), ``KAFKA_HEAP_OPTS`` overriding the heap as there.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ PERFORMANCE_OPTIONS = (
 BROKER_MAIN = "kafka.Kafka"
 STORAGE_TOOL_MAIN = "kafka.tools.StorageTool"
 FORMAT_TIMEOUT_S = 120.0
+META_PROPERTIES = "meta.properties"  # what the format tool writes into each log directory
 # Warnings and the line saying the broker started, to the process's output (the launcher
 # of a test or benchmark keeps it in a file): log4j 1 (reload4j, Kafka 3) and log4j 2
 # (Kafka 4) spell the same thing differently.
@@ -147,16 +149,27 @@ def java_command(
 
 
 def prepare(port: int, data_dir: Path, jars_name: str, overrides: Mapping[str, str]) -> list[str]:
-    """Writes the configuration into ``data_dir``, formats the storage, and returns the
-    command that runs the broker. Raises JvmArtifactsError when the jars cannot be had,
-    and RuntimeError with the tool's output when formatting fails."""
+    """Writes the configuration into ``data_dir``, formats the storage unless it was formatted
+    before, and returns the command that runs the broker. Raises JvmArtifactsError when the
+    jars cannot be had, and RuntimeError with the tool's output when formatting fails."""
     jars = resolve(jars_name)
     classpath = os.pathsep.join(str(jar) for jar in jars)
     data_dir.mkdir(parents=True, exist_ok=True)
-    settings = server_properties(port, free_port(), data_dir / "logs", overrides)
+    log_dir = data_dir / "logs"
+    settings = server_properties(port, free_port(), log_dir, overrides)
     properties = data_dir / "server.properties"
     properties.write_text(properties_text(settings), encoding="utf-8")
     options = logging_options(jars, data_dir)
+    # A restart on the same directory keeps its records and cluster id: the format tool
+    # refuses a formatted directory under a new id, and the broker would refuse it too.
+    if not (log_dir / META_PROPERTIES).is_file():
+        format_storage(classpath, properties, options)
+    return java_command(classpath, BROKER_MAIN, [str(properties)], options, broker_heap())
+
+
+def format_storage(classpath: str, properties: Path, options: Sequence[str]) -> None:
+    """``kafka-storage.sh format`` with a fresh cluster id; raises RuntimeError with the
+    tool's output when it fails."""
     format_arguments = ["format", "-t", random_cluster_id(), "-c", str(properties)]
     # The format tool needs no 1 GiB heap: a small one starts faster.
     formatting = java_command(classpath, STORAGE_TOOL_MAIN, format_arguments, options, FORMAT_HEAP)
@@ -165,7 +178,6 @@ def prepare(port: int, data_dir: Path, jars_name: str, overrides: Mapping[str, s
     )
     if finished.returncode != 0:
         raise RuntimeError(f"formatting Kafka's storage failed: {finished.stdout}{finished.stderr}")
-    return java_command(classpath, BROKER_MAIN, [str(properties)], options, broker_heap())
 
 
 def run(  # noqa: RET503 (os.execvp does not return)

