@@ -237,7 +237,10 @@ def test_describing_an_unknown_topic_fails_and_does_not_create_it(broker: Broker
 def test_deleting_an_unknown_topic_fails(broker: BrokerProcess) -> None:
     result = kshim_topics("delete", "--bootstrap", broker.bootstrap, "--topic", "never-made")
     assert_one_error_line(
-        result, 1, "kshim topics: error: cannot delete topic never-made: UNKNOWN_TOPIC_OR_PARTITION"
+        result,
+        1,
+        "kshim topics: error: cannot delete topic never-made: UNKNOWN_TOPIC_OR_PARTITION "
+        "(This server does not host this topic-partition.)",  # the broker's words, Kafka's
     )
 
 
