@@ -56,7 +56,6 @@ INVALID_SESSION_ID = 0  # no session: what a sessionless or refused request is a
 INITIAL_EPOCH = 0  # open a session (after closing the one named, if any)
 FINAL_EPOCH = -1  # close the session named, if any, and open none
 MIN_EVICTION_MS = 120_000  # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
-DEFAULT_MAX_SESSIONS = 1000  # max.incremental.fetch.session.cache.slots
 INT_MAX = (1 << 31) - 1
 NO_OFFSET = -1  # Kafka's INVALID_HIGH_WATERMARK: nothing answered yet
 
@@ -81,30 +80,31 @@ class CachedPartition:
     log_start_offset: int = NO_OFFSET
     last_stable_offset: int = NO_OFFSET
 
-    def must_answer(self, answer: FetchedPartition, update: bool = True) -> bool:
+    def must_answer(self, answer: FetchedPartition) -> bool:
         """Whether an incremental answer includes this partition (Kafka's
         CachedPartition.maybeUpdateResponseData): it has records, an error, or offsets the
-        fetcher has not been told; with ``update``, records those offsets as told."""
-        changed = answer.records_size > 0 or answer.error_code != ErrorCode.none
+        fetcher has not been told; records those offsets as told."""
+        changed = answer.error_code != ErrorCode.none or has_records(answer)
         if self.high_watermark != answer.high_watermark:
             changed = True
-            if update:
-                self.high_watermark = answer.high_watermark
+            self.high_watermark = answer.high_watermark
         if self.log_start_offset != answer.log_start_offset:
             changed = True
-            if update:
-                self.log_start_offset = answer.log_start_offset
+            self.log_start_offset = answer.log_start_offset
         # Not in Kafka's test, where the last stable offset never moves without the high
         # watermark (a transaction ends with a marker appended); a read_committed consumer
         # must still see it move, however kshim's transactions end.
         if self.last_stable_offset != answer.last_stable_offset:
             changed = True
-            if update:
-                self.last_stable_offset = answer.last_stable_offset
-        if answer.error_code != ErrorCode.none and update:
+            self.last_stable_offset = answer.last_stable_offset
+        if answer.error_code != ErrorCode.none:
             # Sent again once the error is gone, whatever the offsets are then.
             self.high_watermark = NO_OFFSET
         return changed
+
+
+def has_records(answer: FetchedPartition) -> bool:
+    return bool(answer.records) and answer.records_size > 0
 
 
 @dataclass(slots=True, eq=False)
@@ -204,10 +204,14 @@ class _Incremental(FetchContext):
         partitions = session.partitions
         included = []
         for topic_partition, answer in answers:
-            cached = partitions[topic_partition]
+            cached = partitions.get(topic_partition)
+            if cached is None:
+                # Forgotten meanwhile by a request that emptied, and so closed, the session
+                # without a next epoch (Kafka's FetchManager.newContext then throws here).
+                continue
             if cached.must_answer(answer):
                 included.append((topic_partition, answer))
-                if answer.records_size > 0:
+                if has_records(answer):
                     # Kafka moves a partition that returned data to the end of the session,
                     # so the next responses' byte budget reaches the others first.
                     del partitions[topic_partition]

@@ -285,6 +285,19 @@ def test_a_request_overtaken_by_the_next_of_its_session_answers_a_bad_epoch() ->
     assert answered(waiting, [answer(A0, records=BATCH)]) == (BAD_EPOCH, session_id, [])
 
 
+def test_a_request_whose_session_was_emptied_meanwhile_answers_nothing_of_it() -> None:
+    """Emptying a session closes it without moving its epoch, so the epoch check lets the
+    overtaken request through: the partitions forgotten are left out."""
+    sessions = cache()
+    session_id = open_session(sessions, A0)
+    waiting = sessions.begin(session_id, 1, False, [])
+
+    emptied = sessions.begin(session_id, 2, False, [], forgotten(A0))
+
+    assert answered(emptied, []) == (0, INVALID_SESSION_ID, [])
+    assert answered(waiting, [answer(A0, records=BATCH)]) == (0, session_id, [])
+
+
 def test_epochs_wrap_to_1_and_final_stays_final() -> None:
     assert [next_epoch(epoch) for epoch in (0, 1, INT_MAX, FINAL_EPOCH, -7)] == [1, 2, 1, -1, -1]
 
