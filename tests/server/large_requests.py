@@ -342,10 +342,12 @@ CASES: dict[int, ApiCase] = {
         ".partition_error_code",
         NO_SUCH_PRODUCER,
     ),
+    # Partitions of topics that do not exist are refused before the transaction is looked
+    # at, as KafkaApis does (compat_tests/test_txn_offset_fencing.py).
     28: per_partition(
         topics_request(lambda p: {"partition_index": p, **COMMIT}, group_id=GROUP, **TXN),
         "topics.name.partitions.partition_index",
-        NO_SUCH_PRODUCER,
+        UNKNOWN,
     ),
     32: per_element(
         resources_request({"configuration_keys": ["retention.ms"]}),
