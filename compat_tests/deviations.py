@@ -294,6 +294,21 @@ KSHIM_INTENDED_DIFFERENCES: tuple[IntendedDifference, ...] = (
         "UNKNOWN_TOPIC_OR_PARTITION for those names, where Kafka 3.9 lists them (is_internal) "
         "and even lets CreatePartitions grow them.",
     ),
+    IntendedDifference(
+        "K13",
+        "The oldest versions Kafka 4.0 removed (KIP-896) are not advertised",
+        "Fetch from v4, ListOffsets, OffsetFetch, DeleteTopics and the ACL and config APIs "
+        "from v1, OffsetCommit and CreateTopics from v2: every client in use sends newer "
+        "versions, and Kafka 3.9 still serves the old ones only for clients from before 2017.",
+    ),
+    IntendedDifference(
+        "K14",
+        "A topic Metadata auto-creates exists, with its partitions, in the same answer",
+        "kshim is its own controller; Kafka in KRaft mode asks its controller and answers "
+        "UNKNOWN_TOPIC_OR_PARTITION (or LEADER_NOT_AVAILABLE) meanwhile "
+        "(AutoTopicCreationManager), so clients retry. Either is valid; a client sees its "
+        "topic one round trip sooner on kshim.",
+    ),
 )
 
 
