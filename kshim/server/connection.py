@@ -68,6 +68,13 @@ async def serve_connection(
         log.info("closing connection from %s: %s", peer, error)
     except ConnectionError:
         pass
+    except asyncio.CancelledError:
+        # The broker is stopping (KafkaServer.stop cancels every connection): dropped at
+        # once, as Kafka's SocketServer closes its channels at shutdown. A graceful close
+        # would wait, on TLS, for the peer's close_notify: up to the loop's 30 s SSL
+        # shutdown timeout from a client that is not reading.
+        transport.abort()
+        raise
     except Exception:
         # kshim's own fault, not the peer's: this connection ends, the broker goes on.
         log.exception("closing connection from %s: reading its requests failed", peer)
