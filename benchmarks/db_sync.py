@@ -14,8 +14,9 @@ change-log table before the clock starts (VENUS measures capture of a filled log
   capture starts sending the same number of changes (a copy of the source) and stops when
   the destination's apply state shows the last change applied (polled every 20 ms).
 
-Prints a table and writes benchmarks/results/db_sync.json. Needs the connector jars
-(KSHIM_SPARK_JARS, see spark_examples/README.md).
+Prints a table and writes benchmarks/results/db_sync.json. Needs Java and Spark's Kafka
+connector (``python -m kshim.jvm fetch spark``, or Maven on PATH to fetch it at the start;
+spark_examples/README.md).
 """
 
 from __future__ import annotations

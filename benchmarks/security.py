@@ -20,7 +20,8 @@ user stored with AlterUserScramCredentials, a PLAIN user in the listener's JAAS 
    Then the broker's side alone, with kshim's wire client (Python's ssl): the same 1 MiB
    Produce request of 1,000 1 KiB records sent again and again, five in flight, and the
    partition's first MiB fetched again and again, one Fetch at a time. Then, where
-   $KSHIM_SPARK_JARS holds kafka-clients and java can run a source file, the Java client
+   Spark's connector jars hold kafka-clients (spark_examples/spark_session.py: the kshim.jvm
+   cache or $KSHIM_SPARK_JARS) and java can run a source file, the Java client
    (benchmarks/java/JavaClients.java): ``--records-java`` 1 KiB records produced and read.
    Target: SASL_SSL keeps >= 0.7x of PLAINTEXT's records/s.
 2. connections: ``--connections`` new connections of each kind, split over two client
@@ -85,7 +86,7 @@ from benchmarks.startup import API_VERSIONS_V0
 from benchmarks.workloads import TIMEOUT_S, create_topic, send
 from kshim.client_security import ClientSecurity
 from kshim.wire_client import connect
-from spark_examples.spark_session import connector_jars, jars_directory_problem
+from spark_examples.spark_session import connector_jars, connector_unavailable_reason
 
 PROTOCOLS = ("PLAINTEXT", "SASL_SSL")
 PARTS = ("throughput", "connections", "floods")
@@ -253,8 +254,8 @@ def _java_rounds(
 
 
 def _java_classpath() -> str | None:
-    """kafka-clients from $KSHIM_SPARK_JARS and pyspark's slf4j-api, when those and a Java
-    that can run a source file are here."""
+    """kafka-clients from Spark's connector jars (as the Spark tests take them) and pyspark's
+    slf4j-api, when those and a Java that can run a source file are here."""
     import pyspark  # only to find its jars: about 0.3 s to import
 
     jars = connector_jars()
@@ -268,7 +269,7 @@ def _java_classpath() -> str | None:
 def _java_unavailable() -> str:
     if shutil.which("java") is None:
         return "no java on PATH"
-    return jars_directory_problem() or "pyspark's slf4j-api jar not found"
+    return connector_unavailable_reason() or "pyspark's slf4j-api jar not found"
 
 
 def _raw(

@@ -5,7 +5,7 @@ earliest/latest on the executors (ListOffsets -2/-1 after every poll, then Fetch
 reads add one ListOffsets by timestamp on the driver; the sink is an idempotent producer
 (InitProducerId, then Produce with sequences); streaming asks ListOffsets -1 every trigger.
 Records are written and read back with kafka-python in assign mode, never through groups,
-which kshim does not implement. Skips with a reason when the connector jars are absent.
+so that a read is the connector's own. Skips with the reason without Java or the jars.
 """
 
 from __future__ import annotations

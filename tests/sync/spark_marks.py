@@ -1,6 +1,7 @@
 """The marks of the tests that run the pipeline through Spark's Kafka connector.
 
-They are slow and skip, with the reason, when the connector's jars are absent.
+They are slow, and skip with the reason (one line saying what to run) without Java, or
+without both the connector's jars and Maven to fetch them (spark_examples/spark_session.py).
 """
 
 from __future__ import annotations

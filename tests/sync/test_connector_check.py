@@ -1,7 +1,9 @@
 """The check that Spark can get its Kafka connector, made before a command starts Spark.
 
-A fake JVM (``$JAVA_HOME/bin/java``, an empty file) and a fake home directory keep the
-answers independent of the machine; Maven is a local HTTP server, or a closed port.
+A fake JVM (``$JAVA_HOME/bin/java``, an empty file), a fake home directory, an empty
+``kshim.jvm`` cache and a PATH without Maven keep the answers independent of the machine;
+Spark's Maven repository is a local HTTP server, or a closed port. The tests of the Maven
+fetch run the real ``mvn`` against a closed port.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import http.server
 import importlib.util
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,19 +22,29 @@ from pathlib import Path
 
 import pytest
 
+from kshim.jvm import artifacts
 from kshim.testing import free_port
 from spark_examples.connector_check import (
     JAVA_MISSING,
     REPOSITORY_VARIABLE,
     spark_connector_problem,
 )
-from spark_examples.spark_session import JARS_DIRECTORY_VARIABLE, java_available, maven_coordinate
+from spark_examples.spark_session import (
+    JARS_DIRECTORY_VARIABLE,
+    cached_set_jars,
+    java_available,
+    maven_coordinate,
+)
 from spark_examples.testing import REPOSITORY_ROOT
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("pyspark") is None, reason="pyspark is not installed"
 )
 
+# The PATH this process started with, where the Maven tests find the real tools.
+ORIGINAL_PATH = os.environ.get("PATH", "")
+TOOLS = ("mvn", "java")
+MACHINE_MAVEN_REPOSITORY = Path.home() / ".m2" / "repository"
 CONNECTOR_JAR_NAMES = (
     "spark-sql-kafka-0-10_2.13-4.0.0.jar",
     "spark-token-provider-kafka-0-10_2.13-4.0.0.jar",
@@ -39,8 +52,9 @@ CONNECTOR_JAR_NAMES = (
     "kafka-clients-3.9.0.jar",
 )
 CONNECTOR_NOT_AVAILABLE = (
-    "demo: error: the Spark Kafka connector is not available: set KSHIM_SPARK_JARS to a "
-    "directory holding its jars (see spark_examples/README.md) or allow access to "
+    "demo: error: the Spark Kafka connector is not available: install Maven and run "
+    "`python -m kshim.jvm fetch spark`, set KSHIM_SPARK_JARS to a directory holding its four "
+    "jars, or allow access to "
 )
 
 
@@ -55,15 +69,41 @@ def _closed_port_url() -> str:
     return f"http://127.0.0.1:{free_port()}/"
 
 
+def _bare_machine(root: Path) -> dict[str, str]:
+    """The variables of a machine with a JVM but no Maven, an empty jars directory and
+    nothing in the kshim.jvm, Maven or Ivy caches; Spark's repository is a closed port."""
+    (root / "jars").mkdir()
+    (root / "bin").mkdir()
+    return {
+        "JAVA_HOME": str(_fake_java_home(root)),
+        "HOME": str(root / "home"),
+        "PATH": str(root / "bin"),
+        artifacts.CACHE_VARIABLE: str(root / "jvm-cache"),
+        JARS_DIRECTORY_VARIABLE: str(root / "jars"),
+        REPOSITORY_VARIABLE: _closed_port_url(),
+    }
+
+
 @pytest.fixture
 def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A machine with a JVM, an empty jars directory and nothing in Maven's or Ivy's caches."""
-    monkeypatch.setenv("JAVA_HOME", str(_fake_java_home(tmp_path)))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    (tmp_path / "jars").mkdir()
-    monkeypatch.setenv(JARS_DIRECTORY_VARIABLE, str(tmp_path / "jars"))
-    monkeypatch.setenv(REPOSITORY_VARIABLE, _closed_port_url())
+    """This process on a bare machine (``_bare_machine``)."""
+    for name, value in _bare_machine(tmp_path).items():
+        monkeypatch.setenv(name, value)
     return tmp_path
+
+
+def _with_maven(monkeypatch: pytest.MonkeyPatch, local_repository: Path) -> None:
+    """Puts the real ``mvn`` and ``java`` back on PATH, with ``local_repository`` as Maven's
+    ``~/.m2/repository`` and a closed port as its remote one."""
+    tools = [shutil.which(tool, path=ORIGINAL_PATH) for tool in TOOLS]
+    if None in tools:
+        pytest.skip("needs mvn and java on PATH")
+    monkeypatch.setenv("PATH", os.pathsep.join(str(Path(str(tool)).parent) for tool in tools))
+    monkeypatch.delenv("JAVA_HOME")  # the fake one; mvn would try to run it
+    # Maven takes its home from Java's user.home (the password file), not from $HOME.
+    monkeypatch.setenv("MAVEN_OPTS", f"-Dmaven.repo.local={local_repository}")
+    monkeypatch.setenv(artifacts.REPOSITORY_VARIABLE, _closed_port_url())
+    monkeypatch.setenv(artifacts.REPOSITORY_VARIABLE, _closed_port_url())
 
 
 class _Repository(http.server.BaseHTTPRequestHandler):
@@ -103,18 +143,10 @@ def _run_demo(environment: dict[str, str]) -> tuple[subprocess.CompletedProcess[
     return result, time.monotonic() - started
 
 
-def test_the_demo_says_what_to_set_without_jars_or_maven_and_starts_nothing(
+def test_the_demo_says_what_to_run_without_jars_or_maven_and_starts_nothing(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "jars").mkdir()
-    environment = {
-        **os.environ,
-        "JAVA_HOME": str(_fake_java_home(tmp_path)),
-        "HOME": str(tmp_path / "home"),
-        JARS_DIRECTORY_VARIABLE: str(tmp_path / "jars"),
-        REPOSITORY_VARIABLE: _closed_port_url(),
-    }
-    result, elapsed = _run_demo(environment)
+    result, elapsed = _run_demo({**os.environ, **_bare_machine(tmp_path)})
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stdout == ""  # no broker, capture or Spark was started: none said so
     [line] = result.stderr.splitlines()
@@ -147,17 +179,50 @@ def test_a_missing_jar_is_named(machine: Path) -> None:
     assert problem.startswith("the Spark Kafka connector is not available: ")
 
 
-def test_the_jars_in_the_machines_cache_are_enough(monkeypatch: pytest.MonkeyPatch) -> None:
-    directory = os.environ.get(JARS_DIRECTORY_VARIABLE) or str(
-        Path.home() / ".cache" / "kshim" / "spark-jars"
-    )
-    if not os.path.isdir(directory):
-        pytest.skip(f"no connector jars at {directory} (see spark_examples/README.md)")
-    monkeypatch.setenv(JARS_DIRECTORY_VARIABLE, directory)
-    monkeypatch.setenv(REPOSITORY_VARIABLE, _closed_port_url())
-    if not java_available():
-        pytest.skip("no Java runtime on this machine")
+def test_the_jars_in_the_machines_kshim_jvm_cache_are_enough_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if cached_set_jars() is None or not java_available():
+        pytest.skip("needs Java and the spark set cached: python -m kshim.jvm fetch spark")
+    # The machine's cache, found before HOME moves; no Maven, no Ivy copy, no network.
+    monkeypatch.setenv(artifacts.CACHE_VARIABLE, str(artifacts.cache_root()))
+    for name, value in _bare_machine(tmp_path).items():
+        if name != artifacts.CACHE_VARIABLE:
+            monkeypatch.setenv(name, value)
     assert spark_connector_problem() is None
+
+
+def test_maven_fetches_the_set_when_it_is_not_cached(
+    machine: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Offline, from the machine's own Maven repository (filled by `kshim.jvm fetch spark`).
+    local_repository = MACHINE_MAVEN_REPOSITORY
+    group, artifact, version = maven_coordinate().split(":")
+    if not (local_repository / group.replace(".", "/") / artifact / version).is_dir():
+        pytest.skip(f"the connector is not in {local_repository}: python -m kshim.jvm fetch spark")
+    _with_maven(monkeypatch, local_repository)
+    assert spark_connector_problem() is None
+    fetched = cached_set_jars()
+    assert fetched is not None
+    assert sorted(Path(jar).name for jar in fetched) == sorted(CONNECTOR_JAR_NAMES)
+    assert all(Path(jar).is_relative_to(machine / "jvm-cache") for jar in fetched)
+
+
+def test_maven_failing_to_fetch_the_set_is_said_in_one_line(
+    machine: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _with_maven(monkeypatch, machine / "empty-m2")
+    announced: list[str] = []
+    problem = spark_connector_problem(announce=announced.append)
+    assert announced == [
+        f"fetching Spark's Kafka connector with Maven into {artifacts.set_directory('spark')}"
+    ]
+    assert problem is not None
+    assert problem.startswith(
+        "the Spark Kafka connector is not available: Maven could not fetch the spark jars: "
+    )
+    assert "\n" not in problem
+    assert not artifacts.set_directory("spark").exists()
 
 
 def test_a_repository_holding_the_connector_is_enough(
