@@ -19,7 +19,7 @@ keeps offsets only: nothing here decodes a record.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from kshim.broker.context import RequestContext
 from kshim.broker.fetch_sessions import INVALID_SESSION_ID, Answered, Wanted
@@ -37,6 +37,7 @@ from kshim.protocol.messages.fetch import FetchPartition, FetchRequest
 from kshim.storage.interface import FileRegion, TopicPartition
 
 READ_COMMITTED = 1
+NO_ERROR = ErrorCode.none
 NO_OFFSET = -1  # high watermark, last stable offset, log start: Kafka's -1 for "none"
 
 # The topics among those named that the client may read (the access rule's READ check);
@@ -148,7 +149,7 @@ async def _read_all(
         counts.append((size, moved))
         total += size
         budget = max(budget - size, 0)
-        failed = failed or answer.error_code != ErrorCode.none
+        failed = failed or answer.error_code != NO_ERROR
         answers.append((topic_partition, answer))
     return answers, counts, total, failed
 
@@ -162,37 +163,41 @@ async def _read_partition(
 ) -> tuple[FetchedPartition, int]:
     """The partition's answer, and how many offsets it moves the consumer on (records,
     transaction markers among them; 0 where the reader does not say)."""
+    index = topic_partition.partition
     if partition is None:  # gone since the request came
-        return _failed(topic_partition.partition, ErrorCode.unknown_topic_or_partition), 0
-    response = FetchedPartition(
-        partition_index=topic_partition.partition,
-        error_code=ErrorCode.none,
-        high_watermark=NO_OFFSET,
-        last_stable_offset=NO_OFFSET,
-        log_start_offset=NO_OFFSET,
-        aborted_transactions=[] if read_committed else None,
-    )
+        return _failed(index, ErrorCode.unknown_topic_or_partition), 0
     # KIP-74: a partition gets at least one batch even past partition_max_bytes,
     # but nothing once the response as a whole is full.
     if budget <= 0:
-        _set_offsets(response, await partition.offsets())
-        return response, 0
+        return _answer(index, NO_ERROR, await partition.offsets(), read_committed), 0
     max_bytes = min(wanted.partition_max_bytes, budget)
     read = await partition.read(wanted.fetch_offset, max_bytes, read_committed)
-    _set_offsets(response, read.offsets)
     if read.out_of_range:
-        response.error_code = ErrorCode.offset_out_of_range
-        return response, 0
-    response.records = read.chunks
+        return _answer(index, ErrorCode.offset_out_of_range, read.offsets, read_committed), 0
+    answer = _answer(index, NO_ERROR, read.offsets, read_committed, read.chunks)
     if read_committed:
-        response.aborted_transactions = read.aborted_transactions
-    return response, max(read.end_offset - wanted.fetch_offset, 0)
+        answer.aborted_transactions = read.aborted_transactions
+    return answer, max(read.end_offset - wanted.fetch_offset, 0)
 
 
-def _set_offsets(response: FetchedPartition, offsets: PartitionOffsets) -> None:
-    response.high_watermark = offsets.high_watermark
-    response.last_stable_offset = offsets.last_stable_offset
-    response.log_start_offset = offsets.log_start_offset
+def _answer(
+    index: int,
+    error: ErrorCode,
+    offsets: PartitionOffsets,
+    read_committed: bool,
+    records: Sequence[Part] = (),
+) -> FetchedPartition:
+    """A partition's answer with its offsets; an empty aborted list for read_committed,
+    null otherwise (KafkaApis: the read's abortedTransactions or null)."""
+    return FetchedPartition(
+        index,
+        error,
+        offsets.high_watermark,
+        offsets.last_stable_offset,
+        offsets.log_start_offset,
+        [] if read_committed else None,
+        records,
+    )
 
 
 def _release(answers: Answered) -> None:
