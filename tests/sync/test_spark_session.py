@@ -9,7 +9,6 @@ loaded from them.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +20,7 @@ from spark_examples.spark_session import (
     JARS_DIRECTORY_VARIABLE,
     connector_settings,
     connector_unavailable_reason,
+    directory_jars,
     maven_coordinate,
 )
 from tests.sync.spark_marks import UNAVAILABLE
@@ -98,7 +98,7 @@ def test_without_jars_or_maven_the_tests_skip_saying_what_to_run(
 @pytest.mark.spark
 @pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or "")
 def test_the_session_puts_the_four_jars_on_spark_jars(spark: SparkSession) -> None:
-    if os.environ.get(JARS_DIRECTORY_VARIABLE):
+    if directory_jars() is not None:
         pytest.skip(f"${JARS_DIRECTORY_VARIABLE} chooses the jars")
     cached = cached_jars("spark")
     assert cached is not None  # the session fetched the set if it was not cached
