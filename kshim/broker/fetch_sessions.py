@@ -80,11 +80,11 @@ class CachedPartition:
     log_start_offset: int = NO_OFFSET
     last_stable_offset: int = NO_OFFSET
 
-    def must_answer(self, answer: FetchedPartition) -> bool:
+    def must_answer(self, answer: FetchedPartition, with_records: bool) -> bool:
         """Whether an incremental answer includes this partition (Kafka's
-        CachedPartition.maybeUpdateResponseData): it has records, an error, or offsets the
-        fetcher has not been told; records those offsets as told."""
-        changed = answer.error_code != ErrorCode.none or has_records(answer)
+        CachedPartition.maybeUpdateResponseData): it has records (``with_records``), an
+        error, or offsets the fetcher has not been told; records those offsets as told."""
+        changed = with_records or answer.error_code != ErrorCode.none
         if self.high_watermark != answer.high_watermark:
             changed = True
             self.high_watermark = answer.high_watermark
@@ -104,7 +104,7 @@ class CachedPartition:
 
 
 def has_records(answer: FetchedPartition) -> bool:
-    return bool(answer.records) and answer.records_size > 0
+    return any(map(len, answer.records))  # stops at the first chunk that is not empty
 
 
 @dataclass(slots=True, eq=False)
@@ -209,11 +209,14 @@ class _Incremental(FetchContext):
                 # Forgotten meanwhile by a request that emptied, and so closed, the session
                 # without a next epoch (Kafka's FetchManager.newContext then throws here).
                 continue
-            if cached.must_answer(answer):
+            with_records = has_records(answer)
+            if cached.must_answer(answer, with_records):
                 included.append((topic_partition, answer))
-                if has_records(answer):
+                if with_records and next(reversed(partitions)) is not topic_partition:
                     # Kafka moves a partition that returned data to the end of the session,
-                    # so the next responses' byte budget reaches the others first.
+                    # so the next responses' byte budget reaches the others first. (The
+                    # answers carry the session's own keys, so identity tells the last one;
+                    # an equal copy would only move the last partition to the end again.)
                     del partitions[topic_partition]
                     partitions[topic_partition] = cached
         return SessionAnswer(ErrorCode.none, session.id, included)
@@ -269,7 +272,7 @@ class FetchSessionCache:
             return _SessionError(ErrorCode.fetch_session_id_not_found)
         if session.epoch != epoch:
             return _SessionError(ErrorCode.invalid_fetch_session_epoch)
-        _update(session, wanted, _forgotten(forgotten))
+        _update(session, wanted, _forgotten(forgotten) if forgotten else ())
         if not session.partitions:
             self.remove(session_id)
             return FetchContext(wanted)
@@ -372,7 +375,7 @@ def _forgotten(forgotten: Iterable[ForgottenTopic]) -> list[TopicPartition]:
     ]
 
 
-def _update(session: FetchSession, wanted: Wanted, forgotten: list[TopicPartition]) -> None:
+def _update(session: FetchSession, wanted: Wanted, forgotten: Iterable[TopicPartition]) -> None:
     """Adds the partitions named for the first time, takes the new parameters of the
     others, and drops the forgotten ones (FetchSession.update)."""
     partitions = session.partitions
