@@ -67,9 +67,6 @@ def run_suite(brokers: list[str], extra: list[str]) -> tuple[list[Record], int, 
         environment = dict(os.environ)
         environment[SELECTION_VARIABLE] = ",".join(brokers)
         environment[OUTPUT_VARIABLE] = output
-        environment.setdefault(
-            "KSHIM_SPARK_JARS", str(Path.home() / ".cache" / "kshim" / "spark-jars")
-        )
         command = [sys.executable, "-m", "pytest", "compat_tests", "-p", "compat_tests.outcomes"]
         command += ["-q", "--no-header", "-p", "no:cacheprovider", *extra]
         started = time.monotonic()

@@ -103,7 +103,8 @@ def test_a_maven_failure_names_what_failed_and_leaves_nothing_that_looks_done(
     fake_tool(
         tmp_path,
         "mvn",
-        'echo "[INFO] Scanning"; echo "[ERROR] Could not find artifact x:y:jar:1.0 in central"; '
+        'echo "[INFO] Scanning"; printf "\\033[0m[ERROR] Could not find artifact x:y:jar:1.0 "; '
+        'echo "in central -> [Help 1]"; '
         'echo "[ERROR] -> [Help 1]"; echo "[ERROR] Re-run Maven using the -X switch"; exit 1',
     )
     monkeypatch.setenv("PATH", str(tmp_path))

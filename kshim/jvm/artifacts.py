@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import importlib.resources
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -44,6 +45,10 @@ JARS = "jars"
 MAVEN_TIMEOUT_S = 900.0
 POM_NAMESPACE = "{http://maven.apache.org/POM/4.0.0}"
 ERROR_LINES = 2
+# Maven 3.8 colours its output even in batch mode on some terminals, and ends its error
+# lines with a pointer to its wiki.
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+HELP_REFERENCE = re.compile(r"\s*-> \[Help \d+\]$")
 MAVEN_ADVICE = ("To see the full", "Re-run Maven", "For more information", "[Help", "->")
 
 
@@ -241,11 +246,11 @@ def _maven_error(finished: subprocess.CompletedProcess[str]) -> str:
     """Maven's first error lines, without its advice on re-running (they say which
     artifact, repository or POM line failed)."""
     found = []
-    for line in (finished.stdout + finished.stderr).splitlines():
+    for line in ANSI_ESCAPE.sub("", finished.stdout + finished.stderr).splitlines():
         text = line
         for level in ("[ERROR]", "[FATAL]"):
             text = text.replace(level, "")
-        text = text.strip()
+        text = HELP_REFERENCE.sub("", text).strip()
         if text != line.strip() and text and not text.startswith(MAVEN_ADVICE):
             found.append(text)
     return " ".join(found[:ERROR_LINES]) or f"exit status {finished.returncode}"

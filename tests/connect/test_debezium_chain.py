@@ -20,7 +20,8 @@ The tests run in order on one source database, one broker and one worker:
    what is under test, and its markers are not kshim's);
 5. a read_committed reader sees every source change exactly once, in the source's order per
    row: compared with an audit log that triggers keep at the source (not captured);
-6. on Spark (skipped without ``KSHIM_SPARK_JARS``), the apply job itself into both engines.
+6. on Spark (skipped without Java or ``python -m kshim.jvm fetch spark``), the apply job
+   itself into both engines.
 
 Skipped with the reason without Java, the Connect jars or PostgreSQL; the Kafka runs
 without the Kafka jars.

@@ -10,7 +10,7 @@ what reads kshim's full-data views ``T.full``, which Kafka has not. Then:
 - without Spark: the topics' records, read back as the connector wrote them, go through the
   sink into the three engines; on kshim, a fourth destination is bootstrapped from the
   topics' ``T.full`` views;
-- on Spark (skipped without the Kafka connector's jars, ``KSHIM_SPARK_JARS``): the apply
+- on Spark (skipped without Java or ``python -m kshim.jvm fetch spark``): the apply
   job itself, ``--once`` runs in the middle of the activity and after it, into the three
   engines, and on kshim a bootstrap from ``T.full``.
 
