@@ -57,7 +57,7 @@ def glob_matches(pattern: str, path: str) -> bool:
     return re.fullmatch(expression, path) is not None
 
 
-FETCH, METADATA, API_VERSIONS, CREATE_TOPICS, END_TXN = 1, 3, 18, 19, 26
+METADATA, API_VERSIONS, CREATE_TOPICS, END_TXN = 3, 18, 19, 26
 CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 37, 44
 KIP_896 = (
     "Kafka 4.0 removed this API's oldest versions (KIP-896) and kshim, built for current "
@@ -203,24 +203,6 @@ KNOWN_GAPS = (
         "the broker key among its synonyms; kshim says DEFAULT_CONFIG (5) whatever the "
         "broker's configuration holds (kshim/broker/config/describe.py)",
         versions=(5, 7),
-    ),
-    *(
-        Allowed(
-            FETCH,
-            f"responses[*].partitions[0].{offset}",
-            kshim,
-            "-1",
-            "gap: a read refused with OFFSET_OUT_OF_RANGE carries no offsets in Kafka (-1, "
-            "ReplicaManager.readFromLocalLog's error result); kshim sends the partition's "
-            "(kshim/broker/handlers/fetch.py, being reworked for fetch sessions)",
-            versions=(first_version, 12),
-            case="fetch-out-of-range",
-        )
-        for offset, kshim, first_version in (
-            ("high_watermark", "3", 4),
-            ("last_stable_offset", "3", 4),
-            ("log_start_offset", "0", 5),
-        )
     ),
     Allowed(
         CREATE_TOPICS,

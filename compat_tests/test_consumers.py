@@ -119,3 +119,23 @@ def test_read_committed_skips_aborted_records(broker: BrokerUnderTest, client: s
         (record.key, record.value) for record in committed_records
     ]
     assert after == []
+
+
+@pytest.mark.consumer_assign
+@pytest.mark.parametrize("client", client_params("kafka-python", "aiokafka", "confluent"))
+def test_a_position_past_the_end_resets_to_the_earliest(
+    broker: BrokerUnderTest, client: str
+) -> None:
+    """Fetch refuses the position with OFFSET_OUT_OF_RANGE, and no offsets (-1) as Kafka's
+    ReplicaManager sends none; the consumer places itself again by auto.offset.reset
+    (earliest, the drivers' setting) through ListOffsets and reads everything."""
+    require_client(client)
+    topic = create_topic(broker, f"reset-{client}")
+    records = sample_records(RECORD_COUNT)
+    assert reference().produce(broker.bootstrap, topic, [records]) == list(range(RECORD_COUNT))
+
+    consumed = driver(client).consume(
+        broker.bootstrap, topic, RECORD_COUNT, start=RECORD_COUNT + 100
+    )
+
+    assert consumed == expected_records(records)

@@ -31,6 +31,8 @@ FETCH_VERSION, PRODUCE_VERSION = 12, 9
 TOPIC, MISSING = "orders", "missing"
 PARTITIONS = 3
 NO_SESSION, INITIAL, FINAL = 0, 0, -1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+NO_OFFSET = -1
 LONG_WAIT_MS = 30_000  # never reached: an append or the test's own check ends the wait
 
 
@@ -65,20 +67,25 @@ def request(
     named: dict[str, list[int]] | None = None,
     forgotten: dict[str, list[int]] | None = None,
     max_wait_ms: int = 0,
+    offset: int = 0,
+    isolation_level: int = READ_UNCOMMITTED,
 ) -> FetchRequest:
-    """Fetch from offset 0 of the ``named`` partitions, waiting for one byte at most
+    """Fetch from ``offset`` of the ``named`` partitions, waiting for one byte at most
     ``max_wait_ms``."""
     return FetchRequest(
         max_wait_ms=max_wait_ms,
         min_bytes=1,
         max_bytes=1 << 20,
+        isolation_level=isolation_level,
         session_id=session_id,
         session_epoch=epoch,
         topics=[
             FetchTopic(
                 topic=topic,
                 partitions=[
-                    FetchPartition(partition=index, fetch_offset=0, partition_max_bytes=1 << 20)
+                    FetchPartition(
+                        partition=index, fetch_offset=offset, partition_max_bytes=1 << 20
+                    )
                     for index in indexes
                 ],
             )
@@ -256,3 +263,45 @@ async def test_no_session_is_opened_when_the_cache_has_no_slot(tmp_path: Path) -
 
     assert (answer.error_code, answer.session_id) == (ErrorCode.none, NO_SESSION)
     assert list(partitions(answer)) == [(TOPIC, 0)]
+
+
+@pytest.mark.parametrize("isolation_level", [READ_UNCOMMITTED, READ_COMMITTED])
+async def test_a_read_out_of_range_is_answered_without_offsets(
+    broker: Broker, isolation_level: int
+) -> None:
+    """Kafka answers a read that failed with no offsets and no aborted list, whatever the
+    isolation level (ReplicaManager.readFromLocalLog's error result); consumers place
+    themselves again with ListOffsets, never from these fields."""
+    await produce_values(broker, 0, b"a", b"b")
+
+    answer = await call(
+        broker, request(NO_SESSION, FINAL, {TOPIC: [0]}, offset=5, isolation_level=isolation_level)
+    )
+
+    refused = partitions(answer)[(TOPIC, 0)]
+    assert refused.error_code == ErrorCode.offset_out_of_range
+    offsets = (refused.high_watermark, refused.last_stable_offset, refused.log_start_offset)
+    assert offsets == (NO_OFFSET, NO_OFFSET, NO_OFFSET)
+    assert (refused.aborted_transactions, values(refused)) == (None, [])
+
+
+async def test_a_session_answers_a_read_out_of_range_each_time_then_once_back_in_range(
+    broker: Broker,
+) -> None:
+    """The session keeps what it told (no offsets), as Kafka's CachedPartition does: the
+    error is sent at every fetch, the partition's offsets once its reads succeed again."""
+    await produce_values(broker, 0, b"a", b"b")
+    opened = await call(broker, request(NO_SESSION, INITIAL, {TOPIC: [0]}, offset=5))
+    session_id = int(opened.session_id)
+
+    again = await call(broker, request(session_id, 1))
+    placed = await call(broker, request(session_id, 2, {TOPIC: [0]}, offset=2))  # at the end
+    quiet = await call(broker, request(session_id, 3))
+
+    for refused in (partitions(opened)[(TOPIC, 0)], partitions(again)[(TOPIC, 0)]):
+        assert refused.error_code == ErrorCode.offset_out_of_range
+        assert (refused.high_watermark, refused.log_start_offset) == (NO_OFFSET, NO_OFFSET)
+    back = partitions(placed)[(TOPIC, 0)]
+    assert (back.error_code, back.high_watermark, back.log_start_offset) == (ErrorCode.none, 2, 0)
+    assert values(back) == []
+    assert partitions(quiet) == {}

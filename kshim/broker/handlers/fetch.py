@@ -130,6 +130,16 @@ def _failed(partition_index: int, error: ErrorCode) -> FetchedPartition:
     )
 
 
+def _read_failed(partition_index: int, error: ErrorCode) -> FetchedPartition:
+    """Kafka's answer for a read that failed (ReplicaManager.readFromLocalLog's error
+    result, as KafkaApis sends it): no offsets, no records, and a null aborted list
+    whatever the isolation level. Consumers reset their position with ListOffsets
+    (auto.offset.reset), never from these fields: librdkafka, kafka-python, aiokafka and
+    the Java client alike. A fetch session records the -1s as told, so the partition's
+    offsets are sent again once a read succeeds (FetchSession.CachedPartition)."""
+    return FetchedPartition(partition_index, error, NO_OFFSET, NO_OFFSET, NO_OFFSET, None)
+
+
 async def _read_all(
     targets: list[Target], request: FetchRequest
 ) -> tuple[Answered, list[tuple[int, int]], int, bool]:
@@ -173,7 +183,7 @@ async def _read_partition(
     max_bytes = min(wanted.partition_max_bytes, budget)
     read = await partition.read(wanted.fetch_offset, max_bytes, read_committed)
     if read.out_of_range:
-        return _answer(index, ErrorCode.offset_out_of_range, read.offsets, read_committed), 0
+        return _read_failed(index, ErrorCode.offset_out_of_range), 0
     answer = _answer(index, NO_ERROR, read.offsets, read_committed, read.chunks)
     if read_committed:
         answer.aborted_transactions = read.aborted_transactions
