@@ -57,7 +57,7 @@ def glob_matches(pattern: str, path: str) -> bool:
     return re.fullmatch(expression, path) is not None
 
 
-METADATA, API_VERSIONS, CREATE_TOPICS, END_TXN = 3, 18, 19, 26
+METADATA, API_VERSIONS, CREATE_TOPICS = 3, 18, 19
 CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 37, 44
 KIP_896 = (
     "Kafka 4.0 removed this API's oldest versions (KIP-896) and kshim, built for current "
@@ -226,17 +226,6 @@ KNOWN_GAPS = (
         "gap: kshim words a refused config value its own way (as for CreateTopics above)",
         versions=(0, 1),
         case="incremental-bad-value",
-    ),
-    Allowed(
-        END_TXN,
-        "error_code",
-        "NONE(0)",
-        "INVALID_TXN_STATE(48)",
-        "gap: Kafka's TransactionCoordinator refuses to end a transaction in state Empty "
-        "(nothing added); kshim commits or aborts it as a no-op "
-        "(kshim/broker/transactions/coordinator.py, being changed for marker retries)",
-        versions=(0, 4),
-        case="end-empty-transaction",
     ),
     Allowed(
         CREATE_PARTITIONS,

@@ -100,9 +100,8 @@ def end_empty_transaction(probe: Probe, version: int) -> Exchange:
         "producer_epoch": producer.epoch,
         "committed": True,
     }
-    # Kafka refuses to end a transaction with nothing in it; kshim commits it
-    # (conformance_allowed.py KNOWN_GAPS).
-    return Exchange(request, _answer(error_code=0))
+    # Kafka's coordinator refuses to end a transaction in state Empty, either way.
+    return Exchange(request, _answer(error_code=INVALID_TXN_STATE))
 
 
 def add_partitions_old_epoch(probe: Probe, version: int) -> Exchange:

@@ -262,10 +262,12 @@ async def test_abort_indexes_the_aborted_transaction(txn: Transactions) -> None:
     assert await txn.end(producer, commit=True) == ErrorCode.invalid_txn_state
 
 
-async def test_ending_a_transaction_that_wrote_nothing_succeeds(txn: Transactions) -> None:
+async def test_ending_a_transaction_that_added_nothing_is_refused(txn: Transactions) -> None:
+    """Kafka's TransactionCoordinator.endTransaction refuses state Empty either way; clients
+    end such a transaction without asking (tests/e2e/test_transactions.py)."""
     producer = await txn.init()
-    assert await txn.end(producer, commit=True) == ErrorCode.none
-    assert await txn.end(producer, commit=False) == ErrorCode.none
+    assert await txn.end(producer, commit=True) == ErrorCode.invalid_txn_state
+    assert await txn.end(producer, commit=False) == ErrorCode.invalid_txn_state
     assert txn.record().state == states.EMPTY
     assert await txn.markers(FIRST) == []
 
@@ -290,6 +292,8 @@ async def test_preparing_answers_concurrent_transactions_until_restart_completes
     assert await _add_partitions(txn, pid, epoch, True) == ErrorCode.concurrent_transactions
     assert await _add_offsets(txn, pid, epoch, True) == ErrorCode.concurrent_transactions
     assert await _end(txn, pid, epoch, True) == ErrorCode.concurrent_transactions
+    # The other outcome than the one decided (Kafka's endTransaction from PrepareCommit).
+    assert await txn.end(producer, commit=False) == ErrorCode.invalid_txn_state
     assert await _commit_offsets(txn, pid, epoch, True) == ErrorCode.invalid_txn_state
     assert await _init(txn, pid, epoch, True) == ErrorCode.concurrent_transactions
 

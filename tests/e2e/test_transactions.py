@@ -616,6 +616,32 @@ def test_committed_visible_aborted_never(client: str, shared_broker: BrokerProce
     assert (view.state, view.partitions) == ("CompleteCommit", {})
 
 
+NOTHING_SENT_THEN_ONE_RECORD = (
+    Transaction((), commit=True),
+    Transaction((), commit=False),
+    Transaction(((0, b"a0"),), commit=True),
+)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_transaction_that_sends_nothing_ends_without_the_broker(
+    client: str, shared_broker: BrokerProcess
+) -> None:
+    """kshim refuses EndTxn for a transaction with nothing added (INVALID_TXN_STATE), as
+    Kafka's coordinator refuses it from state Empty; every client ends one on its own,
+    as the Java client and librdkafka do, and goes on with the next."""
+    bootstrap = shared_broker.bootstrap
+    topic = create_topic(bootstrap, f"txn-empty-{client}", partitions=1)
+    transactional_id = unique_topic(f"empty-{client}")
+    run_transactions(client, bootstrap, transactional_id, topic, NOTHING_SENT_THEN_ONE_RECORD)
+    expected = layout(NOTHING_SENT_THEN_ONE_RECORD, partitions=1)
+    assert expected.end_offsets == {0: 2}  # a0, then its commit marker
+    assert_reads(bootstrap, topic, 0, expected.committed[0], expected.everything[0], 2, 2,
+                 readers=(client,))  # fmt: skip
+    view = describe_transaction(shared_broker, transactional_id)
+    assert (view.state, view.partitions) == ("CompleteCommit", {})
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_read_committed_stops_at_last_stable_offset(
     client: str, shared_broker: BrokerProcess

@@ -4,8 +4,9 @@ Markers are written to every partition of the transaction and made durable
 before the answer; when that fails, the outcome is still decided (durably
 prepared), so the answer is NONE, as Kafka's, and the markers are retried in the
 background (transactions/marker_retries.py). A retry of a completed EndTxn with the same outcome
-succeeds; an instance fenced by a newer epoch (a newer producer, or a review
-that already decided) gets PRODUCER_FENCED and cannot change the outcome
+succeeds; a transaction with nothing added is refused (INVALID_TXN_STATE, as Kafka's
+coordinator refuses state Empty); an instance fenced by a newer epoch (a newer producer,
+or a review that already decided) gets PRODUCER_FENCED and cannot change the outcome
 (TransactionCoordinator.end_transaction).
 """
 

@@ -230,12 +230,13 @@ class TransactionCoordinator:
     ) -> ErrorCode:
         """EndTxn (handleEndTransaction), the producer's second confirmation: markers are
         written to every partition of the transaction and durable before it returns, or,
-        when writing them fails, left to the background retries (``end``). A
-        retry of a completed EndTxn with the same outcome, or the end of a transaction
-        that wrote nothing, succeeds; CONCURRENT_TRANSACTIONS while one is being
-        completed; INVALID_TXN_STATE for the opposite outcome of a completed one. An
-        instance fenced by a newer epoch (a newer producer, or a review that already
-        decided) cannot change the outcome."""
+        when writing them fails, left to the background retries (``end``). As Kafka's
+        TransactionCoordinator.endTransaction answers by state: a retry of a completed
+        EndTxn with the same outcome succeeds, CONCURRENT_TRANSACTIONS while that outcome
+        is being completed; the other outcome, or a transaction with nothing added
+        (Empty: clients end those without asking), is INVALID_TXN_STATE. An instance
+        fenced by a newer epoch (a newer producer, or a review that already decided)
+        cannot change the outcome."""
         async with self.lock(transactional_id):
             record = self._unfenced_record(transactional_id, producer_id, epoch, fenced_code)
             if isinstance(record, ErrorCode):
@@ -243,10 +244,9 @@ class TransactionCoordinator:
             if record.state == states.ONGOING:
                 await self.end(record, commit)
                 return ErrorCode.none
-            done = states.COMPLETE_COMMIT if commit else states.COMPLETE_ABORT
-            if record.state in (done, states.EMPTY):
+            if record.state == (states.COMPLETE_COMMIT if commit else states.COMPLETE_ABORT):
                 return ErrorCode.none
-            if record.state in states.PREPARING:
+            if record.state == (states.PREPARE_COMMIT if commit else states.PREPARE_ABORT):
                 return ErrorCode.concurrent_transactions
             return ErrorCode.invalid_txn_state
 
