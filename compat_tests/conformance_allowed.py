@@ -58,7 +58,7 @@ def glob_matches(pattern: str, path: str) -> bool:
 
 
 METADATA, API_VERSIONS, CREATE_TOPICS = 3, 18, 19
-CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 37, 44
+CREATE_PARTITIONS = 37
 KIP_896 = (
     "Kafka 4.0 removed this API's oldest versions (KIP-896) and kshim, built for current "
     "clients, never served them; Kafka 3.9 still does"
@@ -203,29 +203,6 @@ KNOWN_GAPS = (
         "the broker key among its synonyms; kshim says DEFAULT_CONFIG (5) whatever the "
         "broker's configuration holds (kshim/broker/config/describe.py)",
         versions=(5, 7),
-    ),
-    Allowed(
-        CREATE_TOPICS,
-        "topics[*].error_message",
-        repr("retention.ms: 'soon' is not an integer"),
-        repr("Invalid value soon for configuration retention.ms: Not a number of type LONG"),
-        "gap: kshim words a refused config value its own way; Kafka's ConfigException says "
-        "'Invalid value V for configuration K: <the validator's reason>' "
-        "(kshim/broker/config/keys.py's validators)",
-        versions=(2, 7),
-        case="create-topic-bad-config",
-    ),
-    Allowed(
-        INCREMENTAL_ALTER_CONFIGS,
-        "responses[*].error_message",
-        repr("cleanup.policy: 'sometimes' is not a list of delete, compact"),
-        repr(
-            "Invalid value sometimes for configuration cleanup.policy: String must be one "
-            "of: compact, delete"
-        ),
-        "gap: kshim words a refused config value its own way (as for CreateTopics above)",
-        versions=(0, 1),
-        case="incremental-bad-value",
     ),
     Allowed(
         CREATE_PARTITIONS,

@@ -19,7 +19,9 @@ from compat_tests.conformance_probe import (
 UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_MEMBER_ID, INVALID_PRODUCER_EPOCH = 3, 25, 47
 INVALID_TXN_STATE, TRANSACTIONAL_ID_NOT_FOUND, PRODUCER_FENCED = 48, 105, 90
 INVALID_CONFIG, INVALID_REQUEST = 40, 42
-INCREMENTAL_SET = 0
+INCREMENTAL_SET, INCREMENTAL_APPEND = 0, 2
+SOMETIMES = "Invalid value sometimes for configuration cleanup.policy"
+POLICIES = "String must be one of: compact, delete"
 UNKNOWN_KEY_TYPE, SHARE_KEY_TYPE = 7, 2
 FIRST_BATCHED_FIND_V, FIRST_SHARE_V = 4, 6  # FindCoordinator: KIP-699, KIP-932
 COORDINATOR_NOT_AVAILABLE = 15
@@ -231,14 +233,71 @@ def incremental_bad_value(probe: Probe, version: int) -> Exchange:
         ],
         "validate_only": False,
     }
-    # kshim's wording of a bad value is its own (conformance_allowed.py KNOWN_GAPS).
+    return Exchange(request, _refused_config(topic, INVALID_CONFIG, f"{SOMETIMES}: {POLICIES}"))
+
+
+def _refused_config(topic: str, error_code: int, message: str) -> Any:
     result = {
-        "error_code": INVALID_CONFIG,
-        "error_message": "cleanup.policy: 'sometimes' is not a list of delete, compact",
+        "error_code": error_code,
+        "error_message": message,
         "resource_type": TOPIC_RESOURCE,
         "resource_name": topic,
     }
-    return Exchange(request, _answer(responses=[result]))
+    return _answer(responses=[result])
+
+
+def incremental_append_to_a_number(probe: Probe, version: int) -> Exchange:
+    """APPEND and SUBTRACT are for LIST configs only."""
+    topic = probe.create_topic("incremental-append")
+    change = {"name": "segment.bytes", "config_operation": INCREMENTAL_APPEND, "value": "1"}
+    request = {
+        "resources": [
+            {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configs": [change]}
+        ],
+        "validate_only": False,
+    }
+    message = "Can't APPEND to key segment.bytes because its type is not LIST."
+    return Exchange(request, _refused_config(topic, INVALID_CONFIG, message))
+
+
+def alter_configs_refusals(probe: Probe, version: int) -> Exchange:
+    """Three topics: a value under its minimum (Kafka's Range), a config Kafka does not
+    know, and a null value (a malformed request) for a topic that does not exist. (A
+    topic named twice in one AlterConfigs request gets no answer at all from Kafka 3.9.)"""
+    first, second = probe.create_topic("alter-range"), probe.create_topic("alter-unknown")
+    missing = probe.name("missing")
+    resources = [
+        (first, "segment.bytes", "13"),
+        (second, "no.such.config", "1"),
+        (missing, "retention.ms", None),
+    ]
+    request = {
+        "resources": [
+            {
+                "resource_type": TOPIC_RESOURCE,
+                "resource_name": name,
+                "configs": [{"name": key, "value": value}],
+            }
+            for name, key, value in resources
+        ],
+        "validate_only": False,
+    }
+    refused = [
+        (first, INVALID_CONFIG, "Invalid value 13 for configuration segment.bytes: "
+         "Value must be at least 14"),
+        (second, INVALID_CONFIG, "Unknown topic config name: no.such.config"),
+        (missing, INVALID_REQUEST, "Null value not supported for : retention.ms"),
+    ]  # fmt: skip
+    results = [
+        {
+            "error_code": error_code,
+            "error_message": message,
+            "resource_type": TOPIC_RESOURCE,
+            "resource_name": name,
+        }
+        for name, error_code, message in refused
+    ]
+    return Exchange(request, _answer(responses=results))
 
 
 def find_unknown_key_type(probe: Probe, version: int) -> Exchange:
@@ -307,6 +366,8 @@ COORDINATOR_ERROR_CASES = {
     "list-offsets-unknown-partition": (2, list_offsets_unknown_partition),
     "alter-unknown-topic-configs": (33, alter_unknown_topic_configs),
     "incremental-bad-value": (44, incremental_bad_value),
+    "incremental-append-to-a-number": (44, incremental_append_to_a_number),
+    "alter-configs-refusals": (33, alter_configs_refusals),
     "incremental-unknown-topic": (44, incremental_unknown_topic),
     "find-unknown-key-type": (10, find_unknown_key_type),
     "find-share-coordinator": (10, find_share_coordinator),

@@ -285,7 +285,7 @@ def create_existing_topic(probe: Probe, version: int) -> Exchange:
 
 
 def create_topic_bad_config(probe: Probe, version: int) -> Exchange:
-    """kshim's wording of a bad value is its own (conformance_allowed.py KNOWN_GAPS)."""
+    """Kafka's ConfigException: the value, the key, and the parser's reason."""
     topic = probe.name("bad-config")
     request = {
         "topics": [
@@ -300,7 +300,11 @@ def create_topic_bad_config(probe: Probe, version: int) -> Exchange:
         "timeout": 10_000,
         "validate_only": False,
     }
-    expected = refused_creation(topic, INVALID_CONFIG, "retention.ms: 'soon' is not an integer")
+    expected = refused_creation(
+        topic,
+        INVALID_CONFIG,
+        "Invalid value soon for configuration retention.ms: Not a number of type LONG",
+    )
     return Exchange(request, lambda _: expected)
 
 

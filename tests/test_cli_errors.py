@@ -236,7 +236,8 @@ def test_an_invalid_value_names_its_key_and_source() -> None:
     assert_one_error_line(
         result,
         2,
-        "kshim: error: log.retention.ms (from KSHIM_LOG_RETENTION_MS): 'soon' is not an integer",
+        "kshim: error: Invalid value soon for configuration log.retention.ms "
+        "(from KSHIM_LOG_RETENTION_MS): Not a number of type LONG",
     )
 
 

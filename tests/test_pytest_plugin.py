@@ -283,7 +283,8 @@ def test_a_setting_the_broker_refuses_fails_the_start_with_its_message(
     result.stdout.fnmatch_lines(
         [
             "*BrokerExited: kshim exited with status 2 before listening on *",
-            "*kshim: error: num.partitions (from --set): 'zero' is not an integer*",
+            "*kshim: error: Invalid value zero for configuration num.partitions (from --set): "
+            "Not a number of type INT*",
         ]
     )
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.config.keys import TOPIC_CONFIGS, ConfigError
+from kshim.broker.config.keys import TOPIC_CONFIGS, ConfigError, refusal
 from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.interface import (
     LogConfig,
@@ -64,19 +64,27 @@ def validate_topic_name(name: str) -> None:
 
 
 def validate_topic_configs(overrides: Mapping[str, str | None]) -> dict[str, str]:
-    """Returns the validated overrides; raises TopicError(INVALID_CONFIG)."""
-    result = {}
-    for name, value in overrides.items():
-        spec = TOPIC_CONFIGS.get(name)
-        if spec is None:
-            raise TopicError(INVALID_CONFIG, f"unknown topic config {name}")
+    """Returns the validated overrides; raises TopicError(INVALID_CONFIG) in Kafka's words
+    (ControllerConfigurationValidator, then LogConfig.validate): every null value, else the
+    first unknown name, else the first value refused in the order of TOPIC_CONFIGS (Kafka's
+    LogConfig's), whatever the request's order."""
+    nulls = [name for name, value in overrides.items() if value is None]
+    if nulls:
+        names = ",".join(nulls)
+        raise TopicError(INVALID_CONFIG, f"Null value not supported for topic configs: {names}")
+    unknown = next((name for name in overrides if name not in TOPIC_CONFIGS), None)
+    if unknown is not None:
+        raise TopicError(INVALID_CONFIG, f"Unknown topic config name: {unknown}")
+    checked = {}
+    for name, spec in TOPIC_CONFIGS.items():
+        value = overrides.get(name)
         if value is None:
-            raise TopicError(INVALID_CONFIG, f"null value for topic config {name}")
+            continue
         try:
-            result[name] = spec.validate(value)
+            checked[name] = spec.validate(value)
         except ConfigError as error:
-            raise TopicError(INVALID_CONFIG, f"{name}: {error}") from None
-    return result
+            raise TopicError(INVALID_CONFIG, refusal(name, error)) from None
+    return {name: checked[name] for name in overrides}  # in the order given
 
 
 class TopicManager:

@@ -20,6 +20,7 @@ from kshim.broker.config.keys import (
     environment_keys,
     is_known_key,
     parse_properties,
+    refusal,
 )
 from kshim.cli.errors import print_warning, reason
 
@@ -126,7 +127,7 @@ def _check(setting: Setting) -> None:
         if setting.key in LISTENER_KEYS and value:
             parse_listener(value)
     except ConfigError as error:
-        raise ConfigError(f"{setting.key} (from {setting.source}): {error}") from None
+        raise ConfigError(refusal(setting.key, error, setting.source)) from None
 
 
 def _flag_values(arguments: argparse.Namespace, chosen: Mapping[str, str]) -> dict[str, str]:

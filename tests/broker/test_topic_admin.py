@@ -218,8 +218,8 @@ async def test_alter_configs(broker: Broker, version: int) -> None:
     assert topic.error_code == ErrorCode.none
     assert (unknown.error_code, unknown.error_message) == NOPE_IS_UNKNOWN
     assert (null.error_code, null.error_message) == (
-        ErrorCode.invalid_config,
-        "null value for topic config retention.ms",
+        ErrorCode.invalid_request,  # Kafka's ConfigAdminManager: a malformed request
+        "Null value not supported for : retention.ms",
     )
     resolved = broker.resolver.resolve(TOPIC)
     assert resolved is not None and resolved.configs().overrides() == {"retention.ms": "1000"}
@@ -243,7 +243,7 @@ async def test_incremental_alter_configs(broker: Broker, version: int) -> None:
     [not_a_list] = (await call(broker, INCREMENTAL_ALTER_CONFIGS, version, request)).responses
     assert (not_a_list.error_code, not_a_list.error_message) == (
         ErrorCode.invalid_config,
-        "operation 2 invalid for segment.bytes",
+        "Can't APPEND to key segment.bytes because its type is not LIST.",
     )
     resolved = broker.resolver.resolve(TOPIC)
     assert resolved is not None

@@ -11,6 +11,7 @@ from kshim.broker.config.keys import (
     TOPIC_CONFIGS,
     ConfigError,
     broker_validator,
+    refusal,
 )
 from kshim.broker.config.listeners import (
     Listener,
@@ -55,7 +56,7 @@ class BrokerConfig:
                 try:
                     values[key] = validator(value)
                 except ConfigError as error:
-                    raise ConfigError(f"{key}: {error}") from None
+                    raise ConfigError(refusal(key, error)) from None
                 explicit.add(key)
         config = cls(values, frozenset(explicit))
         try:  # fail early on a malformed listener

@@ -6,6 +6,11 @@ sets ``log.retention.ms``), repeated ``--set KEY=VALUE``, then the
 ``--listen`` / ``--data-dir`` flags. Topic-level keys default to their broker
 key (``retention.ms`` from ``log.retention.ms``) and are stored per topic.
 
+Values are read with Kafka's syntax (values.py) and refused in its words: a validator
+raises InvalidValue with Kafka's reason, and ``refusal`` words it as Kafka's
+ConfigException does, "Invalid value soon for configuration retention.ms: Not a number of
+type LONG", for CreateTopics, the config APIs and the broker's own start-up alike.
+
 A key kshim does not know is warned of and ignored, not refused: Kafka too logs the
 configurations "supplied but are not used yet" and starts, and Kafka tools and
 ``server.properties`` files carry keys that mean nothing to a single-node broker.
@@ -13,6 +18,7 @@ configurations "supplied but are not used yet" and starts, and Kafka tools and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -20,6 +26,14 @@ from kshim.broker.config.security_keys import (
     SECURITY_DEFAULTS,
     SecurityConfigError,
     security_validator,
+)
+from kshim.broker.config.values import (
+    java_double_text,
+    java_trim,
+    parse_boolean,
+    parse_double,
+    parse_integer,
+    parse_list,
 )
 
 ENVIRONMENT_PREFIX = "KSHIM_"
@@ -31,53 +45,88 @@ class ConfigError(ValueError):
     """A configuration key is unknown or its value invalid (Kafka's INVALID_CONFIG)."""
 
 
-def _parse_int(value: str, minimum: int = -1, maximum: int = LONG_MAX) -> int:
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise ConfigError(f"{value!r} is not an integer") from None
-    if not minimum <= number <= maximum:
-        raise ConfigError(f"{number} outside [{minimum}, {maximum}]")
-    return number
+class InvalidValue(ConfigError):
+    """A value a validator refuses: the value as Kafka's ConfigException shows it, and
+    Kafka's reason ("Not a number of type LONG", "Value must be at least 1", ...)."""
+
+    def __init__(self, value: object, reason: str) -> None:
+        super().__init__(reason)
+        self.value = value
+        self.reason = reason
+
+
+def refusal(key: str, error: ConfigError, source: str = "") -> str:
+    """``error`` about ``key`` in Kafka's words for a refused value (ConfigException:
+    "Invalid value V for configuration K: REASON"), with where the key was set after it
+    when ``source`` says; other errors as "K: error"."""
+    where = f"{key} (from {source})" if source else key
+    if isinstance(error, InvalidValue):
+        return f"Invalid value {error.value} for configuration {where}: {error.reason}"
+    return f"{where}: {error}"
+
+
+def _check_range(number: float, shown: str, minimum: float, maximum: float) -> None:
+    """ConfigDef.Range's check; ``shown`` is the parsed number as Kafka prints it."""
+    if number < minimum:
+        raise InvalidValue(shown, f"Value must be at least {minimum}")
+    if number > maximum:
+        raise InvalidValue(shown, f"Value must be no more than {maximum}")
 
 
 def _integer(minimum: int = -1, maximum: int = LONG_MAX) -> Callable[[str], str]:
+    """A Kafka INT (when ``maximum`` fits one, as for every INT key kshim shares with
+    Kafka) or LONG, between the bounds."""
+    bits, type_name = (32, "INT") if maximum <= INT_MAX else (64, "LONG")
+
     def check(value: str) -> str:
-        return str(_parse_int(value, minimum, maximum))
+        number = parse_integer(value, bits)
+        if number is None:
+            raise InvalidValue(value, f"Not a number of type {type_name}")
+        _check_range(number, str(number), minimum, maximum)
+        return str(number)
 
     return check
+
+
+def _one_of(value: str, allowed: tuple[str, ...]) -> str:
+    """ConfigDef.ValidString's check, on the trimmed value (as Kafka parses a STRING)."""
+    if value not in allowed:
+        raise InvalidValue(value, f"String must be one of: {', '.join(allowed)}")
+    return value
 
 
 def _choice(*allowed: str) -> Callable[[str], str]:
     def check(value: str) -> str:
-        if value not in allowed:
-            raise ConfigError(f"{value!r} is not one of {', '.join(allowed)}")
-        return value
+        return _one_of(java_trim(value), allowed)
 
     return check
 
 
+CLEANUP_POLICIES = ("compact", "delete")  # in the order Kafka's ValidList names them
+
+
 def _cleanup_policy(value: str) -> str:
-    policies = [part.strip() for part in value.split(",") if part.strip()]
-    if not policies or any(policy not in ("delete", "compact") for policy in policies):
-        raise ConfigError(f"{value!r} is not a list of delete, compact")
-    return ",".join(policies)
+    """A LIST of policies (ConfigDef.ValidList). Kafka 3.9 takes an empty list, and then
+    neither deletes nor compacts; kshim asks for at least one, refused as an empty item."""
+    policies = parse_list(value) or [""]
+    return ",".join(_one_of(policy, CLEANUP_POLICIES) for policy in policies)
 
 
 def _ratio(value: str) -> str:
-    try:
-        number = float(value.strip())
-    except ValueError:
-        raise ConfigError(f"{value!r} is not a number") from None
-    if not 0.0 <= number <= 1.0:
-        raise ConfigError(f"{number} outside [0, 1]")
+    """A DOUBLE between 0 and 1. Kafka takes NaN (no comparison refuses it); kshim refuses
+    it as not a number."""
+    number = parse_double(value)
+    if number is None or math.isnan(number):
+        raise InvalidValue(value, "Not a number of type DOUBLE")
+    _check_range(number, java_double_text(number), 0, 1)
     return str(number)
 
 
 def _boolean(value: str) -> str:
-    if value.strip().lower() not in ("true", "false"):
-        raise ConfigError(f"{value!r} is not true or false")
-    return value.strip().lower()
+    answer = parse_boolean(value)
+    if answer is None:
+        raise InvalidValue(value, "Expected value to be either true or false")
+    return "true" if answer else "false"
 
 
 def _optional_address(value: str) -> str:
@@ -109,13 +158,28 @@ class TopicConfigSpec:
 
 BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
 
+# In the order Kafka's LogConfig defines them, which is the order it checks the values of
+# a request in: with several bad values, the first here is the one refused.
 TOPIC_CONFIGS: dict[str, TopicConfigSpec] = {
-    "cleanup.policy": TopicConfigSpec("log.cleanup.policy", _cleanup_policy, LIST),
-    "retention.ms": TopicConfigSpec("log.retention.ms", _integer(-1), LONG),
-    "retention.bytes": TopicConfigSpec("log.retention.bytes", _integer(-1), LONG),
     "segment.bytes": TopicConfigSpec("log.segment.bytes", _integer(14, INT_MAX), INT),
     "segment.ms": TopicConfigSpec("log.roll.ms", _integer(1), LONG),
+    "flush.messages": TopicConfigSpec("log.flush.interval.messages", _integer(1), LONG),
+    "flush.ms": TopicConfigSpec("log.flush.interval.ms", _integer(0), LONG),
+    "retention.bytes": TopicConfigSpec("log.retention.bytes", _integer(-1), LONG),
+    "retention.ms": TopicConfigSpec("log.retention.ms", _integer(-1), LONG),
     "max.message.bytes": TopicConfigSpec("message.max.bytes", _integer(0, INT_MAX), INT),
+    "delete.retention.ms": TopicConfigSpec("log.cleaner.delete.retention.ms", _integer(0), LONG),
+    # Log compaction (cleanup.policy=compact): broker/log_cleaner.py, storage/compaction.py.
+    "min.compaction.lag.ms": TopicConfigSpec(
+        "log.cleaner.min.compaction.lag.ms", _integer(0), LONG
+    ),
+    "max.compaction.lag.ms": TopicConfigSpec(
+        "log.cleaner.max.compaction.lag.ms", _integer(1), LONG
+    ),
+    "min.cleanable.dirty.ratio": TopicConfigSpec("log.cleaner.min.cleanable.ratio", _ratio, DOUBLE),
+    "cleanup.policy": TopicConfigSpec("log.cleanup.policy", _cleanup_policy, LIST),
+    "min.insync.replicas": TopicConfigSpec("min.insync.replicas", _integer(1, 1), INT),
+    "compression.type": TopicConfigSpec("compression.type", _choice("producer"), STRING),
     "message.timestamp.type": TopicConfigSpec(
         "log.message.timestamp.type", _choice("CreateTime", "LogAppendTime"), STRING
     ),
@@ -125,19 +189,6 @@ TOPIC_CONFIGS: dict[str, TopicConfigSpec] = {
     "message.timestamp.after.max.ms": TopicConfigSpec(
         "log.message.timestamp.after.max.ms", _integer(0), LONG
     ),
-    "flush.messages": TopicConfigSpec("log.flush.interval.messages", _integer(1), LONG),
-    "flush.ms": TopicConfigSpec("log.flush.interval.ms", _integer(0), LONG),
-    "delete.retention.ms": TopicConfigSpec("log.cleaner.delete.retention.ms", _integer(0), LONG),
-    # Log compaction (cleanup.policy=compact): broker/log_cleaner.py, storage/compaction.py.
-    "min.cleanable.dirty.ratio": TopicConfigSpec("log.cleaner.min.cleanable.ratio", _ratio, DOUBLE),
-    "min.compaction.lag.ms": TopicConfigSpec(
-        "log.cleaner.min.compaction.lag.ms", _integer(0), LONG
-    ),
-    "max.compaction.lag.ms": TopicConfigSpec(
-        "log.cleaner.max.compaction.lag.ms", _integer(1), LONG
-    ),
-    "compression.type": TopicConfigSpec("compression.type", _choice("producer"), STRING),
-    "min.insync.replicas": TopicConfigSpec("min.insync.replicas", _integer(1, 1), INT),
     "kshim.full.view": TopicConfigSpec("kshim.full.view", _boolean, BOOLEAN),
 }
 
@@ -281,7 +332,7 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "kshim.alarm.fsync.p99.ms": _integer(0),
     "transaction.max.timeout.ms": _integer(1, INT_MAX),
     "transactional.id.expiration.ms": _integer(1, INT_MAX),
-    "producer.id.expiration.ms": _integer(1),
+    "producer.id.expiration.ms": _integer(1, INT_MAX),
     "kshim.review.retry.ms": _integer(1),
     "kshim.review.max.checks": _integer(1, INT_MAX),
     "kshim.review.check.interval.ms": _integer(1),

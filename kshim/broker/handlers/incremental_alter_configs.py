@@ -13,7 +13,12 @@ from kshim.broker.config.changes import change_resource
 from kshim.broker.config.keys import LIST, TOPIC_CONFIGS
 from kshim.broker.context import RequestContext
 from kshim.broker.topic_resolver import ResolvedTopic
-from kshim.broker.topics import INVALID_CONFIG, TopicError, no_topic_to_configure
+from kshim.broker.topics import (
+    INVALID_CONFIG,
+    TopicError,
+    no_topic_to_configure,
+    validate_topic_configs,
+)
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.incremental_alter_configs import (
     AlterableConfig,
@@ -24,6 +29,7 @@ from kshim.protocol.messages.incremental_alter_configs import (
 )
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LIST_OPERATIONS = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
 async def handle(
@@ -44,6 +50,8 @@ async def handle(
         ) -> None:
             _refuse_malformed(resource, twice)
             if topic is None:
+                # Kafka's controller checks the new values before it looks the topic up.
+                validate_topic_configs(_apply({}, {}, resource.configs))
                 raise no_topic_to_configure(resource.resource_name)
             configs = topic.configs()
             overrides = _apply(dict(configs.overrides()), configs.values, resource.configs)
@@ -73,24 +81,44 @@ def _refuse_malformed(resource: AlterConfigsResource, named_twice: bool) -> None
 def _apply(
     overrides: dict[str, str | None], effective: dict[str, str], changes: list[AlterableConfig]
 ) -> dict[str, str | None]:
+    """The overrides after ``changes``, in Kafka's words where a change cannot be made
+    (ConfigurationControlManager.incrementalAlterConfigResource)."""
     for change in changes:
         spec = TOPIC_CONFIGS.get(change.name)
         if spec is None:
-            raise TopicError(INVALID_CONFIG, f"unknown topic config {change.name}")
-        if change.config_operation == SET:
+            raise TopicError(INVALID_CONFIG, f"Unknown topic config name: {change.name}")
+        operation = change.config_operation
+        if operation == SET:
             overrides[change.name] = change.value
-        elif change.config_operation == DELETE:
+        elif operation == DELETE:
             overrides.pop(change.name, None)
-        elif change.config_operation in (APPEND, SUBTRACT) and spec.config_type == LIST:
-            items = [item for item in effective[change.name].split(",") if item]
-            given = [item for item in (change.value or "").split(",") if item]
-            if change.config_operation == APPEND:
+        elif operation in LIST_OPERATIONS and spec.config_type != LIST:
+            raise TopicError(
+                INVALID_CONFIG,
+                f"Can't {LIST_OPERATIONS[operation]} to key {change.name} because its type "
+                "is not LIST.",
+            )
+        elif operation in LIST_OPERATIONS:
+            current = effective.get(change.name, "")
+            items = [item for item in current.split(",") if item]
+            # Kafka splits the value with Java's String.split: an empty value is one empty
+            # item, which the list's validator then refuses, as Kafka's does.
+            given = _java_split(change.value or "")
+            if operation == APPEND:
                 items += [item for item in given if item not in items]
             else:
                 items = [item for item in items if item not in given]
             overrides[change.name] = ",".join(items)
         else:
-            raise TopicError(
-                INVALID_CONFIG, f"operation {change.config_operation} invalid for {change.name}"
-            )
+            raise TopicError(INVALID_CONFIG, f"operation {operation} invalid for {change.name}")
     return overrides
+
+
+def _java_split(value: str) -> list[str]:
+    """``value.split(",")`` in Java: no comma gives the value itself, else the pieces
+    without the empty ones at the end."""
+    pieces = value.split(",")
+    if len(pieces) > 1:
+        while pieces and not pieces[-1]:
+            pieces.pop()
+    return pieces
