@@ -58,7 +58,6 @@ def glob_matches(pattern: str, path: str) -> bool:
 
 
 METADATA, API_VERSIONS, CREATE_TOPICS = 3, 18, 19
-CREATE_PARTITIONS = 37
 KIP_896 = (
     "Kafka 4.0 removed this API's oldest versions (KIP-896) and kshim, built for current "
     "clients, never served them; Kafka 3.9 still does"
@@ -203,17 +202,6 @@ KNOWN_GAPS = (
         "the broker key among its synonyms; kshim says DEFAULT_CONFIG (5) whatever the "
         "broker's configuration holds (kshim/broker/config/describe.py)",
         versions=(5, 7),
-    ),
-    Allowed(
-        CREATE_PARTITIONS,
-        "results[*].error_message",
-        None,
-        None,
-        "gap: Kafka says 'The topic T currently has N partition(s); C would not be an "
-        "increase.' (ReplicationControlManager), kshim 'topic has N partitions; C is not "
-        "more' (kshim/broker/topics.py, where CreatePartitions is being changed for T.full)",
-        versions=(0, 3),
-        case="create-fewer-partitions",
     ),
 )
 

@@ -23,7 +23,7 @@ from compat_tests.conformance_probe import (
 RECORDS = 3
 UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE, ILLEGAL_GENERATION = 3, 1, 22
 UNKNOWN_MEMBER_ID, TOPIC_ALREADY_EXISTS, GROUP_ID_NOT_FOUND = 25, 36, 69
-INVALID_PARTITIONS, INVALID_CONFIG = 37, 40
+INVALID_CONFIG = 40
 NULLABLE_PROTOCOL_NAME_V = 7  # JoinGroup's protocol name is nullable from v7 (KIP-559)
 EARLIEST = -2
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
@@ -333,22 +333,6 @@ def delete_records_past_end(probe: Probe, version: int) -> Exchange:
     return Exchange(request, lambda _: expected)
 
 
-def create_fewer_partitions(probe: Probe, version: int) -> Exchange:
-    topic = probe.create_topic("fewer", partitions=2)
-    request = {
-        "topics": [{"name": topic, "count": 1, "assignments": None}],
-        "timeout": 10_000,
-        "validate_only": False,
-    }
-    # kshim's wording is its own (conformance_allowed.py KNOWN_GAPS).
-    result = {
-        "name": topic,
-        "error_code": INVALID_PARTITIONS,
-        "error_message": "topic has 2 partitions; 1 is not more",
-    }
-    return Exchange(request, lambda _: {"throttle_time": 0, "results": [result]})
-
-
 def commit_unknown_member(probe: Probe, version: int) -> Exchange:
     topic, group = probe.create_topic("commit-member"), probe.name("commit-member")
     probe.join(group)
@@ -381,6 +365,5 @@ ERROR_CASES = {
     "create-topic-bad-config": (19, create_topic_bad_config),
     "delete-unknown-topic": (20, delete_unknown_topic),
     "delete-records-past-end": (21, delete_records_past_end),
-    "create-fewer-partitions": (37, create_fewer_partitions),
     "commit-unknown-member": (8, commit_unknown_member),
 }

@@ -46,7 +46,7 @@ class Normalised:
 
 
 OWN_PORT = "port"
-LIST_GROUPS, JOIN_GROUP, DESCRIBE_USER_SCRAM_CREDENTIALS = 16, 11, 50
+LIST_GROUPS, JOIN_GROUP, CREATE_PARTITIONS, DESCRIBE_USER_SCRAM_CREDENTIALS = 16, 11, 37, 50
 
 NORMALISED: tuple[Normalised, ...] = (
     Normalised("port", OWN_PORT, "each broker listens on a port of its own; it must be that one"),
@@ -80,6 +80,14 @@ SCOPED: tuple[Scoped, ...] = (
         "group_id",
         "ListGroups lists every group on the broker: those of earlier cases too (and on kshim "
         "the hand-written test's), in the order of a hash map on Kafka",
+    ),
+    Scoped(
+        CREATE_PARTITIONS,
+        "results",
+        "name",
+        "Kafka answers in the order of a HashSet of the names asked (ControllerApis."
+        "createPartitions), kshim in the order asked; clients match results by name",
+        only_own=False,
     ),
     Scoped(
         DESCRIBE_USER_SCRAM_CREDENTIALS,

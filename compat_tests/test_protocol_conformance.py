@@ -53,6 +53,7 @@ from compat_tests.conformance_brokers import (
     kafka_unavailable_reason,
     reference_kafka,
 )
+from compat_tests.conformance_cases_admin_errors import ADMIN_ERROR_CASES
 from compat_tests.conformance_cases_coordinator_errors import COORDINATOR_ERROR_CASES
 from compat_tests.conformance_cases_errors import ERROR_CASES
 from compat_tests.conformance_diff import Difference, Normaliser, differences
@@ -119,7 +120,11 @@ SERVED = [(key, version) for key in sorted(ADVERTISED) for version in served_ver
 
 
 # Refusals and edge answers, by label: (API key, case).
-REFUSALS: dict[str, tuple[int, Case]] = {**ERROR_CASES, **COORDINATOR_ERROR_CASES}
+REFUSALS: dict[str, tuple[int, Case]] = {
+    **ERROR_CASES,
+    **COORDINATOR_ERROR_CASES,
+    **ADMIN_ERROR_CASES,
+}
 
 
 @dataclasses.dataclass(frozen=True)

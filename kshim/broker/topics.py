@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kshim.broker.config.broker_config import BrokerConfig
@@ -46,6 +46,7 @@ TOPIC_ALREADY_EXISTS = 36
 INVALID_TOPIC = 17
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_CONFIG = 40
 UNKNOWN_TOPIC = 3
 
@@ -85,6 +86,48 @@ def validate_topic_configs(overrides: Mapping[str, str | None]) -> dict[str, str
         except ConfigError as error:
             raise TopicError(INVALID_CONFIG, refusal(name, error)) from None
     return {name: checked[name] for name in overrides}  # in the order given
+
+
+def _refuse_no_increase(name: str, current: int, total: int) -> None:
+    """Raises TopicError(INVALID_PARTITIONS) unless ``total`` is more than ``current``, in
+    the words of Kafka's ReplicationControlManager.createPartitions."""
+    if total == current:
+        raise TopicError(INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+    if total < current:
+        raise TopicError(
+            INVALID_PARTITIONS,
+            f"The topic {name} currently has {current} partition(s); {total} would not be "
+            "an increase.",
+        )
+
+
+def _refuse_placement(assignments: Sequence[Sequence[int]], added: int, node_id: int) -> None:
+    """Raises TopicError(INVALID_REPLICA_ASSIGNMENT) unless there is one assignment per new
+    partition, each naming this broker, the only one registered, once (Kafka's
+    ReplicationControlManager.validateManualPartitionAssignment, in its words)."""
+    if len(assignments) != added:
+        raise TopicError(
+            INVALID_REPLICA_ASSIGNMENT,
+            f"Attempted to add {added} additional partition(s), but only {len(assignments)} "
+            "assignment(s) were specified.",
+        )
+    placement = "The manual partition assignment includes"
+    for replicas in assignments:
+        if not replicas:
+            raise TopicError(INVALID_REPLICA_ASSIGNMENT, f"{placement} an empty replica list.")
+        previous = None
+        for broker_id in sorted(replicas):
+            if broker_id != node_id:
+                raise TopicError(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    f"{placement} broker {broker_id}, but no such broker is registered.",
+                )
+            if broker_id == previous:
+                raise TopicError(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    f"{placement} the broker {broker_id} more than once.",
+                )
+            previous = broker_id
 
 
 class TopicManager:
@@ -211,17 +254,23 @@ class TopicManager:
             for log in topic.logs:
                 await self._logs.delete(log.topic_partition)
 
-    async def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
-        """Grows the topic to ``total`` partitions; raises TopicError."""
+    async def add_partitions(
+        self,
+        name: str,
+        total: int,
+        validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> None:
+        """Grows the topic to ``total`` partitions, placed as ``assignments`` say when
+        given (one list of broker ids per new partition); raises TopicError."""
         async with self._lock:
             topic = self._by_name.get(name)
             if topic is None:
                 raise TopicError(UNKNOWN_TOPIC, f"unknown topic {name!r}")
             current = topic.record.partitions
-            if total <= current:
-                raise TopicError(
-                    INVALID_PARTITIONS, f"topic has {current} partitions; {total} is not more"
-                )
+            _refuse_no_increase(name, current, total)
+            if assignments is not None:
+                _refuse_placement(assignments, total - current, self._config.node_id)
             if validate_only:
                 return
             record = TopicRecord(name, topic.record.topic_id, total, topic.record.configs)

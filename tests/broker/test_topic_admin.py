@@ -27,6 +27,7 @@ API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 18, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 37, 44
 TOPIC_RESOURCE = 2
 SET = 0
+UNKNOWN_TOPIC, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT = 3, 37, 39
 TOPIC, VIEW = "t", "t.full"  # tests.full_view.support writes to partition 0 of "t"
 # What AlterConfigs and IncrementalAlterConfigs both answer for the view and for "nope".
 VIEW_IS_READ_ONLY = (
@@ -168,6 +169,39 @@ async def test_create_partitions(broker: Broker, version: int) -> None:
     assert unknown.error_code == ErrorCode.unknown_topic_or_partition
     resolved = broker.resolver.resolve(VIEW)
     assert resolved is not None and resolved.partition_count == 3  # the view follows
+
+
+@pytest.mark.parametrize("version", edges(CREATE_PARTITIONS))
+async def test_create_partitions_refuses_in_kafkas_words(broker: Broker, version: int) -> None:
+    """ReplicationControlManager.createPartitions' refusals, in its order: the count, then
+    the number of assignments, then each one's brokers (only node 1 is registered)."""
+    await broker.topics.create("two", 2, {})
+    not_more = "The topic two currently has 2 partition(s); {} would not be an increase."
+    placement = "The manual partition assignment includes "
+    refused = [
+        (2, None, INVALID_PARTITIONS, "Topic already has 2 partition(s)."),
+        (1, None, INVALID_PARTITIONS, not_more.format(1)),
+        (0, [[1]], INVALID_PARTITIONS, not_more.format(0)),
+        (-1, None, INVALID_PARTITIONS, not_more.format(-1)),
+        (4, [[1]], INVALID_REPLICA_ASSIGNMENT,
+         "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."),
+        (3, [[]], INVALID_REPLICA_ASSIGNMENT, placement + "an empty replica list."),
+        (3, [[7, 1]], INVALID_REPLICA_ASSIGNMENT,
+         placement + "broker 7, but no such broker is registered."),
+        (3, [[1, 1]], INVALID_REPLICA_ASSIGNMENT, placement + "the broker 1 more than once."),
+    ]  # fmt: skip
+    for count, assignments, error_code, message in refused:
+        placed = None if assignments is None else [{"broker_ids": ids} for ids in assignments]
+        topics = [{"name": "two", "count": count, "assignments": placed}]
+        [result] = (await call(broker, CREATE_PARTITIONS, version, {"topics": topics})).results
+        assert (result.error_code, result.error_message) == (error_code, message), count
+    topics = [{"name": "two", "count": 3, "assignments": [{"broker_ids": [1]}]},
+              {"name": "nope", "count": 3, "assignments": None}]  # fmt: skip
+    grown, unknown = (await call(broker, CREATE_PARTITIONS, version, {"topics": topics})).results
+    assert (grown.error_code, grown.error_message) == (ErrorCode.none, None)
+    assert (unknown.error_code, unknown.error_message) == (UNKNOWN_TOPIC, None)
+    resolved = broker.resolver.resolve("two")
+    assert resolved is not None and resolved.partition_count == 3
 
 
 @pytest.mark.parametrize("version", edges(DESCRIBE_CONFIGS))

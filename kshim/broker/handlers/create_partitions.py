@@ -30,9 +30,19 @@ async def _add(
     resolver = context.broker.resolver
     try:
         resolved = resolver.resolve(topic.name)
-        if resolved is not None:
-            resolved.refuse_change("add partitions to its topic instead")
-        await context.broker.topics.add_partitions(topic.name, topic.count, validate_only)
+        if resolved is None:  # Kafka's controller sends the error alone, with no message
+            return CreatePartitionsTopicResult(
+                name=topic.name, error_code=ErrorCode.unknown_topic_or_partition
+            )
+        resolved.refuse_change("add partitions to its topic instead")
+        placement = (
+            None
+            if topic.assignments is None
+            else [assignment.broker_ids for assignment in topic.assignments]
+        )
+        await context.broker.topics.add_partitions(
+            topic.name, topic.count, validate_only, placement
+        )
         if not validate_only:
             await resolver.grow_companions(topic.name, topic.count)
     except TopicError as error:
