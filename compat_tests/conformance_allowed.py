@@ -191,19 +191,7 @@ CREATE_TOPICS_CONFIGS = (
 
 # Differences kshim does not mean to have but that are larger than a fix beside these
 # probes: listed so that CI fails on new differences only. Each says what Kafka does.
-KNOWN_GAPS = (
-    Allowed(
-        CREATE_TOPICS,
-        f"{CREATED_CONFIG}['segment.bytes'].config_source",
-        "5",
-        "4",
-        "gap: a topic default that the broker's configuration sets (log.segment.bytes, set "
-        "by Kafka's sample server.properties) is STATIC_BROKER_CONFIG (4) in Kafka, with "
-        "the broker key among its synonyms; kshim says DEFAULT_CONFIG (5) whatever the "
-        "broker's configuration holds (kshim/broker/config/describe.py)",
-        versions=(5, 7),
-    ),
-)
+KNOWN_GAPS: tuple[Allowed, ...] = ()
 
 SYNCHRONOUS_CREATION = (
     "kshim is its own controller: a topic Metadata auto-creates (v0-3 always ask for it) "

@@ -4,7 +4,9 @@ Both get the same setting the probes depend on: ``group.initial.rebalance.delay.
 so that a new group's first join completes at once on both (kshim's default is 200 ms,
 K10; Kafka's 3000 ms; Kafka's own test brokers set 0, TestUtils.createBrokerConfig).
 Kafka's group and transaction state topics get one partition each: a single node leads
-every partition either way, and one partition is created and loaded faster.
+every partition either way, and one partition is created and loaded faster. kshim also
+gets the topic defaults Kafka's sample server.properties sets (``SAMPLE_TOPIC_DEFAULTS``),
+so that both brokers' configurations hold them.
 
 Kafka comes from where the compatibility suite takes it (compat_tests/kafka_sources.py):
 an already running one (KSHIM_KAFKA_BOOTSTRAP, used as it is: its own settings apply), a
@@ -28,7 +30,9 @@ from compat_tests.kafka_sources import (
     kafka_source,
     launched,
 )
+from kshim.broker.config.keys import TOPIC_CONFIGS
 from kshim.jvm import artifacts
+from kshim.jvm.kafka_server import SAMPLE_SETTINGS
 
 PROBE_SETTINGS = {"group.initial.rebalance.delay.ms": "0"}
 KAFKA_SETTINGS = {
@@ -36,7 +40,19 @@ KAFKA_SETTINGS = {
     "offsets.topic.num.partitions": "1",
     "transaction.state.log.num.partitions": "1",
 }
-KSHIM_SETTINGS = tuple(f"{key}={value}" for key, value in PROBE_SETTINGS.items())
+# The topic defaults Kafka's sample server.properties sets under broker keys kshim has too
+# (log.segment.bytes, to its default value): static broker configuration there, which
+# CreateTopics and DescribeConfigs report as such; kshim gets the same, so that both say
+# STATIC_BROKER_CONFIG. (Its log.retention.hours is no kshim key: kshim sets retention by
+# log.retention.ms alone.)
+SAMPLE_TOPIC_DEFAULTS = {
+    spec.broker_key: SAMPLE_SETTINGS[spec.broker_key]
+    for spec in TOPIC_CONFIGS.values()
+    if spec.broker_key in SAMPLE_SETTINGS
+}
+KSHIM_SETTINGS = tuple(
+    f"{key}={value}" for key, value in {**PROBE_SETTINGS, **SAMPLE_TOPIC_DEFAULTS}.items()
+)
 
 
 def kafka_unavailable_reason() -> str | None:

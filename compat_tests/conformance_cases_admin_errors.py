@@ -1,12 +1,19 @@
-"""Conformance cases for refusals of the topic admin APIs: CreatePartitions asked for no
-more partitions than a topic has, or given assignments that do not fit, in the words of
-Kafka's controller (ReplicationControlManager.createPartitions)."""
+"""Conformance cases for refusals and edge answers of the topic admin APIs: CreatePartitions
+asked for no more partitions than a topic has, or given assignments that do not fit, in the
+words of Kafka's controller (ReplicationControlManager.createPartitions); DescribeConfigs'
+synonyms, where a topic default comes from the broker's configuration."""
 
 from __future__ import annotations
 
-from compat_tests.conformance_probe import NODE_ID, Exchange, Probe
+from typing import Any
+
+from compat_tests.conformance_brokers import SAMPLE_TOPIC_DEFAULTS
+from compat_tests.conformance_probe import NODE_ID, TOPIC_RESOURCE, Exchange, Probe
 
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT = 3, 37, 39
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+CONFIG_TYPE_INT, CONFIG_TYPE_LIST = 3, 7
+DEFAULT_SEGMENT_BYTES = str(1 << 30)  # Kafka's and kshim's log.segment.bytes default
 
 
 def create_fewer_partitions(probe: Probe, version: int) -> Exchange:
@@ -72,7 +79,57 @@ def create_partitions_refusals(probe: Probe, version: int) -> Exchange:
     return Exchange(request, lambda _: {"throttle_time": 0, "results": results})
 
 
+def describe_configs_synonyms(probe: Probe, version: int) -> Exchange:
+    """Two defaults of a new topic with their synonyms: segment.bytes, which both brokers'
+    configuration sets under its broker key (Kafka's sample server.properties, and the
+    same given to kshim: conformance_brokers.py), and cleanup.policy, which neither sets."""
+    topic = probe.create_topic("synonyms")
+    segment_bytes = SAMPLE_TOPIC_DEFAULTS["log.segment.bytes"]
+    resource = {
+        "resource_type": TOPIC_RESOURCE,
+        "resource_name": topic,
+        "configuration_keys": ["segment.bytes", "cleanup.policy"],
+    }
+    request = {"resources": [resource], "include_synonyms": True, "include_documentation": False}
+    common: dict[str, Any] = {"read_only": False, "is_sensitive": False, "documentation": None}
+    configs = [
+        {
+            "name": "cleanup.policy",
+            "value": "delete",
+            "config_source": DEFAULT_CONFIG,
+            "synonyms": [
+                {"name": "log.cleanup.policy", "value": "delete", "source": DEFAULT_CONFIG}
+            ],
+            "config_type": CONFIG_TYPE_LIST,
+            **common,
+        },
+        {
+            "name": "segment.bytes",
+            "value": segment_bytes,
+            "config_source": STATIC_BROKER_CONFIG,
+            "synonyms": [
+                {"name": "log.segment.bytes", "value": value, "source": source}
+                for value, source in (
+                    (segment_bytes, STATIC_BROKER_CONFIG),
+                    (DEFAULT_SEGMENT_BYTES, DEFAULT_CONFIG),
+                )
+            ],
+            "config_type": CONFIG_TYPE_INT,
+            **common,
+        },
+    ]
+    described = {
+        "error_code": 0,
+        "error_message": "",  # Kafka's ConfigHelper leaves it unset
+        "resource_type": TOPIC_RESOURCE,
+        "resource_name": topic,
+        "configs": configs,
+    }
+    return Exchange(request, lambda _: {"throttle_time": 0, "results": [described]})
+
+
 ADMIN_ERROR_CASES = {
     "create-fewer-partitions": (37, create_fewer_partitions),
     "create-partitions-refusals": (37, create_partitions_refusals),
+    "describe-configs-synonyms": (32, describe_configs_synonyms),
 }

@@ -220,7 +220,8 @@ async def test_describe_configs_of_a_topic_and_its_view(broker: Broker, version:
     }
     assert not any(config.read_only for config in topic.configs)
     assert [(s.name, s.value) for s in described["retention.ms"].synonyms] == [
-        ("retention.ms", "3600000")
+        ("retention.ms", "3600000"),  # the topic's own, then its broker key's default
+        ("log.retention.ms", "604800000"),
     ]
     assert {config.name: config.value for config in view.configs} == {
         "cleanup.policy": "compact",

@@ -65,6 +65,11 @@ class BrokerConfig:
             raise ConfigError(str(error)) from None
         return config
 
+    def static_settings(self) -> dict[str, str]:
+        """The keys the broker's configuration sets (file, environment, --set, flags), with
+        their values: what Kafka calls STATIC_BROKER_CONFIG."""
+        return {key: self.values[key] for key in self.explicit}
+
     def get_int(self, key: str) -> int:
         return int(self.values[key])
 

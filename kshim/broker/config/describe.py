@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from kshim.broker.config.keys import TOPIC_CONFIGS
+from kshim.broker.config.keys import BROKER_DEFAULTS, TOPIC_CONFIGS
 from kshim.broker.topic_resolver import TopicConfigs
 from kshim.protocol.messages.create_topics import CreatableTopicConfigs
 from kshim.protocol.messages.describe_configs import (
@@ -17,27 +17,32 @@ DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 STRING_TYPE = 2
+NOTHING_SET: Mapping[str, str] = {}
 
 
 def describe_topic_configs(
-    configs: TopicConfigs, only: Collection[str] | None, synonyms: bool = True
+    configs: TopicConfigs,
+    only: Collection[str] | None,
+    synonyms: bool = True,
+    static: Mapping[str, str] = NOTHING_SET,
 ) -> list[DescribeConfigsResourceResult]:
     """Describes a topic's effective configs, ``only`` the named ones when given, each with
-    itself as its one synonym when ``synonyms`` (DescribeConfigs v1+ sends them when asked)."""
+    its synonyms when ``synonyms`` (DescribeConfigs v1+ sends them when asked). ``static``:
+    the broker keys the broker's configuration sets, with their values (BrokerConfig's
+    ``static_settings``)."""
     described = []
     for name, value in sorted(configs.values.items()):
         if only is not None and name not in only:
             continue
-        source = DYNAMIC_TOPIC_CONFIG if name in configs.overridden else DEFAULT_CONFIG
-        itself = [DescribeConfigsSynonym(name=name, value=value, source=source)]
+        found = config_synonyms(name, value, configs, static)
         described.append(
             DescribeConfigsResourceResult(
                 name=name,
                 value=value,
                 read_only=configs.read_only,
-                config_source=source,
+                config_source=found[0].source,
                 is_sensitive=False,
-                synonyms=itself if synonyms else [],
+                synonyms=found if synonyms else [],
                 config_type=TOPIC_CONFIGS[name].config_type,
                 documentation=None,
             )
@@ -45,7 +50,30 @@ def describe_topic_configs(
     return described
 
 
-def describe_created_topic_configs(configs: TopicConfigs) -> list[CreatableTopicConfigs]:
+def config_synonyms(
+    name: str, value: str, configs: TopicConfigs, static: Mapping[str, str]
+) -> list[DescribeConfigsSynonym]:
+    """Where topic config ``name`` may take its value from, the one in force first, as
+    Kafka's ConfigHelper lists them: the topic's own setting, then its broker key as the
+    broker's configuration sets it (STATIC_BROKER_CONFIG), then that key's default."""
+    broker_key = TOPIC_CONFIGS[name].broker_key
+    found = []
+    if name in configs.overridden:
+        found.append(DescribeConfigsSynonym(name=name, value=value, source=DYNAMIC_TOPIC_CONFIG))
+    if broker_key in static:
+        found.append(
+            DescribeConfigsSynonym(
+                name=broker_key, value=static[broker_key], source=STATIC_BROKER_CONFIG
+            )
+        )
+    default = BROKER_DEFAULTS[broker_key]
+    found.append(DescribeConfigsSynonym(name=broker_key, value=default, source=DEFAULT_CONFIG))
+    return found
+
+
+def describe_created_topic_configs(
+    configs: TopicConfigs, static: Mapping[str, str] = NOTHING_SET
+) -> list[CreatableTopicConfigs]:
     """What CreateTopics v5+ says of each config of a new topic: DescribeConfigs' answer
     without its synonyms, type and documentation."""
     return [
@@ -56,7 +84,7 @@ def describe_created_topic_configs(configs: TopicConfigs) -> list[CreatableTopic
             config_source=config.config_source,
             is_sensitive=config.is_sensitive,
         )
-        for config in describe_topic_configs(configs, None, synonyms=False)
+        for config in describe_topic_configs(configs, None, synonyms=False, static=static)
     ]
 
 

@@ -64,5 +64,5 @@ async def _create(
         error_message=None,
         num_partitions=partitions,
         replication_factor=1,
-        configs=describe_created_topic_configs(configs),
+        configs=describe_created_topic_configs(configs, broker.config.static_settings()),
     )

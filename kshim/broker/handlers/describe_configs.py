@@ -46,7 +46,9 @@ def _describe(
         resolved = broker.resolver.resolve(name)
         if resolved is None:
             return _error(resource, ErrorCode.unknown_topic_or_partition, UNSET_MESSAGE)
-        return _described(resource, describe_topic_configs(resolved.configs(), only, synonyms))
+        static = broker.config.static_settings()
+        described = describe_topic_configs(resolved.configs(), only, synonyms, static)
+        return _described(resource, described)
     if resource.resource_type == BROKER_RESOURCE and name in ("", str(broker.config.node_id)):
         return _described(resource, describe_broker_configs(broker.config.values, only))
     return _error(resource, ErrorCode.invalid_request, "unsupported resource")
