@@ -26,7 +26,6 @@ UNKNOWN_MEMBER_ID, TOPIC_ALREADY_EXISTS, GROUP_ID_NOT_FOUND = 25, 36, 69
 INVALID_CONFIG = 40
 NULLABLE_PROTOCOL_NAME_V = 7  # JoinGroup's protocol name is nullable from v7 (KIP-559)
 EARLIEST = -2
-READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 NO_OFFSET = NO_PARTITIONS = NO_LEADER = -1
 UNKNOWN_TOPIC = "This server does not host this topic-partition."  # Errors' own message
 FIRST_FLAG_OF_AUTO_CREATION = 4  # Metadata v4 added AllowAutoTopicCreation (KIP-204)
@@ -99,50 +98,6 @@ def produce_unknown_partition(probe: Probe, version: int) -> Exchange:
     }
     expected = {"responses": [{"name": topic, "partition_responses": [refused]}]}
     return Exchange(request, lambda _: {**expected, "throttle_time": 0})
-
-
-def fetch_out_of_range(probe: Probe, version: int) -> Exchange:
-    return _fetch_out_of_range(probe, READ_UNCOMMITTED)
-
-
-def fetch_out_of_range_read_committed(probe: Probe, version: int) -> Exchange:
-    return _fetch_out_of_range(probe, READ_COMMITTED)
-
-
-def _fetch_out_of_range(probe: Probe, isolation_level: int) -> Exchange:
-    """Kafka's ReplicaManager answers a failed read with no offsets (-1) and a null
-    aborted list, whatever the isolation level."""
-    topic = probe.create_topic("fetch-range")
-    probe.produce(topic, RECORDS)
-    partition = {"partition": 0, "fetch_offset": 100, "partition_max_bytes": 1 << 20}
-    request = {
-        "replica_id": -1,
-        "max_wait": 0,
-        "min_bytes": 0,
-        "max_bytes": 1 << 20,
-        "isolation_level": isolation_level,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [{"topic": topic, "partitions": [partition]}],
-        "forgotten_topics_data": [],
-    }
-    refused = {
-        "partition_index": 0,
-        "error_code": OFFSET_OUT_OF_RANGE,
-        "high_watermark": NO_OFFSET,
-        "last_stable_offset": NO_OFFSET,
-        "log_start_offset": NO_OFFSET,
-        "aborted_transactions": None,
-        "preferred_read_replica": -1,
-        "records": b"",
-    }
-    expected = {
-        "throttle_time": 0,
-        "error_code": 0,
-        "session_id": 0,
-        "responses": [{"topic": topic, "partitions": [refused]}],
-    }
-    return Exchange(request, lambda _: expected)
 
 
 def list_offsets_earliest_and_by_time(probe: Probe, version: int) -> Exchange:
@@ -353,8 +308,6 @@ def commit_unknown_member(probe: Probe, version: int) -> Exchange:
 ERROR_CASES = {
     "metadata-unknown-topic": (3, metadata_unknown_topic),
     "produce-unknown-partition": (0, produce_unknown_partition),
-    "fetch-out-of-range": (1, fetch_out_of_range),
-    "fetch-out-of-range-read-committed": (1, fetch_out_of_range_read_committed),
     "list-offsets-earliest-and-by-time": (2, list_offsets_earliest_and_by_time),
     "offset-fetch-uncommitted": (9, offset_fetch_uncommitted),
     "join-unknown-member": (11, join_unknown_member),

@@ -9,8 +9,8 @@ their key where the items have one), what kshim sent and what Kafka sent.
 Placeholders keep identity: the first member id met in an answer becomes ``<member#1>``
 on both sides, the second ``<member#2>``, so a JoinGroup answer whose ``leader`` is not its
 ``member_id`` still differs from one where it is. A value that stands for "none" (null,
-"", -1, the zero UUID) is never replaced: a broker that leaves out a topic id the other
-sends shows.
+"", -1, the zero UUID, and a field's own, as session id 0) is never replaced: a broker that
+leaves out a topic id the other sends shows.
 """
 
 from __future__ import annotations
@@ -34,19 +34,24 @@ ALL_APIS: frozenset[int] = frozenset()  # an empty set in a rule: every API
 class Normalised:
     """Fields named ``field`` (regular or tagged, at any depth) in the answers of ``apis``
     (ALL_APIS: every one) hold a value of ``kind``: "port" (must be the broker's own port)
-    or an identity kind whose values are numbered in order of appearance."""
+    or an identity kind whose values are numbered in order of appearance. ``none`` is a
+    value the field gives for "none" besides the common ones (is_none_value), kept as it
+    is."""
 
     field: str
     kind: str
     why: str
     apis: frozenset[int] = ALL_APIS
+    none: object = None  # None is "none" already
 
     def applies(self, api_key: int, name: str) -> bool:
         return name == self.field and (not self.apis or api_key in self.apis)
 
 
 OWN_PORT = "port"
-LIST_GROUPS, JOIN_GROUP, CREATE_PARTITIONS, DESCRIBE_USER_SCRAM_CREDENTIALS = 16, 11, 37, 50
+FETCH, LIST_GROUPS, JOIN_GROUP, CREATE_PARTITIONS = 1, 16, 11, 37
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+NO_SESSION = 0  # Fetch's session id when no fetch session was opened (KIP-227)
 
 NORMALISED: tuple[Normalised, ...] = (
     Normalised("port", OWN_PORT, "each broker listens on a port of its own; it must be that one"),
@@ -56,6 +61,13 @@ NORMALISED: tuple[Normalised, ...] = (
     Normalised("leader", "member", "JoinGroup's leader is a member id", frozenset({JOIN_GROUP})),
     Normalised("producer_id", "producer", "handed out by each broker's own counter"),
     Normalised("transaction_start_time", "time", "the wall clock when the transaction began"),
+    Normalised(
+        "session_id",
+        "session",
+        "a fetch session's id, drawn at random by each broker (KIP-227)",
+        frozenset({FETCH}),
+        none=NO_SESSION,
+    ),
 )
 
 
@@ -160,7 +172,7 @@ class Normaliser:
 
     def leaf(self, leaf: Leaf, name: str) -> Leaf:
         rule = next((rule for rule in self.rules if rule.applies(self.api_key, name)), None)
-        if rule is None or is_none_value(leaf.value):
+        if rule is None or is_none_value(leaf.value) or leaf.value == rule.none:
             return leaf
         if rule.kind == OWN_PORT:
             if leaf.value != self.own_port:

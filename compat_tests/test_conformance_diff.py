@@ -209,3 +209,21 @@ def test_producer_zero_is_an_id_like_any_other_but_minus_one_is_none() -> None:
     assert differences(tree(INIT_PRODUCER_ID, 4, later), tree(INIT_PRODUCER_ID, 4, none)) == [
         Difference("producer_id", "<producer#1>", "-1")
     ]
+
+
+def fetch_answer(session_id: int) -> bytes:
+    return body(FETCH, 12, {"error_code": 0, "session_id": session_id, "responses": []})
+
+
+def test_random_session_ids_compare_equal_but_no_session_is_not_a_session() -> None:
+    """A fetch session's id is drawn at random by each broker (KIP-227); 0 says that no
+    session was opened, so it stays 0 and shows against an id."""
+    first, second = tree(FETCH, 12, fetch_answer(1_234_567)), tree(FETCH, 12, fetch_answer(98))
+
+    opened_twice = differences(first, second)
+    opened_once = differences(tree(FETCH, 12, fetch_answer(0)), second)
+
+    assert opened_twice == []
+    assert joined(first) == joined(second)
+    assert b"<session#1>" in joined(first)
+    assert opened_once == [Difference("session_id", "0", "<session#1>")]

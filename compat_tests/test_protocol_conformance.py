@@ -5,7 +5,8 @@ so a newly advertised API is covered at once, and its live tests fail (never ski
 it has a case in ``CASES``. The live cases are ``CASES`` (one per API, the ordinary
 answer) at every served version, and ``REFUSALS`` (unknown topics, groups, members,
 transactional ids, stale epochs, offsets out of range; conformance_cases_*errors.py) at
-the lowest and highest. Three kinds of test:
+the lowest and highest (from the first version a case needs: fetch sessions, v7). Three
+kinds of test:
 
 - no broker: a request and a response of every served (api, version), filled with
   distinct non-default values, survive encode -> decode -> encode through
@@ -56,6 +57,7 @@ from compat_tests.conformance_brokers import (
 from compat_tests.conformance_cases_admin_errors import ADMIN_ERROR_CASES
 from compat_tests.conformance_cases_coordinator_errors import COORDINATOR_ERROR_CASES
 from compat_tests.conformance_cases_errors import ERROR_CASES
+from compat_tests.conformance_cases_fetch import FETCH_CASES, FIRST_VERSIONS
 from compat_tests.conformance_diff import Difference, Normaliser, differences
 from compat_tests.conformance_probe import Exchange, Probe, as_stored, record_batch
 from compat_tests.distinct_values import DistinctValues
@@ -122,6 +124,7 @@ SERVED = [(key, version) for key in sorted(ADVERTISED) for version in served_ver
 # Refusals and edge answers, by label: (API key, case).
 REFUSALS: dict[str, tuple[int, Case]] = {
     **ERROR_CASES,
+    **FETCH_CASES,
     **COORDINATOR_ERROR_CASES,
     **ADMIN_ERROR_CASES,
 }
@@ -144,11 +147,18 @@ class Live:
         return self.id
 
 
+def refusal_versions(label: str, api_key: int) -> list[int]:
+    """The lowest and highest version a refusal case is sent at: the API's, or from the
+    case's first version (FIRST_VERSIONS) when that is later."""
+    versions = [v for v in served_versions(api_key) if v >= FIRST_VERSIONS.get(label, 0)]
+    return sorted({versions[0], versions[-1]})
+
+
 # Every served version of the main cases; the lowest and highest of the refusals'.
 LIVE = [Live(key, version) for key, version in SERVED] + [
     Live(key, version, label)
     for label, (key, _) in REFUSALS.items()
-    for version in sorted({served_versions(key)[0], served_versions(key)[-1]})
+    for version in refusal_versions(label, key)
 ]
 # Names made by one session's probes start with this (an already running Kafka may keep
 # another session's); the differential test's case ids are the same on both brokers.
