@@ -38,6 +38,7 @@ MEMBER_ID_REQUIRED = 79
 # The fixed versions of the helper requests that set up state.
 CREATE_TOPICS_V, PRODUCE_V, JOIN_V, SYNC_V, COMMIT_V = 5, 9, 5, 3, 8
 INIT_PID_V, ADD_PARTITIONS_V, ADD_OFFSETS_V, METADATA_V, FIND_COORDINATOR_V = 4, 3, 3, 1, 1
+LIST_OFFSETS_V, LATEST = 1, -1
 # Errors of a Kafka broker that has not yet taken up a new partition, or a coordinator that
 # is loading (https://kafka.apache.org/protocol#protocol_error_codes): setup retries them.
 UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER = 3, 5, 6
@@ -137,23 +138,34 @@ class Probe:
         }
         [answer] = self.call(19, CREATE_TOPICS_V, request).topics
         assert int(answer.error_code) == 0, answer
-        self.wait_for_leaders(topic)
+        self.wait_for_leaders(topic, partitions)
         return topic
 
-    def wait_for_leaders(self, topic: str) -> None:
-        """Returns once Metadata shows a leader for every partition of ``topic``: Kafka's
-        CreateTopics answers when the controller has the topic, a moment before the broker
-        serves it (kshim serves it at once)."""
+    def wait_for_leaders(self, topic: str, partitions: int = 1) -> None:
+        """Returns once the broker leads every partition of ``topic``: Kafka's CreateTopics
+        answers when the controller has the topic, a moment before the broker serves it
+        (kshim serves it at once). Metadata shows a leader first; the broker's
+        ReplicaManager takes the partitions up a moment later (KRaft's metadata publisher
+        updates the metadata cache before it), and until then answers requests that read
+        a partition (ListOffsets, DescribeProducers) NOT_LEADER_OR_FOLLOWER."""
 
         def described() -> Any:
             request = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
             [answer] = self.call(3, METADATA_V, request).topics
-            partitions = answer.partitions
-            if not partitions or any(partition.leader_id < 0 for partition in partitions):
+            found = answer.partitions
+            if not found or any(partition.leader_id < 0 for partition in found):
                 return LEADER_NOT_AVAILABLE
             return answer.error_code
 
+        def led() -> Any:
+            wanted = [{"partition_index": i, "timestamp": LATEST} for i in range(partitions)]
+            request = {"replica_id": -1, "topics": [{"name": topic, "partitions": wanted}]}
+            [answer] = self.call(2, LIST_OFFSETS_V, request).topics
+            errors = [int(partition.error_code) for partition in answer.partitions]
+            return next((error for error in errors if error), 0)
+
         until_settled(described, lambda code: code)
+        until_settled(led, lambda code: code)
 
     def produce(
         self,
