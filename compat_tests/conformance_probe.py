@@ -24,7 +24,10 @@ with warnings.catch_warnings():
 
 CLIENT_ID = "kshim-compat"  # what the group cases expect members' client ids to start with
 NODE_ID = 1  # kshim's default node.id
-BASE_TIMESTAMP_MS = 1_700_000_000_000
+# An hour before this process started, on a whole second: records stamped years ago would be
+# deleted by Kafka's time-based retention (log.retention.hours=168), which rolls even the
+# active segment, whenever its retention check comes round during a probe.
+BASE_TIMESTAMP_MS = (int(time.time()) - 3600) * 1000
 SESSION_TIMEOUT_MS = 30_000
 PROTOCOL = "range"
 # ConsumerProtocolSubscription v0: one topic ("t"), no user data.

@@ -16,7 +16,11 @@ from typing import Any
 # Codec names as every client spells them ("none" is None in kafka-python and aiokafka).
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
-BASE_TIMESTAMP_MS = 1_700_000_000_000
+# An hour before this process started, on a whole second: within every retention period.
+# Records stamped years ago are what time-based retention deletes, and Apache Kafka (since
+# KIP-32) rolls and deletes even the active segment once its newest timestamp is older than
+# log.retention.ms, whenever its 5-minute retention check comes round in the middle of a test.
+BASE_TIMESTAMP_MS = (int(time.time()) - 3600) * 1000
 TIMESTAMP_STEP_MS = 1_000
 # Long enough for a cold client to connect and fetch metadata; short enough to fail fast.
 WAIT_S = 20.0
