@@ -61,12 +61,6 @@ def is_kafka(broker: BrokerProcess) -> bool:
     return isinstance(broker, KafkaProcess)
 
 
-def kshim_only(broker: BrokerProcess, feature: str) -> None:
-    """Skips the test on Apache Kafka, which has no ``feature``: a kshim extension."""
-    if is_kafka(broker):
-        pytest.skip(f"kshim only: Apache Kafka has no {feature}")
-
-
 class ConnectWorker:
     """One distributed worker (``examples.connect.run_connect``) with its own REST port and
     work directory; the log is ``<work dir>.log``."""

@@ -36,7 +36,6 @@ from tests.connect.connect_helpers import (
     apply_topics,
     connect_unavailable_reason,
     is_kafka,
-    kshim_only,
     operations,
     read_events,
 )
@@ -112,10 +111,10 @@ def test_debezium_topics_through_the_sink_into_each_engine(
         assert compare_tables(source.url, dest, TABLES) == [], dest
 
 
+@pytest.mark.kshim_only  # Apache Kafka has no full-data views (T.full)
 def test_a_destination_bootstrapped_from_the_full_views(
     source: CapturedSource, connect_broker: BrokerProcess, tmp_path: Path
 ) -> None:
-    kshim_only(connect_broker, "full-data views (T.full)")
     source.wait_until_captured(CAPTURE_TIMEOUT_S)
     bootstrapped = f"sqlite:///{tmp_path}/from-views.db"
     apply_topics(bootstrapped, source.bootstrap, VIEWS)
