@@ -168,7 +168,7 @@ def totals(records: list[Record], brokers: list[str]) -> list[str]:
             if record["broker"] == broker:
                 counted[record["outcome"]] += 1
         passed = counted["passed"] + counted["xpassed"]
-        label = broker or "kshim-only checks (conformance, packaging)"
+        label = broker or "other checks (conformance probes on kshim and Kafka, packaging)"
         lines.append(
             f"| {label} | {passed} | {counted['failed']} | {counted['xfailed']} | "
             f"{counted['skipped']} |"
@@ -177,7 +177,9 @@ def totals(records: list[Record], brokers: list[str]) -> list[str]:
 
 
 def unbrokered(records: list[Record]) -> list[str]:
-    """Conformance and packaging tests, which run against kshim only."""
+    """The tests without a broker parameter: the conformance probes (each sends the same
+    requests to kshim and to Kafka and compares the answers itself), packaging, and the
+    suite's own mechanics."""
     groups: dict[str, list[Record]] = defaultdict(list)
     for record in records:
         if record["broker"] is None:
@@ -279,7 +281,15 @@ def render(records: list[Record], brokers: list[str], elapsed: float) -> str:
     table = matrix(records, brokers, notes)
     lines += ["", "## Summary", "", *totals(records, brokers), "", "## Matrix", *table]
     lines += ["", "Skip reasons:", "", *notes.lines()]
-    lines += ["", "## kshim-only checks", "", *unbrokered(records)]
+    lines += ["", "## Other checks", ""]
+    lines += [
+        "Without a broker column: the conformance probes (`test_protocol_conformance`: the "
+        "same raw requests to kshim and to Kafka, answers compared byte for byte, see "
+        "`conformance_allowed.py` for each allowed difference), packaging and the suite's "
+        "own mechanics.",
+        "",
+        *unbrokered(records),
+    ]
     lines += ["", "## Unexplained failures", ""]
     lines += ["No deviation explains these; on kshim each is a bug to fix.", ""]
     lines += first_failures(records)
