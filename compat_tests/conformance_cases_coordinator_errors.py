@@ -7,13 +7,21 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from compat_tests.conformance_bodies import (
+    commit_request,
+    leave_request,
+    produce_refusal,
+    produce_request,
+    sync_request,
+)
 from compat_tests.conformance_probe import (
-    ASSIGNMENT,
     NODE_ID,
     TOPIC_RESOURCE,
     Exchange,
     Probe,
+    add_partitions_request,
     record_batch,
+    transactional_request,
 )
 
 UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_MEMBER_ID, INVALID_PRODUCER_EPOCH = 3, 25, 47
@@ -30,6 +38,7 @@ EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)  # a start time of 0 
 
 
 NO_OFFSET = NO_NODE = -1
+NOWHERE = {"node_id": NO_NODE, "host": "", "port": NO_NODE}  # FindCoordinator: no node
 # Errors.INVALID_REQUEST's own message, which Kafka sends for a request it cannot serve.
 MALFORMED = (
     "This most likely occurs because of a request being malformed by the client library or "
@@ -45,15 +54,7 @@ def _answer(**fields: Any) -> Any:
 def sync_unknown_member(probe: Probe, version: int) -> Exchange:
     group = probe.name("sync-unknown")
     _, generation = probe.join(group)
-    request = {
-        "group_id": group,
-        "generation_id": generation,
-        "member_id": "not-a-member",
-        "group_instance_id": None,
-        "protocol_type": "consumer",
-        "protocol_name": "range",
-        "assignments": [{"member_id": "not-a-member", "assignment": ASSIGNMENT}],
-    }
+    request = sync_request(group, generation, "not-a-member")
     refused = _answer(
         error_code=UNKNOWN_MEMBER_ID, protocol_type=None, protocol_name=None, assignment=b""
     )
@@ -63,11 +64,7 @@ def sync_unknown_member(probe: Probe, version: int) -> Exchange:
 def leave_unknown_member(probe: Probe, version: int) -> Exchange:
     group = probe.name("leave-unknown")
     probe.join(group)
-    request = {
-        "group_id": group,
-        "member_id": "not-a-member",
-        "members": [{"member_id": "not-a-member", "group_instance_id": None, "reason": None}],
-    }
+    request = leave_request(group, "not-a-member")
     if version < FIRST_BATCHED_LEAVE_V:
         return Exchange(request, _answer(error_code=UNKNOWN_MEMBER_ID, members=[]))
     member = {
@@ -80,15 +77,7 @@ def leave_unknown_member(probe: Probe, version: int) -> Exchange:
 
 def commit_unknown_topic(probe: Probe, version: int) -> Exchange:
     missing, group = probe.name("missing"), probe.name("commit-missing")
-    partition = {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}
-    request = {
-        "group_id": group,
-        "generation_id_or_member_epoch": -1,
-        "member_id": "",
-        "group_instance_id": None,
-        "retention_time": -1,
-        "topics": [{"name": missing, "partitions": [partition]}],
-    }
+    request = commit_request(group, missing, -1, "", 1, "")
     refused = {"partition_index": 0, "error_code": UNKNOWN_TOPIC_OR_PARTITION}
     return Exchange(request, _answer(topics=[{"name": missing, "partitions": [refused]}]))
 
@@ -96,12 +85,7 @@ def commit_unknown_topic(probe: Probe, version: int) -> Exchange:
 def end_empty_transaction(probe: Probe, version: int) -> Exchange:
     transactional_id = probe.name("txn-empty")
     producer = probe.init_producer(transactional_id)
-    request = {
-        "transactional_id": transactional_id,
-        "producer_id": producer.producer_id,
-        "producer_epoch": producer.epoch,
-        "committed": True,
-    }
+    request = transactional_request(transactional_id, producer, committed=True)
     # Kafka's coordinator refuses to end a transaction in state Empty, either way.
     return Exchange(request, _answer(error_code=INVALID_TXN_STATE))
 
@@ -110,12 +94,7 @@ def add_partitions_old_epoch(probe: Probe, version: int) -> Exchange:
     topic, transactional_id = probe.create_topic("old-epoch"), probe.name("txn-old-epoch")
     first = probe.init_producer(transactional_id)
     probe.init_producer(transactional_id)  # bumps the epoch: the first one is fenced
-    request = {
-        "v3_and_below_transactional_id": transactional_id,
-        "v3_and_below_producer_id": first.producer_id,
-        "v3_and_below_producer_epoch": first.epoch,
-        "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
-    }
+    request = add_partitions_request(transactional_id, first, topic)
     fenced = PRODUCER_FENCED if version >= FIRST_PRODUCER_FENCED_V else INVALID_PRODUCER_EPOCH
     return Exchange(request, _added(topic, fenced))
 
@@ -129,12 +108,7 @@ def _added(topic: str, error_code: int) -> Any:
 def add_partitions_unknown_topic(probe: Probe, version: int) -> Exchange:
     transactional_id, missing = probe.name("txn-missing"), probe.name("missing")
     producer = probe.init_producer(transactional_id)
-    request = {
-        "v3_and_below_transactional_id": transactional_id,
-        "v3_and_below_producer_id": producer.producer_id,
-        "v3_and_below_producer_epoch": producer.epoch,
-        "v3_and_below_topics": [{"name": missing, "partitions": [0]}],
-    }
+    request = add_partitions_request(transactional_id, producer, missing)
     return Exchange(request, _added(missing, UNKNOWN_TOPIC_OR_PARTITION))
 
 
@@ -192,70 +166,65 @@ def list_offsets_unknown_partition(probe: Probe, version: int) -> Exchange:
 
 def alter_unknown_topic_configs(probe: Probe, version: int) -> Exchange:
     missing = probe.name("missing")
-    request = {
-        "resources": [
-            {
-                "resource_type": TOPIC_RESOURCE,
-                "resource_name": missing,
-                "configs": [{"name": "retention.ms", "value": "1000"}],
-            }
-        ],
-        "validate_only": False,
-    }
+    request = _alter_configs([(missing, "retention.ms", "1000")])
     return Exchange(request, _unknown_topic(missing))
+
+
+def _alter_configs(changes: list[tuple[str, str, str | None]]) -> dict[str, Any]:
+    """AlterConfigs setting one config (name, value) on each topic of ``changes``."""
+    resources = [
+        {
+            "resource_type": TOPIC_RESOURCE,
+            "resource_name": topic,
+            "configs": [{"name": name, "value": value}],
+        }
+        for topic, name, value in changes
+    ]
+    return {"resources": resources, "validate_only": False}
 
 
 def _unknown_topic(missing: str) -> Any:
     """Kafka's words for a topic to configure that does not exist (ZkAdminManager's)."""
-    result = {
-        "error_code": UNKNOWN_TOPIC_OR_PARTITION,
-        "error_message": f"The topic '{missing}' does not exist.",
-        "resource_type": TOPIC_RESOURCE,
-        "resource_name": missing,
-    }
-    return _answer(responses=[result])
-
-
-def incremental_unknown_topic(probe: Probe, version: int) -> Exchange:
-    missing = probe.name("missing")
-    change = {"name": "retention.ms", "config_operation": INCREMENTAL_SET, "value": "1000"}
-    resource = {"resource_type": TOPIC_RESOURCE, "resource_name": missing}
-    request = {"resources": [{**resource, "configs": [change]}], "validate_only": False}
-    return Exchange(request, _unknown_topic(missing))
-
-
-def incremental_bad_value(probe: Probe, version: int) -> Exchange:
-    topic = probe.create_topic("incremental-bad")
-    change = {"name": "cleanup.policy", "config_operation": INCREMENTAL_SET, "value": "sometimes"}
-    request = {
-        "resources": [
-            {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configs": [change]}
-        ],
-        "validate_only": False,
-    }
-    return Exchange(request, _refused_config(topic, INVALID_CONFIG, f"{SOMETIMES}: {POLICIES}"))
+    message = f"The topic '{missing}' does not exist."
+    return _refused_config(missing, UNKNOWN_TOPIC_OR_PARTITION, message)
 
 
 def _refused_config(topic: str, error_code: int, message: str) -> Any:
-    result = {
+    return _answer(responses=[_config_refusal(topic, error_code, message)])
+
+
+def _config_refusal(topic: str, error_code: int, message: str) -> dict[str, Any]:
+    return {
         "error_code": error_code,
         "error_message": message,
         "resource_type": TOPIC_RESOURCE,
         "resource_name": topic,
     }
-    return _answer(responses=[result])
+
+
+def _incremental_change(topic: str, name: str, operation: int, value: str) -> dict[str, Any]:
+    """IncrementalAlterConfigs of one config of ``topic``."""
+    change = {"name": name, "config_operation": operation, "value": value}
+    resource = {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configs": [change]}
+    return {"resources": [resource], "validate_only": False}
+
+
+def incremental_unknown_topic(probe: Probe, version: int) -> Exchange:
+    missing = probe.name("missing")
+    request = _incremental_change(missing, "retention.ms", INCREMENTAL_SET, "1000")
+    return Exchange(request, _unknown_topic(missing))
+
+
+def incremental_bad_value(probe: Probe, version: int) -> Exchange:
+    topic = probe.create_topic("incremental-bad")
+    request = _incremental_change(topic, "cleanup.policy", INCREMENTAL_SET, "sometimes")
+    return Exchange(request, _refused_config(topic, INVALID_CONFIG, f"{SOMETIMES}: {POLICIES}"))
 
 
 def incremental_append_to_a_number(probe: Probe, version: int) -> Exchange:
     """APPEND and SUBTRACT are for LIST configs only."""
     topic = probe.create_topic("incremental-append")
-    change = {"name": "segment.bytes", "config_operation": INCREMENTAL_APPEND, "value": "1"}
-    request = {
-        "resources": [
-            {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configs": [change]}
-        ],
-        "validate_only": False,
-    }
+    request = _incremental_change(topic, "segment.bytes", INCREMENTAL_APPEND, "1")
     message = "Can't APPEND to key segment.bytes because its type is not LIST."
     return Exchange(request, _refused_config(topic, INVALID_CONFIG, message))
 
@@ -266,38 +235,26 @@ def alter_configs_refusals(probe: Probe, version: int) -> Exchange:
     topic named twice in one AlterConfigs request gets no answer at all from Kafka 3.9.)"""
     first, second = probe.create_topic("alter-range"), probe.create_topic("alter-unknown")
     missing = probe.name("missing")
-    resources = [
-        (first, "segment.bytes", "13"),
-        (second, "no.such.config", "1"),
-        (missing, "retention.ms", None),
-    ]
-    request = {
-        "resources": [
-            {
-                "resource_type": TOPIC_RESOURCE,
-                "resource_name": name,
-                "configs": [{"name": key, "value": value}],
-            }
-            for name, key, value in resources
-        ],
-        "validate_only": False,
-    }
+    request = _alter_configs(
+        [
+            (first, "segment.bytes", "13"),
+            (second, "no.such.config", "1"),
+            (missing, "retention.ms", None),
+        ]
+    )
     refused = [
         (first, INVALID_CONFIG, "Invalid value 13 for configuration segment.bytes: "
          "Value must be at least 14"),
         (second, INVALID_CONFIG, "Unknown topic config name: no.such.config"),
         (missing, INVALID_REQUEST, "Null value not supported for : retention.ms"),
     ]  # fmt: skip
-    results = [
-        {
-            "error_code": error_code,
-            "error_message": message,
-            "resource_type": TOPIC_RESOURCE,
-            "resource_name": name,
-        }
-        for name, error_code, message in refused
-    ]
+    results = [_config_refusal(*refusal) for refusal in refused]
     return Exchange(request, _answer(responses=results))
+
+
+def _found_at_version_0(probe: Probe) -> Any:
+    """FindCoordinator v0 has no key type: every key is a group's, coordinated here."""
+    return _answer(error_code=0, node_id=NODE_ID, host=probe.host, port=probe.port)
 
 
 def find_unknown_key_type(probe: Probe, version: int) -> Exchange:
@@ -306,10 +263,8 @@ def find_unknown_key_type(probe: Probe, version: int) -> Exchange:
     key = probe.name("key")
     request = {"key": key, "key_type": UNKNOWN_KEY_TYPE, "coordinator_keys": [key]}
     if version == 0:
-        found = {"error_code": 0, "node_id": NODE_ID, "host": probe.host, "port": probe.port}
-        return Exchange(request, _answer(**found))
-    nowhere = {"node_id": NO_NODE, "host": "", "port": NO_NODE}
-    refused = {"error_code": INVALID_REQUEST, "error_message": MALFORMED, **nowhere}
+        return Exchange(request, _found_at_version_0(probe))
+    refused = {"error_code": INVALID_REQUEST, "error_message": MALFORMED, **NOWHERE}
     return Exchange(request, _answer(**refused, coordinators=[{"key": key, **refused}]))
 
 
@@ -318,40 +273,22 @@ def find_share_coordinator(probe: Probe, version: int) -> Exchange:
     key = probe.name("share")
     request = {"key": key, "key_type": SHARE_KEY_TYPE, "coordinator_keys": [key]}
     if version == 0:
-        found = {"error_code": 0, "node_id": NODE_ID, "host": probe.host, "port": probe.port}
-        return Exchange(request, _answer(**found))
-    nowhere = {"node_id": NO_NODE, "host": "", "port": NO_NODE}
+        return Exchange(request, _found_at_version_0(probe))
     if version < FIRST_BATCHED_FIND_V:  # the whole request fails
-        refused = {"error_code": INVALID_REQUEST, "error_message": MALFORMED, **nowhere}
+        refused = {"error_code": INVALID_REQUEST, "error_message": MALFORMED, **NOWHERE}
         return Exchange(request, _answer(**refused))
     # Kafka 3.9 has no share coordinator yet (v6 may ask for one); v4-5 may not ask.
     error = COORDINATOR_NOT_AVAILABLE if version >= FIRST_SHARE_V else INVALID_REQUEST
-    per_key = {"key": key, "error_code": error, "error_message": "", **nowhere}
+    per_key = {"key": key, "error_code": error, "error_message": "", **NOWHERE}
     return Exchange(request, _answer(coordinators=[per_key]))
 
 
 def produce_unknown_topic(probe: Probe, version: int) -> Exchange:
     """Produce creates no topic, whatever auto.create.topics.enable says."""
     missing = probe.name("missing")
-    request = {
-        "acks": -1,
-        "timeout": 10_000,
-        "topic_data": [
-            {"name": missing, "partition_data": [{"index": 0, "records": record_batch(1)}]}
-        ],
-    }
-    refused: dict[str, Any] = {
-        "index": 0,
-        "error_code": UNKNOWN_TOPIC_OR_PARTITION,
-        "base_offset": NO_OFFSET,
-        "log_append_time": None,
-        "log_start_offset": NO_OFFSET,
-        "record_errors": [],
-        "error_message": None,
-        "current_leader": {"leader_id": NO_NODE, "leader_epoch": NO_NODE},
-    }
-    topics = [{"name": missing, "partition_responses": [refused]}]
-    return Exchange(request, _answer(responses=topics))
+    request = produce_request(missing, 0, record_batch(1))
+    refused = produce_refusal(missing, 0, UNKNOWN_TOPIC_OR_PARTITION)
+    return Exchange(request, lambda _: refused)
 
 
 COORDINATOR_ERROR_CASES = {

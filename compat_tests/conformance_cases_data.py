@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from compat_tests.conformance_bodies import LED_PARTITION, metadata_answer, produce_request
 from compat_tests.conformance_probe import (
     INT32_MIN,
-    NODE_ID,
     TOPIC_RESOURCE,
     Exchange,
     Probe,
     as_stored,
+    create_topic_request,
     record_batch,
 )
 from kshim.protocol.apis import ADVERTISED
@@ -33,12 +34,7 @@ UNSET_MESSAGE = ""  # what Kafka sends for a nullable message its handler leaves
 
 def produce(probe: Probe, version: int) -> Exchange:
     topic = probe.create_topic(f"produce-v{version}")
-    batch = record_batch(RECORDS)
-    request = {
-        "acks": -1,
-        "timeout": 10_000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
-    }
+    request = produce_request(topic, 0, record_batch(RECORDS))
     partition: dict[str, Any] = {
         "index": 0,
         "error_code": 0,
@@ -126,32 +122,15 @@ def metadata(probe: Probe, version: int) -> Exchange:
         [described] = actual.topics
         topic_id = getattr(described, "topic_id", None)
         assert version < 10 or (topic_id is not None and topic_id.int != 0), "a topic id"
-        partition = {
+        described_topic = {
             "error_code": 0,
-            "partition_index": 0,
-            "leader_id": NODE_ID,
-            "leader_epoch": 0,
-            "replica_nodes": [NODE_ID],
-            "isr_nodes": [NODE_ID],
-            "offline_replicas": [],
+            "name": topic,
+            "topic_id": topic_id,
+            "is_internal": False,
+            "partitions": [LED_PARTITION],
+            "topic_authorized_operations": INT32_MIN,
         }
-        return {
-            "throttle_time": 0,
-            "brokers": [{"node_id": NODE_ID, "host": probe.host, "port": probe.port}],
-            "cluster_id": cluster_id,
-            "controller_id": NODE_ID,
-            "topics": [
-                {
-                    "error_code": 0,
-                    "name": topic,
-                    "topic_id": topic_id,
-                    "is_internal": False,
-                    "partitions": [partition],
-                    "topic_authorized_operations": INT32_MIN,
-                }
-            ],
-            "cluster_authorized_operations": INT32_MIN,
-        }
+        return metadata_answer(probe, cluster_id, described_topic)
 
     return Exchange(request, expect)
 
@@ -160,19 +139,7 @@ def create_topics(probe: Probe, version: int) -> Exchange:
     """v5+ echo the partition count, replication factor and every config of the new topic;
     those configs must match what DescribeConfigs then reports."""
     topic = probe.name(f"create-v{version}")
-    request = {
-        "topics": [
-            {
-                "name": topic,
-                "num_partitions": 2,
-                "replication_factor": 1,
-                "assignments": [],
-                "configs": [{"name": "retention.ms", "value": "3600000"}],
-            }
-        ],
-        "timeout": 10_000,
-        "validate_only": False,
-    }
+    request = create_topic_request(topic, 2, {"retention.ms": "3600000"})
 
     def expect(actual: Any) -> dict[str, Any]:
         [created] = actual.topics

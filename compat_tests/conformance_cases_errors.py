@@ -8,15 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from compat_tests.conformance_bodies import (
+    LED_PARTITION,
+    commit_request,
+    join_refusal,
+    join_request,
+    metadata_answer,
+    offset_fetch_exchange,
+    produce_refusal,
+    produce_request,
+)
 from compat_tests.conformance_probe import (
     BASE_TIMESTAMP_MS,
     INT32_MIN,
-    NODE_ID,
-    PROTOCOL,
-    SESSION_TIMEOUT_MS,
-    SUBSCRIPTION,
     Exchange,
     Probe,
+    create_topic_request,
     record_batch,
 )
 
@@ -24,9 +31,8 @@ RECORDS = 3
 UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE, ILLEGAL_GENERATION = 3, 1, 22
 UNKNOWN_MEMBER_ID, TOPIC_ALREADY_EXISTS, GROUP_ID_NOT_FOUND = 25, 36, 69
 INVALID_CONFIG = 40
-NULLABLE_PROTOCOL_NAME_V = 7  # JoinGroup's protocol name is nullable from v7 (KIP-559)
 EARLIEST = -2
-NO_OFFSET = NO_PARTITIONS = NO_LEADER = -1
+NO_OFFSET = NO_PARTITIONS = -1
 UNKNOWN_TOPIC = "This server does not host this topic-partition."  # Errors' own message
 FIRST_FLAG_OF_AUTO_CREATION = 4  # Metadata v4 added AllowAutoTopicCreation (KIP-204)
 
@@ -54,50 +60,19 @@ def metadata_unknown_topic(probe: Probe, version: int) -> Exchange:
 
 
 def _auto_created(probe: Probe, topic: str, actual: Any) -> dict[str, Any]:
-    partition = {
-        "error_code": 0,
-        "partition_index": 0,
-        "leader_id": NODE_ID,
-        "leader_epoch": 0,
-        "replica_nodes": [NODE_ID],
-        "isr_nodes": [NODE_ID],
-        "offline_replicas": [],
-    }
-    created = {"error_code": 0, "name": topic, "is_internal": False, "partitions": [partition]}
+    created = {"error_code": 0, "name": topic, "is_internal": False, "partitions": [LED_PARTITION]}
     return _described(probe, actual, created)
 
 
 def _described(probe: Probe, actual: Any, topic: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "throttle_time": 0,
-        "brokers": [{"node_id": NODE_ID, "host": probe.host, "port": probe.port}],
-        "cluster_id": getattr(actual, "cluster_id", None),
-        "controller_id": NODE_ID,
-        "topics": [topic],
-        "cluster_authorized_operations": INT32_MIN,
-    }
+    return metadata_answer(probe, getattr(actual, "cluster_id", None), topic)
 
 
 def produce_unknown_partition(probe: Probe, version: int) -> Exchange:
     topic = probe.create_topic("produce-partition")
-    partitions = [{"index": 1, "records": record_batch(RECORDS)}]
-    request = {
-        "acks": -1,
-        "timeout": 10_000,
-        "topic_data": [{"name": topic, "partition_data": partitions}],
-    }
-    refused: dict[str, Any] = {
-        "index": 1,
-        "error_code": UNKNOWN_TOPIC_OR_PARTITION,
-        "base_offset": NO_OFFSET,
-        "log_append_time": None,
-        "log_start_offset": NO_OFFSET,
-        "record_errors": [],
-        "error_message": None,
-        "current_leader": {"leader_id": NO_LEADER, "leader_epoch": NO_LEADER},
-    }
-    expected = {"responses": [{"name": topic, "partition_responses": [refused]}]}
-    return Exchange(request, lambda _: {**expected, "throttle_time": 0})
+    request = produce_request(topic, 1, record_batch(RECORDS))
+    expected = produce_refusal(topic, 1, UNKNOWN_TOPIC_OR_PARTITION)
+    return Exchange(request, lambda _: expected)
 
 
 def list_offsets_earliest_and_by_time(probe: Probe, version: int) -> Exchange:
@@ -128,50 +103,12 @@ def list_offsets_earliest_and_by_time(probe: Probe, version: int) -> Exchange:
 
 def offset_fetch_uncommitted(probe: Probe, version: int) -> Exchange:
     topic, group = probe.create_topic("fetch-none"), probe.name("fetch-none-group")
-    topics = [{"name": topic, "partition_indexes": [0]}]
-    request = {
-        "group_id": group,
-        "topics": topics,
-        "groups": [{"group_id": group, "member_id": None, "member_epoch": -1, "topics": topics}],
-        "require_stable": False,
-    }
-    partition = {
-        "partition_index": 0,
-        "committed_offset": NO_OFFSET,
-        "committed_leader_epoch": -1,
-        "metadata": "",
-        "error_code": 0,
-    }
-    answer = [{"name": topic, "partitions": [partition]}]
-    expected = {
-        "throttle_time": 0,
-        "topics": answer,
-        "error_code": 0,
-        "groups": [{"group_id": group, "topics": answer, "error_code": 0}],
-    }
-    return Exchange(request, lambda _: expected)
+    return offset_fetch_exchange(group, topic, NO_OFFSET, "")
 
 
 def join_unknown_member(probe: Probe, version: int) -> Exchange:
-    request = {
-        "group_id": probe.name("join-unknown"),
-        "session_timeout": SESSION_TIMEOUT_MS,
-        "rebalance_timeout": SESSION_TIMEOUT_MS,
-        "member_id": "not-a-member",
-        "protocol_type": "consumer",
-        "protocols": [{"name": PROTOCOL, "metadata": SUBSCRIPTION}],
-    }
-    refused: dict[str, Any] = {
-        "throttle_time": 0,
-        "error_code": UNKNOWN_MEMBER_ID,
-        "generation_id": -1,
-        "protocol_type": None,
-        "protocol_name": None if version >= NULLABLE_PROTOCOL_NAME_V else "",
-        "leader": "",
-        "skip_assignment": False,
-        "member_id": "not-a-member",
-        "members": [],
-    }
+    request = join_request(probe.name("join-unknown"), "not-a-member")
+    refused = join_refusal(UNKNOWN_MEMBER_ID, "not-a-member", version)
     return Exchange(request, lambda _: refused)
 
 
@@ -222,19 +159,7 @@ def refused_creation(topic: str, error_code: int, message: str) -> dict[str, Any
 
 def create_existing_topic(probe: Probe, version: int) -> Exchange:
     topic = probe.create_topic("twice")
-    request = {
-        "topics": [
-            {
-                "name": topic,
-                "num_partitions": 1,
-                "replication_factor": 1,
-                "assignments": [],
-                "configs": [],
-            }
-        ],
-        "timeout": 10_000,
-        "validate_only": False,
-    }
+    request = create_topic_request(topic)
     expected = refused_creation(topic, TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
     return Exchange(request, lambda _: expected)
 
@@ -242,19 +167,7 @@ def create_existing_topic(probe: Probe, version: int) -> Exchange:
 def create_topic_bad_config(probe: Probe, version: int) -> Exchange:
     """Kafka's ConfigException: the value, the key, and the parser's reason."""
     topic = probe.name("bad-config")
-    request = {
-        "topics": [
-            {
-                "name": topic,
-                "num_partitions": 1,
-                "replication_factor": 1,
-                "assignments": [],
-                "configs": [{"name": "retention.ms", "value": "soon"}],
-            }
-        ],
-        "timeout": 10_000,
-        "validate_only": False,
-    }
+    request = create_topic_request(topic, configs={"retention.ms": "soon"})
     expected = refused_creation(
         topic,
         INVALID_CONFIG,
@@ -291,15 +204,7 @@ def delete_records_past_end(probe: Probe, version: int) -> Exchange:
 def commit_unknown_member(probe: Probe, version: int) -> Exchange:
     topic, group = probe.create_topic("commit-member"), probe.name("commit-member")
     probe.join(group)
-    partition = {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}
-    request = {
-        "group_id": group,
-        "generation_id_or_member_epoch": 1,
-        "member_id": "not-a-member",
-        "group_instance_id": None,
-        "retention_time": -1,
-        "topics": [{"name": topic, "partitions": [partition]}],
-    }
+    request = commit_request(group, topic, 1, "not-a-member", 1, "")
     refused = {"partition_index": 0, "error_code": UNKNOWN_MEMBER_ID}
     expected = {"throttle_time": 0, "topics": [{"name": topic, "partitions": [refused]}]}
     return Exchange(request, lambda _: expected)

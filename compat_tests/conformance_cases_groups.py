@@ -10,6 +10,14 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from compat_tests.conformance_bodies import (
+    commit_request,
+    join_refusal,
+    join_request,
+    leave_request,
+    offset_fetch_exchange,
+    sync_request,
+)
 from compat_tests.conformance_probe import (
     ASSIGNMENT,
     INT32_MIN,
@@ -17,7 +25,6 @@ from compat_tests.conformance_probe import (
     MEMBER_ID_REQUIRED,
     NODE_ID,
     PROTOCOL,
-    SESSION_TIMEOUT_MS,
     SUBSCRIPTION,
     Exchange,
     Probe,
@@ -30,53 +37,20 @@ TRANSACTION_TIMEOUT_MS = 60_000
 IDEMPOTENT_TIMEOUT_MS = 2**31 - 1
 RECORDS = 3
 NOW_TOLERANCE = datetime.timedelta(minutes=5)
-NULLABLE_PROTOCOL_NAME_V = 7
-
-
-def _offsets_request(group: str, topic: str) -> dict[str, Any]:
-    partition = {"partition_index": 0, "committed_offset": COMMITTED, "committed_metadata": "m"}
-    return {
-        "group_id": group,
-        "generation_id_or_member_epoch": -1,
-        "member_id": "",
-        "group_instance_id": None,
-        "retention_time": -1,
-        "topics": [{"name": topic, "partitions": [partition]}],
-    }
 
 
 def offset_commit(probe: Probe, version: int) -> Exchange:
     topic, group = probe.create_topic("commit"), probe.name("commit-group")
     partition = {"partition_index": 0, "error_code": 0}
     expected = {"throttle_time": 0, "topics": [{"name": topic, "partitions": [partition]}]}
-    return Exchange(_offsets_request(group, topic), lambda _: expected)
+    request = commit_request(group, topic, -1, "", COMMITTED, "m")
+    return Exchange(request, lambda _: expected)
 
 
 def offset_fetch(probe: Probe, version: int) -> Exchange:
     topic, group = probe.create_topic("fetch-offsets"), probe.name("fetch-offsets-group")
     probe.commit(group, topic, COMMITTED, "m")
-    topics = [{"name": topic, "partition_indexes": [0]}]
-    request = {
-        "group_id": group,
-        "topics": topics,
-        "groups": [{"group_id": group, "member_id": None, "member_epoch": -1, "topics": topics}],
-        "require_stable": False,
-    }
-    partition = {
-        "partition_index": 0,
-        "committed_offset": COMMITTED,
-        "committed_leader_epoch": -1,
-        "metadata": "m",
-        "error_code": 0,
-    }
-    answer = [{"name": topic, "partitions": [partition]}]
-    expected = {
-        "throttle_time": 0,
-        "topics": answer,
-        "error_code": 0,
-        "groups": [{"group_id": group, "topics": answer, "error_code": 0}],
-    }
-    return Exchange(request, lambda _: expected)
+    return offset_fetch_exchange(group, topic, COMMITTED, "m")
 
 
 def find_coordinator(probe: Probe, version: int) -> Exchange:
@@ -94,29 +68,17 @@ def find_coordinator(probe: Probe, version: int) -> Exchange:
     return Exchange(request, lambda _: expected)
 
 
-def _join_request(group: str, member_id: str) -> dict[str, Any]:
-    return {
-        "group_id": group,
-        "session_timeout": SESSION_TIMEOUT_MS,
-        "rebalance_timeout": SESSION_TIMEOUT_MS,
-        "member_id": member_id,
-        "group_instance_id": None,
-        "protocol_type": "consumer",
-        "protocols": [{"name": PROTOCOL, "metadata": SUBSCRIPTION}],
-        "reason": None,
-    }
-
-
 def join_group(probe: Probe, version: int) -> Exchange:
     """v0-v3 join at once; v4+ first answer MEMBER_ID_REQUIRED with the id to use (KIP-394),
     checked here in full, and the exchange is the second join."""
     group = probe.name("join")
     member_id = ""
     if version >= 4:
-        first = probe.call(11, version, _join_request(group, ""))
+        first = probe.call(11, version, join_request(group, ""))
         member_id = first.member_id
         assert member_id.startswith(probe.client_id + "-"), member_id
-        assert first == probe_expected(11, version, member_required(member_id, version))
+        refusal = join_refusal(MEMBER_ID_REQUIRED, member_id, version)
+        assert first == probe_expected(11, version, refusal)
 
     def expect(actual: Any) -> dict[str, Any]:
         joined = member_id or actual.member_id
@@ -133,22 +95,7 @@ def join_group(probe: Probe, version: int) -> Exchange:
             "members": [{"member_id": joined, "group_instance_id": None, "metadata": SUBSCRIPTION}],
         }
 
-    return Exchange(_join_request(group, member_id), expect)
-
-
-def member_required(member_id: str, version: int) -> dict[str, Any]:
-    """KIP-394's first answer; the protocol name is nullable from v7 (KIP-559), "" before."""
-    return {
-        "throttle_time": 0,
-        "error_code": MEMBER_ID_REQUIRED,
-        "generation_id": -1,
-        "protocol_type": None,
-        "protocol_name": None if version >= NULLABLE_PROTOCOL_NAME_V else "",
-        "leader": "",
-        "skip_assignment": False,
-        "member_id": member_id,
-        "members": [],
-    }
+    return Exchange(join_request(group, member_id), expect)
 
 
 def probe_expected(api_key: int, version: int, body: dict[str, Any]) -> Any:
@@ -159,18 +106,10 @@ def probe_expected(api_key: int, version: int, body: dict[str, Any]) -> Any:
 
 def sync_group(probe: Probe, version: int) -> Exchange:
     group = probe.name("sync")
-    first = probe.call(11, JOIN_V, _join_request(group, ""))
-    joined = probe.call(11, JOIN_V, _join_request(group, first.member_id))
+    first = probe.call(11, JOIN_V, join_request(group, ""))
+    joined = probe.call(11, JOIN_V, join_request(group, first.member_id))
     assert int(joined.error_code) == 0, joined
-    request = {
-        "group_id": group,
-        "generation_id": joined.generation_id,
-        "member_id": joined.member_id,
-        "group_instance_id": None,
-        "protocol_type": "consumer",
-        "protocol_name": PROTOCOL,
-        "assignments": [{"member_id": joined.member_id, "assignment": ASSIGNMENT}],
-    }
+    request = sync_request(group, joined.generation_id, joined.member_id)
     expected = {
         "throttle_time": 0,
         "error_code": 0,
@@ -196,11 +135,7 @@ def heartbeat(probe: Probe, version: int) -> Exchange:
 def leave_group(probe: Probe, version: int) -> Exchange:
     group = probe.name("leave")
     member_id, _ = probe.join(group)
-    request = {
-        "group_id": group,
-        "member_id": member_id,
-        "members": [{"member_id": member_id, "group_instance_id": None, "reason": None}],
-    }
+    request = leave_request(group, member_id)
     expected = {
         "throttle_time": 0,
         "error_code": 0,

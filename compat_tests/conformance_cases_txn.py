@@ -5,7 +5,13 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from compat_tests.conformance_probe import BASE_TIMESTAMP_MS, Exchange, Probe
+from compat_tests.conformance_probe import (
+    BASE_TIMESTAMP_MS,
+    Exchange,
+    Probe,
+    add_partitions_request,
+    transactional_request,
+)
 
 TRANSACTION_TIMEOUT_MS = 60_000
 RECORDS = 3
@@ -16,12 +22,7 @@ NOW_TOLERANCE = datetime.timedelta(minutes=5)
 def add_partitions_to_txn(probe: Probe, version: int) -> Exchange:
     topic, transactional_id = probe.create_topic("add-partitions"), probe.name("txn")
     producer = probe.init_producer(transactional_id)
-    request = {
-        "v3_and_below_transactional_id": transactional_id,
-        "v3_and_below_producer_id": producer.producer_id,
-        "v3_and_below_producer_epoch": producer.epoch,
-        "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
-    }
+    request = add_partitions_request(transactional_id, producer, topic)
     result = {
         "name": topic,
         "results_by_partition": [{"partition_index": 0, "partition_error_code": 0}],
@@ -33,12 +34,7 @@ def add_partitions_to_txn(probe: Probe, version: int) -> Exchange:
 def add_offsets_to_txn(probe: Probe, version: int) -> Exchange:
     transactional_id, group = probe.name("txn"), probe.name("txn-group")
     producer = probe.init_producer(transactional_id)
-    request = {
-        "transactional_id": transactional_id,
-        "producer_id": producer.producer_id,
-        "producer_epoch": producer.epoch,
-        "group_id": group,
-    }
+    request = transactional_request(transactional_id, producer, group_id=group)
     return Exchange(request, lambda _: {"throttle_time": 0, "error_code": 0})
 
 
@@ -48,12 +44,7 @@ def end_txn(probe: Probe, version: int) -> Exchange:
     producer = probe.init_producer(transactional_id)
     probe.add_partition(transactional_id, producer, topic)
     probe.produce(topic, RECORDS, producer, transactional=True, transactional_id=transactional_id)
-    request = {
-        "transactional_id": transactional_id,
-        "producer_id": producer.producer_id,
-        "producer_epoch": producer.epoch,
-        "committed": True,
-    }
+    request = transactional_request(transactional_id, producer, committed=True)
     return Exchange(request, lambda _: {"throttle_time": 0, "error_code": 0})
 
 

@@ -127,18 +127,7 @@ class Probe:
         self, label: str, partitions: int = 1, configs: Mapping[str, str] | None = None
     ) -> str:
         topic = self.name(label)
-        request = {
-            "topics": [
-                {
-                    "name": topic,
-                    "num_partitions": partitions,
-                    "replication_factor": 1,
-                    "assignments": [],
-                    "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
-                }
-            ],
-            "timeout": 10_000,
-        }
+        request = create_topic_request(topic, partitions, configs)
         [answer] = self.call(19, CREATE_TOPICS_V, request).topics
         assert int(answer.error_code) == 0, answer
         self.wait_for_leaders(topic, partitions)
@@ -218,22 +207,12 @@ class Probe:
         self.init_producer(self.name("coordinator"))
 
     def add_partition(self, transactional_id: str, producer: Producer, topic: str) -> None:
-        request = {
-            "v3_and_below_transactional_id": transactional_id,
-            "v3_and_below_producer_id": producer.producer_id,
-            "v3_and_below_producer_epoch": producer.epoch,
-            "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
-        }
+        request = add_partitions_request(transactional_id, producer, topic)
         [result] = self.call(24, ADD_PARTITIONS_V, request).results_by_topic_v3_and_below
         assert [int(p.partition_error_code) for p in result.results_by_partition] == [0]
 
     def add_offsets(self, transactional_id: str, producer: Producer, group: str) -> None:
-        request = {
-            "transactional_id": transactional_id,
-            "producer_id": producer.producer_id,
-            "producer_epoch": producer.epoch,
-            "group_id": group,
-        }
+        request = transactional_request(transactional_id, producer, group_id=group)
         assert int(self.call(25, ADD_OFFSETS_V, request).error_code) == 0
 
     def join(self, group: str) -> tuple[str, int]:
@@ -283,6 +262,43 @@ class Probe:
         }
         [answer] = self.call(8, COMMIT_V, request).topics
         assert [int(p.error_code) for p in answer.partitions] == [0]
+
+
+def create_topic_request(
+    topic: str, partitions: int = 1, configs: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """CreateTopics of one topic with one replica, the broker's assignment, ``configs``."""
+    created = {
+        "name": topic,
+        "num_partitions": partitions,
+        "replication_factor": 1,
+        "assignments": [],
+        "configs": [{"name": name, "value": value} for name, value in (configs or {}).items()],
+    }
+    return {"topics": [created], "timeout": 10_000, "validate_only": False}
+
+
+def add_partitions_request(transactional_id: str, producer: Producer, topic: str) -> dict[str, Any]:
+    """AddPartitionsToTxn (v3 and below) adding partition 0 of ``topic``."""
+    return {
+        "v3_and_below_transactional_id": transactional_id,
+        "v3_and_below_producer_id": producer.producer_id,
+        "v3_and_below_producer_epoch": producer.epoch,
+        "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
+    }
+
+
+def transactional_request(
+    transactional_id: str, producer: Producer, **fields: Any
+) -> dict[str, Any]:
+    """A request of a transaction's producer (AddOffsetsToTxn, EndTxn): its transactional
+    id, producer id and epoch, and ``fields``."""
+    return {
+        "transactional_id": transactional_id,
+        "producer_id": producer.producer_id,
+        "producer_epoch": producer.epoch,
+        **fields,
+    }
 
 
 def until_settled(call: Callable[[], T], error_of: Callable[[T], Any]) -> T:

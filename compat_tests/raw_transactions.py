@@ -16,7 +16,12 @@ from collections.abc import Callable
 from typing import Any
 
 from compat_tests.brokers import BrokerUnderTest
-from compat_tests.conformance_probe import Probe, Producer
+from compat_tests.conformance_probe import (
+    Probe,
+    Producer,
+    add_partitions_request,
+    transactional_request,
+)
 
 FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN = 10, 22, 24, 25, 26
 GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
@@ -88,25 +93,15 @@ def add_offsets(
     broker: BrokerUnderTest, transactional_id: str, producer: Producer, group: str
 ) -> int:
     """AddOffsetsToTxn's error code."""
-    request = {
-        "transactional_id": transactional_id,
-        "producer_id": producer.producer_id,
-        "producer_epoch": producer.epoch,
-        "group_id": group,
-    }
-    return int(retried(lambda: probe(broker).call(ADD_OFFSETS, ADD_OFFSETS_V, request)).error_code)
+    request = transactional_request(transactional_id, producer, group_id=group)
+    return _error_code(broker, ADD_OFFSETS, ADD_OFFSETS_V, request)
 
 
 def add_partition(
     broker: BrokerUnderTest, transactional_id: str, producer: Producer, topic: str
 ) -> int:
     """AddPartitionsToTxn's error code for partition 0 of ``topic``."""
-    request = {
-        "v3_and_below_transactional_id": transactional_id,
-        "v3_and_below_producer_id": producer.producer_id,
-        "v3_and_below_producer_epoch": producer.epoch,
-        "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
-    }
+    request = add_partitions_request(transactional_id, producer, topic)
 
     def call() -> Any:
         response = probe(broker).call(ADD_PARTITIONS, ADD_PARTITIONS_V, request)
@@ -121,13 +116,15 @@ def end_transaction(
     broker: BrokerUnderTest, transactional_id: str, producer: Producer, commit: bool
 ) -> int:
     """EndTxn's error code."""
-    request = {
-        "transactional_id": transactional_id,
-        "producer_id": producer.producer_id,
-        "producer_epoch": producer.epoch,
-        "committed": commit,
-    }
-    return int(retried(lambda: probe(broker).call(END_TXN, END_TXN_V, request)).error_code)
+    request = transactional_request(transactional_id, producer, committed=commit)
+    return _error_code(broker, END_TXN, END_TXN_V, request)
+
+
+def _error_code(
+    broker: BrokerUnderTest, api_key: int, version: int, request: dict[str, Any]
+) -> int:
+    """The error code of the first answer to ``request`` that a client would not retry."""
+    return int(retried(lambda: probe(broker).call(api_key, version, request)).error_code)
 
 
 class _ErrorCode:

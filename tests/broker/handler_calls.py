@@ -1,17 +1,39 @@
-"""Calling handlers without a socket: a request context, and encoded parts read back into
-kio's response objects (for handlers that answer with encoded parts: Produce, Fetch)."""
+"""Calling handlers without a socket: a broker over the in-memory log store, a request
+context, and encoded parts read back into kio's response objects (for handlers that answer
+with encoded parts: Produce, Fetch)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from kio.serial import entity_reader
 
 from kshim.broker.broker import Broker
+from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.context import RequestContext
 from kshim.protocol import codec
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.headers import RequestHeader
+from kshim.storage.memory_log import MemoryLogStore
+
+
+@contextlib.asynccontextmanager
+async def memory_broker(
+    directory: Path, clock: Callable[[], int], topic: str, partitions: int
+) -> AsyncIterator[Broker]:
+    """A started broker over the in-memory log store (its LMDB metadata in ``directory``,
+    no full-view process) with ``topic`` of ``partitions`` partitions; closed on exit."""
+    settings = {"log.dirs": str(directory), "kshim.full.view.process": "false"}
+    broker = Broker(BrokerConfig.load([settings]), clock=clock, logs=MemoryLogStore(clock))
+    await broker.start()
+    try:
+        await broker.topics.create(topic, partitions, {})
+        yield broker
+    finally:
+        await broker.close()
 
 
 def context(broker: Broker, api_key: int, version: int) -> RequestContext:

@@ -23,7 +23,7 @@ from kshim.protocol.messages.fetch import (
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.records import BatchSpec, Record, build_batch, iter_records
 from kshim.storage.memory_log import MemoryLogStore
-from tests.broker.handler_calls import context, decoded
+from tests.broker.handler_calls import context, decoded, memory_broker
 
 NOW_MS = 1_700_000_000_000
 FETCH, PRODUCE = 1, 0
@@ -42,12 +42,8 @@ def clock() -> int:
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    settings = {"log.dirs": str(tmp_path), "kshim.full.view.process": "false"}
-    broker = Broker(BrokerConfig.load([settings]), clock=clock, logs=MemoryLogStore(clock))
-    await broker.start()
-    await broker.topics.create(TOPIC, PARTITIONS, {})
-    yield broker
-    await broker.close()
+    async with memory_broker(tmp_path, clock, TOPIC, PARTITIONS) as started:
+        yield started
 
 
 async def produce_values(broker: Broker, partition: int, *values: bytes) -> None:

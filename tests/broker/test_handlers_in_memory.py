@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from kshim.broker.broker import Broker
-from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.handlers import (
     add_partitions_to_txn,
     end_txn,
@@ -41,8 +40,7 @@ from kshim.protocol.metadata_request import MetadataRequest
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK
 from kshim.protocol.records import BatchSpec, Record, build_batch, iter_records
-from kshim.storage.memory_log import MemoryLogStore
-from tests.broker.handler_calls import context, decoded
+from tests.broker.handler_calls import context, decoded, memory_broker
 
 NOW_MS = 1_700_000_000_000
 LATEST, EARLIEST = -1, -2
@@ -57,12 +55,8 @@ def clock() -> int:
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    settings = {"log.dirs": str(tmp_path), "kshim.full.view.process": "false"}
-    broker = Broker(BrokerConfig.load([settings]), clock=clock, logs=MemoryLogStore(clock))
-    await broker.start()
-    await broker.topics.create(TOPIC, 1, {})
-    yield broker
-    await broker.close()
+    async with memory_broker(tmp_path, clock, TOPIC, 1) as started:
+        yield started
 
 
 async def produce_values(

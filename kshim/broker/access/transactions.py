@@ -17,6 +17,7 @@ import dataclasses
 from kshim.broker.access.permissions import Permissions
 from kshim.broker.access.rule import Handler
 from kshim.broker.context import RequestContext
+from kshim.broker.handlers import add_partitions_to_txn
 from kshim.broker.security.acls.model import Operation, ResourceType
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.add_offsets_to_txn import (
@@ -24,10 +25,8 @@ from kshim.protocol.messages.add_offsets_to_txn import (
     AddOffsetsToTxnResponse,
 )
 from kshim.protocol.messages.add_partitions_to_txn import (
-    AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
-    AddPartitionsToTxnTopicResult,
 )
 from kshim.protocol.messages.describe_transactions import (
     DescribeTransactionsRequest,
@@ -102,7 +101,7 @@ async def add_partitions_to_txn_rule(
         Operation.WRITE, request.v3_and_below_transactional_id
     ):
         error = ErrorCode.transactional_id_authorization_failed
-        return _added(dict.fromkeys(partitions, error))
+        return add_partitions_to_txn.added(dict.fromkeys(partitions, error))
     writable = permissions.topics(Operation.WRITE, (partition.topic for partition in partitions))
     if all(partition.topic in writable for partition in partitions):
         return await handle(request, context)
@@ -115,24 +114,7 @@ async def add_partitions_to_txn_rule(
             errors[partition] = ErrorCode.unknown_topic_or_partition
         else:
             errors[partition] = ErrorCode.operation_not_attempted
-    return _added(errors)
-
-
-def _added(errors: dict[TopicPartition, ErrorCode]) -> AddPartitionsToTxnResponse:
-    topics: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
-    for partition, error in errors.items():
-        topics.setdefault(partition.topic, []).append(
-            AddPartitionsToTxnPartitionResult(
-                partition_index=partition.partition, partition_error_code=error
-            )
-        )
-    return AddPartitionsToTxnResponse(
-        throttle_time_ms=0,
-        results_by_topic_v3_and_below=[
-            AddPartitionsToTxnTopicResult(name=name, results_by_partition=results)
-            for name, results in topics.items()
-        ],
-    )
+    return add_partitions_to_txn.added(errors)
 
 
 async def add_offsets_to_txn_rule(

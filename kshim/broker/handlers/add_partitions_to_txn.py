@@ -6,7 +6,11 @@ A transaction may add a partition only if Produce could write to it; any other p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kshim.broker.context import RequestContext
+from kshim.broker.handlers.partition_answers import by_topic
+from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnRequest,
@@ -33,17 +37,23 @@ async def handle(
         context.broker.resolver.is_writable,
         fenced_code=context.version >= FIRST_FENCED_VERSION,
     )
-    topics: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
-    for topic_partition, code in errors.items():
-        topics.setdefault(topic_partition.topic, []).append(
-            AddPartitionsToTxnPartitionResult(
-                partition_index=topic_partition.partition, partition_error_code=code
-            )
-        )
+    return added(errors)
+
+
+def added(errors: Mapping[TopicPartition, ErrorCode]) -> AddPartitionsToTxnResponse:
+    """The answer giving each partition of ``errors`` its error code."""
     return AddPartitionsToTxnResponse(
         throttle_time_ms=0,
         results_by_topic_v3_and_below=[
-            AddPartitionsToTxnTopicResult(name=name, results_by_partition=results)
-            for name, results in topics.items()
+            AddPartitionsToTxnTopicResult(
+                name=name,
+                results_by_partition=[
+                    AddPartitionsToTxnPartitionResult(
+                        partition_index=index, partition_error_code=code
+                    )
+                    for index, code in partitions
+                ],
+            )
+            for name, partitions in by_topic(errors.items()).items()
         ],
     )

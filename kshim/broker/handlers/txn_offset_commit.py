@@ -13,6 +13,7 @@ from __future__ import annotations
 from kshim.broker.context import RequestContext
 from kshim.broker.groups.coordinator import valid_group_id
 from kshim.broker.groups.offset_commits import check_transactional_commit
+from kshim.broker.handlers.partition_answers import by_topic
 from kshim.broker.topic_resolver import TopicResolver
 from kshim.broker.topics import TopicError
 from kshim.broker.transactions.answers import TransactionalOffset
@@ -51,18 +52,17 @@ async def handle(
     # Kafka's response lists the partitions KafkaApis refused first, then what the group
     # coordinator answered (TxnOffsetCommitResponse.Builder.merge); the order is kept.
     answers = [*refused.items(), *((offset.topic_partition, error) for offset in offsets)]
-    by_topic: dict[str, list[TxnOffsetCommitResponsePartition]] = {}
-    for topic_partition, code in answers:
-        by_topic.setdefault(topic_partition.topic, []).append(
-            TxnOffsetCommitResponsePartition(
-                partition_index=topic_partition.partition, error_code=code
-            )
-        )
     return TxnOffsetCommitResponse(
         throttle_time_ms=0,
         topics=[
-            TxnOffsetCommitResponseTopic(name=name, partitions=partitions)
-            for name, partitions in by_topic.items()
+            TxnOffsetCommitResponseTopic(
+                name=name,
+                partitions=[
+                    TxnOffsetCommitResponsePartition(partition_index=index, error_code=code)
+                    for index, code in partitions
+                ],
+            )
+            for name, partitions in by_topic(answers).items()
         ],
     )
 
