@@ -323,7 +323,8 @@ class TopicResolver:
             return
         companion = self._topics.get(delay_naming.delay_name(topic))
         if companion is not None and companion.record.partitions < partitions:
-            await self._topics.add_partitions(companion.record.name, partitions)
+            # Follows a growth already allowed: not counted against the request's batch.
+            await self._topics.add_partitions(companion.record.name, partitions, room=partitions)
 
     async def forget_companions(self, topic: str) -> None:
         """Deletes what belonged to the deleted topic ``topic``: its view data, its delay

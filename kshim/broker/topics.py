@@ -42,6 +42,7 @@ def no_topic_to_configure(name: str) -> TopicError:
     return TopicError(UNKNOWN_TOPIC, f"The topic '{name}' does not exist.")
 
 
+UNKNOWN_SERVER_ERROR = -1
 TOPIC_ALREADY_EXISTS = 36
 INVALID_TOPIC = 17
 INVALID_PARTITIONS = 37
@@ -49,6 +50,20 @@ INVALID_REPLICATION_FACTOR = 38
 INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_CONFIG = 40
 UNKNOWN_TOPIC = 3
+# Kafka's KRaft controller writes the records of one admin request in one batch of at most
+# this many (QuorumController.MAX_RECORDS_PER_USER_OP): a topic record per topic created, a
+# partition record per partition, a config record per config set.
+MAX_RECORDS_PER_REQUEST = 10_000
+
+
+class PastOneBatch(TopicError):
+    """Partitions to add that do not fit in what is left of the request's controller
+    batch. Kafka's controller meets its full record list (BoundedList) as an unexpected
+    error there: CreatePartitions answers UNKNOWN_SERVER_ERROR, whose message Kafka never
+    sends (ApiError.fromThrowable)."""
+
+    def __init__(self, added: int, room: int) -> None:
+        super().__init__(UNKNOWN_SERVER_ERROR, f"{added} partition(s) to add, room for {room}")
 
 
 @dataclass(slots=True)
@@ -260,9 +275,12 @@ class TopicManager:
         total: int,
         validate_only: bool = False,
         assignments: Sequence[Sequence[int]] | None = None,
-    ) -> None:
+        room: int = MAX_RECORDS_PER_REQUEST,
+    ) -> int:
         """Grows the topic to ``total`` partitions, placed as ``assignments`` say when
-        given (one list of broker ids per new partition); raises TopicError."""
+        given (one list of broker ids per new partition); returns how many it adds (or
+        would add). Raises TopicError, PastOneBatch when that is more than ``room``, after
+        the checks of the count and the placement, as Kafka's controller refuses."""
         async with self._lock:
             topic = self._by_name.get(name)
             if topic is None:
@@ -271,13 +289,16 @@ class TopicManager:
             _refuse_no_increase(name, current, total)
             if assignments is not None:
                 _refuse_placement(assignments, total - current, self._config.node_id)
+            if total - current > room:
+                raise PastOneBatch(total - current, room)
             if validate_only:
-                return
+                return total - current
             record = TopicRecord(name, topic.record.topic_id, total, topic.record.configs)
             await asyncio.to_thread(self._metadata.put_topic, record)
             for index in range(current, total):
                 topic.logs.append(await self._open_partition(name, index, topic.configs))
             topic.record = record
+            return total - current
 
     async def set_configs(
         self, name: str, overrides: Mapping[str, str | None], validate_only: bool = False

@@ -19,10 +19,16 @@ from kshim.protocol.fetch_response import Part
 from kshim.protocol.headers import RequestHeader
 from kshim.storage.memory_log import MemoryLogStore
 
+NOW_MS = 1_700_000_000_000  # the default clock's time: a fixed instant of November 2023
+
+
+def fixed_clock() -> int:
+    return NOW_MS
+
 
 @contextlib.asynccontextmanager
 async def memory_broker(
-    directory: Path, clock: Callable[[], int], topic: str, partitions: int
+    directory: Path, topic: str, partitions: int, clock: Callable[[], int] = fixed_clock
 ) -> AsyncIterator[Broker]:
     """A started broker over the in-memory log store (its LMDB metadata in ``directory``,
     no full-view process) with ``topic`` of ``partitions`` partitions; closed on exit."""

@@ -42,7 +42,7 @@ def clock() -> int:
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    async with memory_broker(tmp_path, clock, TOPIC, PARTITIONS) as started:
+    async with memory_broker(tmp_path, TOPIC, PARTITIONS, clock) as started:
         yield started
 
 

@@ -55,7 +55,7 @@ def clock() -> int:
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    async with memory_broker(tmp_path, clock, TOPIC, 1) as started:
+    async with memory_broker(tmp_path, TOPIC, 1, clock) as started:
         yield started
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from kshim.broker.topics import MAX_RECORDS_PER_REQUEST
 from kshim.protocol import codec
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.framing import FRAME_SIZE
@@ -186,6 +187,20 @@ def as_a_whole(build: Build, error: int, items: str) -> ApiCase:
     return ApiCase(build, answers, lambda _, __: [("error", error), (items, 0)])
 
 
+def create_topics_case() -> ApiCase:
+    """Every name is refused on its own, up to MAX_RECORDS_PER_REQUEST topics of a
+    partition each; past that, Kafka's controller refuses the request whole, before it
+    looks at a name: every topic POLICY_VIOLATION (ReplicationControlManager's
+    validateTotalNumberOfPartitions)."""
+
+    def expected(_version: int, count: int) -> list[Answer]:
+        whole = count * NEW_TOPIC_PARTITIONS > MAX_RECORDS_PER_REQUEST
+        error = ErrorCode.policy_violation if whole else ErrorCode.invalid_topic_exception
+        return [(unknown_topic(i), error) for i in range(count)]
+
+    return ApiCase(CREATE_TOPICS, element_answers("topics.name"), expected)
+
+
 def metadata_case() -> ApiCase:
     # Kafka answers INVALID_TOPIC_EXCEPTION for a name it refuses, whether or not the
     # request allows auto-creation (KafkaApis.getTopicMetadata, AutoTopicCreationManager);
@@ -276,7 +291,10 @@ ACL_FILTER = {
 }  # fmt: skip
 COMMIT = {"committed_offset": 0, "committed_metadata": None}
 SET_RETENTION = {"name": "retention.ms", "value": "60000"}
-NEW_TOPIC = {"num_partitions": 1, "replication_factor": 1, "configs": [SET_RETENTION]}
+NEW_TOPIC_PARTITIONS = 1
+NEW_TOPIC = {
+    "num_partitions": NEW_TOPIC_PARTITIONS, "replication_factor": 1, "configs": [SET_RETENTION]
+}  # fmt: skip
 ADMIN = {"timeout": 5000, "validate_only": True}
 TXN: Fields = {
     "transactional_id": transactional_id(0),
@@ -333,7 +351,7 @@ CASES: dict[int, ApiCase] = {
     14: as_a_whole(SYNC_GROUP, ErrorCode.unknown_member_id, "assignment"),
     15: describe_groups_case(),
     16: as_a_whole(filters_request("states_filter", "types_filter"), NONE, "groups"),
-    19: per_element(CREATE_TOPICS, "topics.name", unknown_topic, ErrorCode.invalid_topic_exception),
+    19: create_topics_case(),
     20: per_element(delete_topics, "responses.name", unknown_topic, UNKNOWN),
     21: per_partition(DELETE_RECORDS, "topics.name.partitions.partition_index", UNKNOWN),
     24: per_partition(
