@@ -227,11 +227,14 @@ def test_hundred_mixed_members_rebalance_within_ten_seconds_after_the_leader_lea
 # OffsetCommit and OffsetFetch of 10,000 partitions in one request
 # ---------------------------------------------------------------------------------------
 
-OFFSET_COMMIT, OFFSET_FETCH, CREATE_TOPICS = 8, 9, 19
+OFFSET_COMMIT, OFFSET_FETCH, CREATE_TOPICS, CREATE_PARTITIONS = 8, 9, 19, 37
 NONE, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE = 0, 3, 12
 WIDE_TOPIC_PARTITIONS = 10_000  # one topic
 NARROW_TOPICS, NARROW_TOPIC_PARTITIONS = 1_000, 10  # or many small ones: 10,000 as well
 TOPICS_PER_CREATE = 500
+# Records one CreateTopics or CreatePartitions may need (a record per partition added):
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP, which kshim applies as well.
+MAX_PARTITIONS_PER_REQUEST = 10_000
 MAX_METADATA_BYTES = 4_096  # offset.metadata.max.bytes, kshim's default as Kafka's
 WIRE_TIMEOUT_S = 60.0
 # (OffsetCommit, OffsetFetch) versions: the newest, flexible, with leader epochs and the
@@ -273,18 +276,44 @@ def offset_topics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OffsetTo
 
 
 def create_wire_topics(bootstrap: str, partitions: dict[str, int]) -> None:
-    """CreateTopics v5, TOPICS_PER_CREATE topics a request; asserts each was created."""
+    """Creates each topic with one partition, at most TOPICS_PER_CREATE topics a
+    CreateTopics v5, then grows each to its count with CreatePartitions v3, so that no
+    request needs more than one controller batch of records (as Kafka's
+    QuorumController.MAX_RECORDS_PER_USER_OP limits it); asserts every answer is NONE."""
     names = list(partitions)
+    timeout_ms = int(WIRE_TIMEOUT_S * 1000)
     with connect(bootstrap, WIRE_TIMEOUT_S) as connection:
         for start in range(0, len(names), TOPICS_PER_CREATE):
             batch = names[start : start + TOPICS_PER_CREATE]
             topics = [
-                {"name": name, "num_partitions": partitions[name], "replication_factor": 1}
-                for name in batch
+                {"name": name, "num_partitions": 1, "replication_factor": 1} for name in batch
             ]
-            timeout_ms = int(WIRE_TIMEOUT_S * 1000)
             answer = connection.call(CREATE_TOPICS, 5, {"topics": topics, "timeout": timeout_ms})
             assert {(t.name, t.error_code) for t in answer.topics} == {(n, NONE) for n in batch}
+        for batch in _growth_batches(partitions):
+            grown = [
+                {"name": name, "count": partitions[name], "assignments": None} for name in batch
+            ]
+            fields = {"topics": grown, "timeout": timeout_ms, "validate_only": False}
+            answer = connection.call(CREATE_PARTITIONS, 3, fields)
+            assert {(r.name, r.error_code) for r in answer.results} == {(n, NONE) for n in batch}
+
+
+def _growth_batches(partitions: dict[str, int]) -> Iterator[list[str]]:
+    """The topics to grow from one partition, grouped so that each group adds at most
+    MAX_PARTITIONS_PER_REQUEST partitions."""
+    batch: list[str] = []
+    added = 0
+    for name, count in partitions.items():
+        if count <= 1:
+            continue
+        if batch and added + count - 1 > MAX_PARTITIONS_PER_REQUEST:
+            yield batch
+            batch, added = [], 0
+        batch.append(name)
+        added += count - 1
+    if batch:
+        yield batch
 
 
 def commit_fields(
