@@ -119,13 +119,29 @@ def throughput(broker: RunningBroker, scale: Scale) -> Metrics:
     return metrics
 
 
+# A producer after low latency sends each record at once (librdkafka's linger.ms is 5 by
+# default); the consumer either waits for data as long as librdkafka's default lets a
+# fetch wait (fetch.wait.max.ms=500: an idle partition's fetch is parked on the broker
+# until a record arrives) or asks again every 10 ms.
+LATENCY_PRODUCER = {"linger.ms": 0, "acks": "all"}
+LATENCY_CONSUMERS = {"": {}, "fetch_wait_10ms_": {"fetch.wait.max.ms": 10}}
+
+
 def latency(broker: RunningBroker, scale: Scale) -> Metrics:
-    """Workload 3: 1,000 records/s, clients' default settings; the same pace untimed first,
-    on the same topic and connections (Kafka's p50 in its first seconds on a fresh topic was
-    tens of times its steady state's in a trial here)."""
-    topic = broker.topic("latency")
-    create_topic(broker, topic)
-    return end_to_end_latency(broker, topic, 1000, scale.latency_s, scale.latency_warm_up_s)
+    """Workload 3: 1,000 records/s, sent at once (linger.ms=0, acks=all), read with each
+    consumer setting; the same pace untimed first, on the same topic and connections
+    (Kafka's p50 in its first seconds on a fresh topic was tens of times its steady
+    state's in a trial here). End-to-end and acknowledgement percentiles."""
+    metrics: Metrics = {}
+    for prefix, consumer_config in LATENCY_CONSUMERS.items():
+        topic = broker.topic(f"latency-{prefix or 'default'}".rstrip("_"))
+        create_topic(broker, topic)
+        measured = end_to_end_latency(
+            broker, topic, 1000, scale.latency_s, scale.latency_warm_up_s,
+            LATENCY_PRODUCER, consumer_config,
+        )  # fmt: skip
+        metrics |= {f"{prefix}{name}": value for name, value in measured.items()}
+    return metrics
 
 
 def venus(broker: RunningBroker, scale: Scale) -> Metrics:

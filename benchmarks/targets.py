@@ -1,11 +1,11 @@
 """kshim's targets in the side-by-side run, each stated as a ratio to an Apache Kafka column.
 
 A target compares kshim's median with the median of one Kafka column measured in the same
-run (benchmarks/kafka_columns.py): ``kafka-fsync`` (every batch fsynced before its
-acknowledgement) wherever kshim's own fsync before every acknowledgement is in the figure:
-produce rates and their CPU, end-to-end latency (a consumer sees a record once the high
-watermark covers it, which Kafka moves after the flush), the VENUS transmission and
-transactions; plain ``kafka`` where durability plays no part: reading, memory and start-up.
+run (benchmarks/kafka_columns.py). Produce rates and their CPU, latency, reading, memory and
+start-up are measured against ``kafka``, Kafka at its defaults (it acknowledges before any
+fsync, kshim after one): what a user moving from Kafka compares. The VENUS transmission and
+transactions are measured against ``kafka-fsync`` (every batch fsynced before its
+acknowledgement), the Kafka that promises what kshim does.
 Some targets also keep a fixed bound (a latency in ms, an RSS in MB). Tansu's median and
 kshim's ratio to it are shown beside every target, with no bound: it keeps its log in
 memory, so it measures a broker with no disk in the way.
@@ -78,29 +78,39 @@ PRODUCE = "produce 100 B / 1 KiB, records/s"
 PRODUCE_CPU = "broker CPU µs per record, produce 100 B / 1 KiB"
 CONSUME = "consume 100 B / 1 KiB, records/s"
 LATENCY = "e2e latency p50 / p99 at 1,000 rec/s, ms"
+LATENCY_FETCH_10 = "same, fetch.wait.max.ms=10: p50 / p99, ms"
+ACKNOWLEDGEMENT = "produce acknowledgement p50 / p99 at 1,000 rec/s, ms"
 VENUS = "VENUS row changes, kafka-python / confluent-kafka, s"
 COMMIT = "transaction commit p50 / p99, ms"
 IDLE_RSS = "idle RSS / after a produce, MB"
 IDLE_CONNECTIONS = "500 idle connections: extra RSS MB / produce records/s"
 TARGETS = [
     Target("produce 100 B, records/s", "throughput.produce_100B_records_per_s", HIGHER,
-           KAFKA_FSYNC, 0.9, headline=PRODUCE),
+           KAFKA, 1.3, headline=PRODUCE),
     Target("produce 1 KiB, records/s", "throughput.produce_1KiB_records_per_s", HIGHER,
-           KAFKA_FSYNC, 0.9, headline=PRODUCE),
+           KAFKA, 1.3, headline=PRODUCE),
     Target("broker CPU µs per record, produce 100 B",
-           "throughput.produce_100B_broker_cpu_us_per_record", LOWER, KAFKA_FSYNC, 1.0,
+           "throughput.produce_100B_broker_cpu_us_per_record", LOWER, KAFKA, 0.3,
            headline=PRODUCE_CPU),
     Target("broker CPU µs per record, produce 1 KiB",
-           "throughput.produce_1KiB_broker_cpu_us_per_record", LOWER, KAFKA_FSYNC, 1.0,
+           "throughput.produce_1KiB_broker_cpu_us_per_record", LOWER, KAFKA, 0.3,
            headline=PRODUCE_CPU),
     Target("consume 100 B, records/s", "throughput.consume_100B_records_per_s", HIGHER, KAFKA,
-           1.0, headline=CONSUME),
+           2.0, headline=CONSUME),
     Target("consume 1 KiB, records/s", "throughput.consume_1KiB_records_per_s", HIGHER, KAFKA,
-           1.0, headline=CONSUME),
-    Target("e2e latency p50 at 1,000 rec/s, ms", "latency.p50_ms", LOWER, KAFKA_FSYNC, 1.0,
-           5.0, "ms", LATENCY),
-    Target("e2e latency p99 at 1,000 rec/s, ms", "latency.p99_ms", LOWER, KAFKA_FSYNC, 1.0,
-           20.0, "ms", LATENCY),
+           3.0, headline=CONSUME),
+    Target("e2e latency p50 at 1,000 rec/s, ms", "latency.p50_ms", LOWER, KAFKA, 1.0,
+           headline=LATENCY),
+    Target("e2e latency p99 at 1,000 rec/s, ms", "latency.p99_ms", LOWER, KAFKA, 1.0,
+           10.0, "ms", LATENCY),
+    Target("e2e latency p50, fetch.wait.max.ms=10, ms", "latency.fetch_wait_10ms_p50_ms",
+           LOWER, KAFKA, 1.0, headline=LATENCY_FETCH_10),
+    Target("e2e latency p99, fetch.wait.max.ms=10, ms", "latency.fetch_wait_10ms_p99_ms",
+           LOWER, KAFKA, 1.0, 10.0, "ms", LATENCY_FETCH_10),
+    Target("produce acknowledgement p50, ms", "latency.ack_p50_ms", LOWER, KAFKA, None,
+           headline=ACKNOWLEDGEMENT),
+    Target("produce acknowledgement p99, ms", "latency.ack_p99_ms", LOWER, KAFKA, None, 10.0,
+           "ms", ACKNOWLEDGEMENT),
     Target("VENUS row changes, kafka-python, s", "venus.kafka-python_seconds", LOWER,
            KAFKA_FSYNC, 1.0, headline=VENUS),
     Target("VENUS row changes, confluent-kafka, s", "venus.confluent-kafka_seconds", LOWER,
@@ -118,7 +128,7 @@ TARGETS = [
     Target("RSS growth per backlogged record, B",
            "accumulation.rss_bytes_per_backlogged_record", LOWER, KAFKA, None, 10.0, "B",
            "RSS growth per backlogged record, B"),
-    Target("ready to serve after start, s", "accumulation.ready_s", LOWER, KAFKA, 0.5, 1.0,
+    Target("ready to serve after start, s", "accumulation.ready_s", LOWER, KAFKA, 0.5, 0.5,
            "s", "ready to serve after start, s"),
     Target("500 idle connections: extra RSS, MB", "idle_connections.extra_rss_mb", LOWER,
            KAFKA, 1.0, 50.0, "MB", IDLE_CONNECTIONS),

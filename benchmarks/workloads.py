@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -122,15 +122,22 @@ def consume(
 
 
 def end_to_end_latency(
-    broker: RunningBroker, topic: str, rate: int, seconds: float, warm_up_s: float = 0.0
+    broker: RunningBroker,
+    topic: str,
+    rate: int,
+    seconds: float,
+    warm_up_s: float = 0.0,
+    producer_config: dict[str, object] | None = None,
+    consumer_config: dict[str, object] | None = None,
 ) -> dict[str, float]:
-    """Sends ``rate`` records/s with default client settings for ``warm_up_s`` untimed, then
-    ``seconds`` timed; returns latency percentiles (ms) of the timed records."""
+    """Sends ``rate`` records/s for ``warm_up_s`` untimed, then ``seconds`` timed, with the
+    clients' default settings and ``producer_config``/``consumer_config`` over them; returns
+    latency percentiles (ms) of the timed records, end to end and to each acknowledgement."""
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "latency",
-                         "enable.auto.commit": False})  # fmt: skip
+                         "enable.auto.commit": False, **(consumer_config or {})})  # fmt: skip
     consumer.assign([TopicPartition(topic, 0, 0)])
     consumer.consume(1, 1.0)  # connected and positioned before the clock starts
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, **(producer_config or {})})
     return paced_latency(producer, consumer, [topic], rate, seconds, int(rate * warm_up_s))
 
 
@@ -147,8 +154,11 @@ def paced_latency(
     broker has made its first-use allocations, before the clock starts), then ``seconds``
     of records carrying their send time, while ``consumer``, already assigned and
     positioned, receives them (records whose value is not a send time are skipped); closes
-    the consumer. Returns the count received and latency percentiles (ms)."""
+    the consumer. Returns the count received and latency percentiles (ms): end to end
+    (``p50_ms`` ...), and from each timed record's send to its acknowledgement's delivery
+    report (``ack_p50_ms`` ...)."""
     latencies: list[float] = []
+    acknowledged: list[float] = []
     total = int(rate * seconds)
     reader = threading.Thread(target=_collect_latencies, args=(consumer, total, latencies))
     reader.start()
@@ -156,20 +166,40 @@ def paced_latency(
     for index in range(warm_up_records + total):
         target = started + index / rate
         while (now := time.perf_counter()) < target:
-            time.sleep(min(target - now, 0.0005))
-        value = str(time.time_ns()).encode() if index >= warm_up_records else WARM_UP_VALUE
-        producer.produce(topics[index % len(topics)], value=value)
+            producer.poll(min(target - now, 0.0005))  # serves delivery reports meanwhile
+        timed = index >= warm_up_records
+        value = str(time.time_ns()).encode() if timed else WARM_UP_VALUE
+        on_delivery = _acknowledgement_timer(acknowledged) if timed else None
+        producer.produce(topics[index % len(topics)], value=value, on_delivery=on_delivery)
         producer.poll(0)
     producer.flush(TIMEOUT_S)
     reader.join(TIMEOUT_S)
     consumer.close()
-    ordered = sorted(latencies)
+    return (
+        {"records": len(latencies)} | _percentiles(latencies) | _percentiles(acknowledged, "ack_")
+    )
+
+
+def _acknowledgement_timer(acknowledged: list[float]) -> Callable[[object, object], None]:
+    """A delivery callback adding the time from now to its call (ms) to ``acknowledged``
+    (the producer's polls between sends run it, a fraction of a millisecond after
+    librdkafka has the acknowledgement)."""
+    sent = time.perf_counter()
+
+    def delivered(error: object, _message: object) -> None:
+        if error is None:
+            acknowledged.append((time.perf_counter() - sent) * 1000)
+
+    return delivered
+
+
+def _percentiles(values: list[float], prefix: str = "") -> dict[str, float]:
+    ordered = sorted(values)
     return {
-        "records": len(ordered),
-        "p50_ms": percentile(ordered, 0.50),
-        "p99_ms": percentile(ordered, 0.99),
-        "p999_ms": percentile(ordered, 0.999),
-        "mean_ms": statistics.fmean(ordered) if ordered else float("nan"),
+        f"{prefix}p50_ms": percentile(ordered, 0.50),
+        f"{prefix}p99_ms": percentile(ordered, 0.99),
+        f"{prefix}p999_ms": percentile(ordered, 0.999),
+        f"{prefix}mean_ms": statistics.fmean(ordered) if ordered else float("nan"),
     }
 
 

@@ -88,7 +88,8 @@ def test_dockerfile_command_matches_the_cli() -> None:
     config = load_config(arguments, environment)
 
     assert entrypoint == ["kshim"]
-    # The console script's launcher runs kshim.cli.main.main, whose parser is used above.
+    # The console script's launcher runs `serve` with kshim/cli/serve_command.py's parser,
+    # whose options are those of build_parser's serve (add_serve_arguments).
     assert scripts["kshim"] == "kshim.launcher:main"
     assert (arguments.command, arguments.listen, arguments.data_dir) == (
         "serve",

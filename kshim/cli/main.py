@@ -7,33 +7,22 @@ time), as kshim/cli/errors.py says; only kshim's own bugs show a traceback.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import gc
 import importlib.metadata
 import json
 import logging
 import os
-import signal
 import sys
-import time
 
 import lmdb
 
-from kshim.broker.broker import Broker, wall_clock_ms
-from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.config.keys import ConfigError
+from kshim.broker.broker import wall_clock_ms
 from kshim.broker.delay.status import delay_status, format_delays
 from kshim.broker.groups.consumption_status import format_table
-from kshim.broker.security.principal_mapping import MappingRuleError
-from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
 from kshim.cli.acls import ACLS_PROGRAM, add_acls_parser, run_acls
 from kshim.cli.admin_options import add_command_config, authentication_failure, command_security
-from kshim.cli.allocator import malloc_trim, trim_when_idle
 from kshim.cli.config_sources import (
     DEFAULT_DATA_DIR,
     DEFAULT_LISTEN,
-    listener_argument,
     load_config,
 )
 from kshim.cli.errors import (
@@ -45,13 +34,12 @@ from kshim.cli.errors import (
     CommandFailed,
     OneLineArgumentParser,
     UsageError,
-    data_directory_problem,
     print_error,
     reason,
 )
-from kshim.cli.event_loop import run_on, running_loop_name
 from kshim.cli.group_query import QueryError, query_status
 from kshim.cli.groups_command import add_group_admin_parsers, run_group_admin
+from kshim.cli.serve_command import add_serve_parser, run_broker, serve, stopped_line
 from kshim.cli.tail_command import TAIL_PROGRAM, add_tail_parser, run_tail
 from kshim.cli.topics_command import TOPICS_PROGRAM, add_topics_parser, run_topics
 from kshim.cli.transactions_command import (
@@ -61,12 +49,7 @@ from kshim.cli.transactions_command import (
 )
 from kshim.cli.users import USERS_PROGRAM, add_users_parser, run_users
 from kshim.client_sasl import AuthenticationFailed
-from kshim.server.listener import KafkaServer, ListenError
-from kshim.server.metrics.errors import MetricsUnavailable
-from kshim.server.security.tls import TlsConfigError
-from kshim.storage.data_directory_lock import DataDirectoryInUse
 from kshim.storage.delay_store import DelayStore, ScheduleLayoutError
-from kshim.storage.log_store import DiskLogStore
 from kshim.wire_client import parse_bootstrap
 
 __all__ = ["build_parser", "load_config", "main", "serve", "stopped_line"]
@@ -79,31 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(prog=PROGRAM, description="A Kafka-compatible broker.")
     parser.add_argument("--version", action=VersionAction)
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run a single-node broker")
-    serve.add_argument(
-        "--listen",
-        type=listener_argument,
-        help=f"host:port to listen on, port 0 for any free one (default {DEFAULT_LISTEN})",
-    )
-    serve.add_argument(
-        "--data-dir", help=f"where logs and metadata live (default {DEFAULT_DATA_DIR})"
-    )
-    serve.add_argument(
-        "--review-hook",
-        help="decides overdue transactions: module:function or an http(s) URL (kshim.review.hook)",
-    )
-    serve.add_argument(
-        "--advertised",
-        type=listener_argument,
-        help="host:port clients are told to use (default: --listen)",
-    )
-    serve.add_argument("--config", help="a Kafka-style properties file")
-    serve.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="a config entry"
-    )
-    serve.add_argument(
-        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="default INFO"
-    )
+    add_serve_parser(commands)
     groups = commands.add_parser("groups", help="consumer groups: committed offsets and lag")
     groups.add_argument(
         "--bootstrap",
@@ -196,93 +155,6 @@ def show_delays(arguments: argparse.Namespace) -> None:
             print(json.dumps(row.to_json()))
     else:
         print(format_delays(rows))
-
-
-# Python's cyclic garbage collector, tuned for a broker. A request for thousands of partitions
-# makes tens of objects per partition, nearly all freed by reference counting at once; at the
-# default threshold (700 allocations) the collector ran during every such request and moved
-# its objects into older generations, whose full collections then walked every topic's
-# objects (140 ms at 10,000 topics). Collecting the youngest generation every 20,000
-# allocations cut the in-process cost of a produce request for 2,000 one-record partitions
-# by about a fifth; what is loaded at start-up lives as long as the broker and is moved out
-# of the collector's way (gc.freeze).
-GC_THRESHOLDS = (20_000, 10, 10)
-
-
-async def serve(config: BrokerConfig) -> None:
-    """Runs the broker until SIGINT or SIGTERM, then shuts down cleanly; raises
-    CommandFailed when the data directory or the listening address cannot be used."""
-    started = time.monotonic()
-    gc.set_threshold(*GC_THRESHOLDS)
-    stop = _stop_on_signals()
-    server, (host, port) = await _start(config)
-    gc.freeze()
-    print(f"kshim listening on {host}:{port}, data in {config.data_dir}", flush=True)
-    for name, (other_host, other_port) in list(server.bound.items())[1:]:
-        print(f"kshim listening on {name}://{other_host}:{other_port} too", flush=True)
-    # Said once started, so that a start that fails prints nothing but its error line.
-    log.info("event loop: %s", running_loop_name())
-    trim = malloc_trim()
-    trimming = asyncio.create_task(trim_when_idle(trim)) if trim is not None else None
-    await stop.wait()
-    if trimming is not None:
-        trimming.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await trimming
-    await server.stop()
-    print(stopped_line(server.broker, time.monotonic() - started), file=sys.stderr, flush=True)
-
-
-def _stop_on_signals() -> asyncio.Event:
-    """An event the first SIGINT or SIGTERM sets. Installed before the broker starts, so
-    that a signal during start-up stops it cleanly once started, rather than killing it
-    with its stores half open."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signal_number in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signal_number, stop.set)
-    return stop
-
-
-async def _start(config: BrokerConfig) -> tuple[KafkaServer, tuple[str, int]]:
-    """The started server and its bound address; raises CommandFailed for an address that
-    cannot be bound or a data directory that cannot be used (any other OSError of the
-    broker's start-up: it reads and writes nothing else)."""
-    try:
-        server = KafkaServer(Broker(config))
-        return server, await server.start()
-    except (ListenError, MetricsUnavailable) as error:
-        # asyncio's own message repeats the address; the errno's text says just the reason.
-        raise CommandFailed(f"{error}: {reason(error.cause)}") from error
-    except (DataDirectoryInUse, TlsConfigError, MappingRuleError) as error:
-        raise CommandFailed(str(error)) from error
-    except OSError as error:
-        raise CommandFailed(data_directory_problem(config.data_dir, error)) from error
-
-
-def stopped_line(broker: Broker, uptime_s: float) -> str:
-    """What the log store did over the broker's life, said once at a clean shutdown."""
-    logs = broker.logs
-    if not isinstance(logs, DiskLogStore):
-        return f"kshim stopped after {uptime_s:.1f} s"
-    return (
-        f"kshim stopped after {uptime_s:.1f} s: {logs.sync_count} fsyncs, "
-        f"{logs.wal_bytes_written} bytes written to the write-ahead log"
-    )
-
-
-def run_broker(arguments: argparse.Namespace) -> None:
-    """``kshim serve``: raises UsageError for a bad configuration, CommandFailed when the
-    broker cannot start."""
-    logging.basicConfig(
-        level=arguments.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    try:
-        config = load_config(arguments, os.environ)
-        load_review_hook(config.values["kshim.review.hook"])  # fail at start, not at first review
-    except (ConfigError, ReviewHookError) as error:
-        raise UsageError(str(error)) from error
-    run_on(config.values["kshim.event.loop"], serve(config))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,7 +47,7 @@ WORKER_MIN_BYTES = 128 << 10
 WORKER_IDLE_S = 30.0
 CLOSE_TIMEOUT_S = 5.0
 _FRAME_LENGTH = struct.Struct(">Q")
-# As kshim/cli/main.py formats the broker's own lines: the child writes to the same stderr.
+# As kshim/cli/serve_command.py formats the broker's own lines: the child writes to the same stderr.
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
