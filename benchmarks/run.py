@@ -54,6 +54,7 @@ from benchmarks.brokers import (
 from benchmarks.venus_transmission import CLIENTS, transmission
 from benchmarks.workloads import (
     consume,
+    consume_raw,
     create_topic,
     end_to_end_latency,
     percentile,
@@ -102,14 +103,17 @@ DEFAULT_BROKERS = ("kshim", kafka_columns.DEFAULT, kafka_columns.FSYNC, "tansu")
 
 
 def throughput(broker: RunningBroker, scale: Scale) -> Metrics:
-    """Workloads 1 and 2: produce (acks=all, idempotent) then consume from earliest."""
+    """Workloads 1 and 2: produce (acks=all, idempotent), then consume from earliest with
+    confluent-kafka, then again with raw Fetch requests (the broker's side alone)."""
     metrics: Metrics = {}
     for size, count in ((100, scale.records_100b), (1024, scale.records_1kib)):
         topic = broker.topic(f"bench-{size}")
         create_topic(broker, topic)
         produced = produce(broker, topic, count, size, **{"linger.ms": 5})
         consumed = consume(broker, topic, count, size)
-        for phase, result in (("produce", produced), ("consume", consumed)):
+        raw = consume_raw(broker, topic, count, size)
+        phases = (("produce", produced), ("consume", consumed), ("consume_raw", raw))
+        for phase, result in phases:
             label = f"{phase}_{'100B' if size == 100 else '1KiB'}"
             metrics[f"{label}_records_per_s"] = result.records_per_second
             metrics[f"{label}_mb_per_s"] = result.megabytes_per_second

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh machine, then runs all of it:
-# static checks (ruff, mypy, import-linter) and pytest (unit, end-to-end, compatibility).
+# static checks (ruff, mypy, import-linter), pytest (unit, end-to-end, compatibility) and
+# a quick side-by-side benchmark against Apache Kafka.
 #
 # Python packages go into a virtual environment created from scratch on every run
 # (.venv in the checkout, about 40 s from pip's cache), never into the machine's own
@@ -60,5 +61,13 @@ results=compat_tests/RESULTS.md
 [ $# -eq 0 ] || results="$outcomes.md"  # a partial run leaves the committed results alone
 if [ -s "$outcomes" ]; then  # empty when pytest stopped before the end of its session
   python -m compat_tests.report --from-outcomes "$outcomes" --output "$results" --check || status=$?
+fi
+# A full run ends with the side-by-side benchmark's quick mode, kshim beside Apache Kafka
+# at its defaults, so that a regression (a p99 that grows, a rate that falls) shows in
+# the run that brings it. Its figures are printed and kept in benchmarks/results/quick,
+# not judged: on a shared 2-core machine one quick run is too noisy for pass or fail.
+if [ $# -eq 0 ] && [ "$status" = 0 ]; then
+  python -m benchmarks.run --quick --brokers kshim,kafka --output benchmarks/results/quick \
+    || status=$?
 fi
 exit "$status"
