@@ -7,7 +7,6 @@ numbers; the scripts decide what to compare and how to report it.
 from __future__ import annotations
 
 import statistics
-import struct
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks.brokers import RunningBroker
+from kshim.protocol.record_batch import iter_batches
 from kshim.testing import fetch_fields
 from kshim.wire_client import connect
 
@@ -140,9 +140,6 @@ def consume(
 
 
 FETCH_KEY, FETCH_VERSION = 1, 12
-_BATCH_HEAD = struct.Struct(">qi")  # a batch's base offset and the length after it
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-_LAST_OFFSET_DELTA_AT = 23  # in a record batch (magic 2): after its CRC and attributes
 
 
 def consume_raw(broker: RunningBroker, topic: str, count: int, record_bytes: int) -> Throughput:
@@ -169,16 +166,8 @@ def consume_raw(broker: RunningBroker, topic: str, count: int, record_bytes: int
 def _next_offset(records: bytes | None, offset: int) -> int:
     """The offset after the last whole batch in a partition's fetched ``records`` (a fetch
     may end in part of a batch), or ``offset`` when there is none."""
-    data = memoryview(records or b"")
-    position = 0
-    while position + _BATCH_HEAD.size <= len(data):
-        base_offset, length = _BATCH_HEAD.unpack_from(data, position)
-        end = position + _BATCH_HEAD.size + length
-        if end > len(data):
-            break
-        delta = _LAST_OFFSET_DELTA.unpack_from(data, position + _LAST_OFFSET_DELTA_AT)[0]
-        offset = base_offset + delta + 1
-        position = end
+    for _, header in iter_batches(records or b""):
+        offset = header.next_offset
     return offset
 
 

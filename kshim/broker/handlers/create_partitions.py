@@ -11,8 +11,6 @@ writes none.)"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kshim.broker.context import RequestContext
 from kshim.broker.topics import MAX_RECORDS_PER_REQUEST, PastOneBatch, TopicError
 from kshim.protocol.errors import ErrorCode
@@ -24,53 +22,50 @@ from kshim.protocol.messages.create_partitions import (
 )
 
 
-@dataclass(slots=True)
-class _Batch:
-    """The partition records one request may still add."""
-
-    room: int = MAX_RECORDS_PER_REQUEST
-
-
 async def handle(
     request: CreatePartitionsRequest, context: RequestContext
 ) -> CreatePartitionsResponse:
-    batch = _Batch()
-    return CreatePartitionsResponse(
-        throttle_time_ms=0,
-        results=[
-            await _add(topic, request.validate_only, context, batch) for topic in request.topics
-        ],
-    )
+    room = MAX_RECORDS_PER_REQUEST  # partition records the request may still add
+    results = []
+    for topic in request.topics:
+        result, added = await _add(topic, request.validate_only, context, room)
+        results.append(result)
+        room -= added
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
 async def _add(
-    topic: CreatePartitionsTopic, validate_only: bool, context: RequestContext, batch: _Batch
-) -> CreatePartitionsTopicResult:
+    topic: CreatePartitionsTopic, validate_only: bool, context: RequestContext, room: int
+) -> tuple[CreatePartitionsTopicResult, int]:
+    """The topic's result and how much of the batch's ``room`` it takes (all of it when it
+    does not fit: Kafka fills its batch before refusing)."""
     resolver = context.broker.resolver
     try:
         resolved = resolver.resolve(topic.name)
         if resolved is None:  # Kafka's controller sends the error alone, with no message
-            return CreatePartitionsTopicResult(
+            result = CreatePartitionsTopicResult(
                 name=topic.name, error_code=ErrorCode.unknown_topic_or_partition
             )
+            return result, 0
         resolved.refuse_change("add partitions to its topic instead")
         placement = (
             None
             if topic.assignments is None
             else [assignment.broker_ids for assignment in topic.assignments]
         )
-        batch.room -= await context.broker.topics.add_partitions(
-            topic.name, topic.count, validate_only, placement, batch.room
+        added = await context.broker.topics.add_partitions(
+            topic.name, topic.count, validate_only, placement, room
         )
         if not validate_only:
             await resolver.grow_companions(topic.name, topic.count)
     except PastOneBatch:
-        batch.room = 0
-        return CreatePartitionsTopicResult(
+        result = CreatePartitionsTopicResult(
             name=topic.name, error_code=ErrorCode.unknown_server_error, error_message=None
         )
+        return result, room
     except TopicError as error:
-        return CreatePartitionsTopicResult(
+        result = CreatePartitionsTopicResult(
             name=topic.name, error_code=ErrorCode(error.code), error_message=str(error)
         )
-    return CreatePartitionsTopicResult(name=topic.name, error_code=ErrorCode.none)
+        return result, 0
+    return CreatePartitionsTopicResult(name=topic.name, error_code=ErrorCode.none), added
