@@ -1,5 +1,5 @@
 """The VENUS capture and transmission measurements of database synchronisation on Spark
-(README, "Database synchronisation on Spark").
+(docs/spark.md).
 
     python -m benchmarks.db_sync [--changes 100000] [--repeats 1]
 

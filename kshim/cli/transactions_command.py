@@ -23,7 +23,7 @@ on a partition is reported when all three hold:
 
 So an open transaction that its coordinator still lists with the partition is not
 hanging however old it is, since the coordinator still owes it a marker (Kafka aborts it
-at its timeout; kshim reviews it, README "Transactions and review"), and a transaction
+at its timeout; kshim reviews it, docs/transactions.md), and a transaction
 is judged by the producer's last write, so one still being written to is not a candidate.
 ``--max-transaction-timeout`` takes fractional minutes (Kafka's takes whole ones).
 
