@@ -252,11 +252,13 @@ def produce(session: BrokerSession, cell: Cell, topics: list[str], plan: Plan) -
         "produce_seconds": produced.seconds,
         "produce_records_per_s": acknowledged / produced.seconds,
         "produce_client_cores": produced.client_cpu_seconds / produced.seconds,
+        "produce_busiest_client_thread_cores": produced.busiest_client_thread_cores,
         "produce_end_fds": session.broker.open_fds(),
     })  # fmt: skip
     if acknowledged:
         cpu_us = usage.cpu_seconds / acknowledged * 1e6
         cell.metrics["produce_broker_cpu_us_per_record"] = cpu_us
+        cell.metrics["produce_broker_cores"] = usage.cpu_seconds / produced.seconds
     if produced.failures:  # recorded, not raised: the acknowledged records are still read back
         reason = f"{produced.failures:,} deliveries failed, first {produced.first_failure}"
         cell.failed["produce"] = reason

@@ -24,6 +24,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from benchmarks.client_threads import ThreadUsage
 from benchmarks.scale_requests import log_end_offsets
 from benchmarks.workloads import paced_latency, send
 
@@ -64,6 +65,7 @@ class Produced:
     first_failure: str = ""
     seconds: float = float("nan")
     client_cpu_seconds: float = float("nan")
+    busiest_client_thread_cores: float = float("nan")  # its share of one core
 
     @property
     def acknowledged_count(self) -> int:
@@ -89,6 +91,8 @@ def produce_round_robin(
         {"bootstrap.servers": bootstrap, **config, "on_delivery": produced.on_delivery}
     )
     client_before = time.process_time()
+    threads = ThreadUsage()
+    threads.start()
     started = time.perf_counter()
     for index in range(count):
         topic_index, sequence = index % len(topics), index // len(topics)
@@ -97,6 +101,8 @@ def produce_round_robin(
     remaining = producer.flush(FLUSH_TIMEOUT_S)
     produced.seconds = time.perf_counter() - started
     produced.client_cpu_seconds = time.process_time() - client_before
+    threads.stop()
+    produced.busiest_client_thread_cores = threads.busiest()[1]
     if remaining:
         producer.purge()  # each purged record's delivery report is a failure
         producer.flush(PURGE_WAIT_S)

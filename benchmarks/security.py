@@ -67,6 +67,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks.brokers import RunningBroker, sampled
+from benchmarks.client_threads import ThreadUsage
 from benchmarks.pipelined_produce import pipelined, produce_frame
 from benchmarks.security_clients import (
     CONNECTION_KINDS,
@@ -177,29 +178,63 @@ def measure_throughput(
 ) -> dict[str, Any]:
     """Per record size and phase: each listener's runs, medians and SASL_SSL/PLAINTEXT."""
     runs: dict[str, dict[str, list[Run]]] = {}
-    java_classpath = _java_classpath()
-    if java_classpath is None:
-        print(f"no Java client shapes: {_java_unavailable()}", flush=True)
+    java = java_client(java_records)
     for repeat in range(repeats):
-        for size, count in sizes.items():
-            order = PROTOCOLS if repeat % 2 == 0 else PROTOCOLS[::-1]
-            for protocol in order:
-                for phase, run in _produce_and_consume(broker, secure, protocol, size, count):
-                    runs.setdefault(f"{phase} {_size(size)}", {}).setdefault(protocol, [])
-                    runs[f"{phase} {_size(size)}"][protocol].append(run)
-                    print(
-                        f"repeat {repeat + 1}/{repeats} {phase} {_size(size)} {protocol}: "
-                        f"{run['records_per_s']:,.0f} records/s",
-                        flush=True,
-                    )
-        for protocol in PROTOCOLS if repeat % 2 == 0 else PROTOCOLS[::-1]:
-            rounds = _raw_rounds(broker, secure, protocol)
-            if java_classpath is not None:
-                rounds += _java_rounds(broker, secure, protocol, java_classpath, java_records)
-            for shape, run in rounds:
-                runs.setdefault(shape, {}).setdefault(protocol, []).append(run)
-                print(f"repeat {repeat + 1}/{repeats} {shape} {protocol}: "
-                      f"{run['records_per_s']:,.0f} records/s", flush=True)  # fmt: skip
+        throughput_repeat(broker, secure, sizes, repeat, java, runs)
+    return compare_runs(runs)
+
+
+def java_client(records: int) -> tuple[str, int] | None:
+    """(the Java client's classpath, its records) when it can run and is asked for."""
+    classpath = _java_classpath() if records > 0 else None
+    if records > 0 and classpath is None:
+        print(f"no Java client shapes: {_java_unavailable()}", flush=True)
+    return None if classpath is None else (classpath, records)
+
+
+def throughput_repeat(
+    broker: RunningBroker,
+    secure: SecureBroker,
+    sizes: dict[int, int],
+    repeat: int,
+    java: tuple[str, int] | None,
+    runs: dict[str, dict[str, list[Run]]],
+) -> None:
+    """One repeat of every throughput shape, the listener that goes first alternating with
+    ``repeat``; adds each run to ``runs`` (shape, then listener)."""
+    first_plain = repeat % 2 == 0
+    for size, count in sizes.items():
+        for protocol in PROTOCOLS if first_plain else PROTOCOLS[::-1]:
+            for phase, run in _produce_and_consume(broker, secure, protocol, size, count):
+                _keep(runs, f"{phase} {_size(size)}", protocol, run, broker.name, repeat)
+    for protocol in PROTOCOLS if first_plain else PROTOCOLS[::-1]:
+        rounds = _raw_rounds(broker, secure, protocol)
+        if java is not None:
+            rounds += _java_rounds(broker, secure, protocol, *java)
+        for shape, run in rounds:
+            _keep(runs, shape, protocol, run, broker.name, repeat)
+
+
+def _keep(
+    runs: dict[str, dict[str, list[Run]]],
+    shape: str,
+    protocol: str,
+    run: Run,
+    broker: str,
+    repeat: int,
+) -> None:
+    runs.setdefault(shape, {}).setdefault(protocol, []).append(run)
+    cores = (
+        f" (broker {run['broker_cores']:.2f} cores, busiest client thread "
+        f"{run['busiest_client_thread_cores']:.2f})"
+        if "broker_cores" in run
+        else ""
+    )
+    print(f"{broker} repeat {repeat + 1} {shape} {protocol}: "
+          f"{run['records_per_s']:,.0f} records/s{cores}", flush=True)  # fmt: skip
+
+
+def compare_runs(runs: dict[str, dict[str, list[Run]]]) -> dict[str, Any]:
     return {shape: _compare(by_protocol) for shape, by_protocol in runs.items()}
 
 
@@ -318,12 +353,16 @@ def _produce(
     if producer.flush(TIMEOUT_S):
         raise RuntimeError("the first record was not acknowledged")
     first_ms = (time.perf_counter() - started) * 1000
+    threads = ThreadUsage()
+    threads.start()
     cpu_before, started = broker.cpu_seconds(), time.perf_counter()
     for _ in range(count):
         send(producer, topic, payload)
     if producer.flush(TIMEOUT_S):
         raise RuntimeError("records not acknowledged")
-    return _run(count, time.perf_counter() - started, broker.cpu_seconds() - cpu_before, first_ms)
+    seconds = time.perf_counter() - started
+    threads.stop()
+    return _run(count, seconds, broker.cpu_seconds() - cpu_before, first_ms, threads)
 
 
 def _consume(broker: RunningBroker, topic: str, count: int, settings: dict[str, Any]) -> Run:
@@ -348,25 +387,41 @@ def _consume(broker: RunningBroker, topic: str, count: int, settings: dict[str, 
         first = len(consumer.consume(10_000, 1.0))
     first_ms = (time.perf_counter() - started) * 1000
     received = first
+    threads = ThreadUsage()
+    threads.start()
     cpu_before, started = broker.cpu_seconds(), time.perf_counter()
     while received < count and time.perf_counter() < deadline:
         # No more than are left: consume() waits out its timeout for a batch it cannot fill.
         received += len(consumer.consume(min(10_000, count - received), 1.0))
     seconds = time.perf_counter() - started
     cpu = broker.cpu_seconds() - cpu_before
+    threads.stop()
     consumer.close()
     if received < count:
         raise RuntimeError(f"read {received} of {count} records")
-    return _run(received - first, seconds, cpu, first_ms)
+    return _run(received - first, seconds, cpu, first_ms, threads)
 
 
-def _run(records: int, seconds: float, cpu_seconds: float, first_ms: float) -> Run:
-    return {
+def _run(
+    records: int,
+    seconds: float,
+    cpu_seconds: float,
+    first_ms: float,
+    threads: ThreadUsage | None = None,
+) -> Run:
+    """One run's figures; with the client's ``threads``, the broker's and the client's
+    share of a core beside (the busiest client thread's too: at 1.0 it paced the run)."""
+    run = {
         "records": records,
         "records_per_s": records / seconds,
         "broker_cpu_us_per_record": cpu_seconds / records * 1e6,
         "first_record_ms": first_ms,
     }
+    if threads is not None:
+        run["broker_cores"] = cpu_seconds / seconds
+        run["client_cores"] = threads.total_cores()
+        run["busiest_client_thread_cores"] = threads.busiest()[1]
+    return run
 
 
 def _compare(by_protocol: dict[str, list[Run]]) -> dict[str, Any]:

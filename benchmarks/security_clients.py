@@ -33,6 +33,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from cryptography.hazmat.primitives import serialization
 
 from benchmarks.brokers import START_TIMEOUT_S, RunningBroker
 from benchmarks.startup import API_VERSIONS_V0, answers_api_versions
@@ -64,22 +65,33 @@ class SecureBroker:
 
 
 def make_certificates(directory: Path) -> tuple[str, str]:
-    """(the broker's keystore, the CA file): PEM files written into ``directory``."""
+    """(the broker's keystore: its PKCS#8 key and certificate chain, the CA's certificate):
+    PEM files written into ``directory``. trustme writes keys in OpenSSL's traditional
+    form, which Kafka's PEM keystores (KIP-651) do not read; Python's ssl reads either."""
     authority = trustme.CA()
-    keystore, ca = str(directory / "server.pem"), str(directory / "ca.pem")
-    authority.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
-        keystore
+    issued = authority.issue_cert("127.0.0.1", "localhost")
+    key = serialization.load_pem_private_key(issued.private_key_pem.bytes(), password=None)
+    pkcs8 = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
     )
-    authority.cert_pem.write_to_path(ca)
-    return keystore, ca
+    keystore, ca = directory / "server.pem", directory / "ca.pem"
+    keystore.write_bytes(pkcs8 + b"".join(blob.bytes() for blob in issued.cert_chain_pems))
+    authority.cert_pem.write_to_path(str(ca))
+    return str(keystore), str(ca)
 
 
 @contextlib.contextmanager
-def running_secure(directory: Path) -> Iterator[tuple[RunningBroker, SecureBroker]]:
-    """A ``kshim serve`` with PLAINTEXT and SASL_SSL listeners, its data and certificates
-    in ``directory``, its standard error in ``directory/broker.err``; stopped with SIGTERM
-    when the block ends."""
-    keystore, ca = make_certificates(directory)
+def running_secure(
+    directory: Path, certificates: tuple[str, str] | None = None
+) -> Iterator[tuple[RunningBroker, SecureBroker]]:
+    """A ``kshim serve`` with PLAINTEXT and SASL_SSL listeners, its data in ``directory``,
+    its standard error in ``directory/broker.err``, its certificates ``certificates``
+    (make_certificates's pair) or new ones in ``directory``; stopped with SIGTERM when the
+    block ends."""
+    directory.mkdir(parents=True, exist_ok=True)
+    keystore, ca = certificates or make_certificates(directory)
     ports = {"PLAINTEXT": free_port(), "SASL_SSL": free_port()}
     jaas = (
         "org.apache.kafka.common.security.plain.PlainLoginModule required "

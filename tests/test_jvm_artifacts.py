@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kshim.jvm import artifacts, kafka_server
+from kshim.jvm.__main__ import listeners as jvm_listeners
 from kshim.jvm.__main__ import main as jvm_main
 
 MAVEN_COORDINATE = re.compile(r"^[\w.-]+:[\w.-]+:\d[\w.-]*$")
@@ -177,12 +178,29 @@ def test_kafkas_configuration_is_the_sample_with_this_runs_addresses(tmp_path: P
     assert settings["listeners"] == "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
     assert settings["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092"
     assert settings["controller.quorum.voters"] == "1@127.0.0.1:9093"
+    assert settings["listener.security.protocol.map"] == "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
     assert settings["log.dirs"] == str(tmp_path / "logs")
     assert settings["offsets.topic.replication.factor"] == "1"
     assert settings["log.flush.interval.messages"] == "1"
     assert "group.initial.rebalance.delay.ms" not in settings  # Kafka's default, 3 s
     text = kafka_server.properties_text({"a": "1", "b.c": "x,y"})
     assert text == "a=1\nb.c=x,y\n"
+
+
+def test_extra_listeners_are_named_after_their_protocol(tmp_path: Path) -> None:
+    settings = kafka_server.server_properties(9092, 9093, tmp_path, {}, {"SASL_SSL": 9094})
+    assert settings["listeners"] == (
+        "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093"
+    )
+    assert settings["advertised.listeners"] == (
+        "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094"
+    )
+    assert settings["listener.security.protocol.map"] == (
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL"
+    )
+    assert jvm_listeners(["sasl_ssl=9094"]) == {"SASL_SSL": 9094}
+    with pytest.raises(artifacts.JvmArtifactsError, match="PROTOCOL=PORT"):
+        jvm_listeners(["CONTROLLER=1"])
 
 
 def test_cluster_ids_are_kafkas_22_character_base64url_uuids() -> None:

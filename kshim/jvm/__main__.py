@@ -4,6 +4,7 @@
     python -m kshim.jvm list                   # the sets, whether each is cached, and where
     python -m kshim.jvm classpath SET          # the set's jars as a -cp argument
     python -m kshim.jvm kafka --port P --data-dir DIR [--jars kafka4] [--set KEY=VALUE ...]
+                              [--listener PROTOCOL=PORT ...]
 
 A failure is one line on stderr (``jvm: error: ...``) and exit status 1.
 """
@@ -25,6 +26,9 @@ from kshim.jvm.artifacts import (
     set_directory,
 )
 
+# Kafka's security protocols other than the PLAINTEXT listener every broker here has.
+LISTENER_PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
 
 def parser() -> argparse.ArgumentParser:
     command = argparse.ArgumentParser(
@@ -43,7 +47,27 @@ def parser() -> argparse.ArgumentParser:
     kafka.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a broker setting"
     )
+    kafka.add_argument(
+        "--listener",
+        action="append",
+        default=[],
+        metavar="PROTOCOL=PORT",
+        help="another listener, e.g. SASL_SSL=9093 (its TLS and SASL settings with --set)",
+    )
     return command
+
+
+def listeners(entries: Sequence[str]) -> dict[str, int]:
+    chosen = {}
+    for entry in entries:
+        name, _, port = entry.partition("=")
+        if name.strip().upper() not in LISTENER_PROTOCOLS or not port.strip().isdigit():
+            raise JvmArtifactsError(
+                f"--listener takes PROTOCOL=PORT with PROTOCOL one of "
+                f"{', '.join(LISTENER_PROTOCOLS)}, not {entry!r}"
+            )
+        chosen[name.strip().upper()] = int(port)
+    return chosen
 
 
 def settings(entries: Sequence[str]) -> dict[str, str]:
@@ -71,7 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(classpath(arguments.set))
         else:
             overrides = settings(arguments.set)
-            return kafka_server.run(arguments.port, arguments.data_dir, arguments.jars, overrides)
+            extra = listeners(arguments.listener)
+            return kafka_server.run(
+                arguments.port, arguments.data_dir, arguments.jars, overrides, extra
+            )
     except JvmArtifactsError as error:
         print(f"jvm: error: {error}", file=sys.stderr)
         return 1

@@ -35,7 +35,6 @@ SAMPLE_SETTINGS: dict[str, str] = {
     "node.id": "1",
     "inter.broker.listener.name": "PLAINTEXT",
     "controller.listener.names": "CONTROLLER",
-    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
     "num.network.threads": "3",
     "num.io.threads": "8",
     "socket.send.buffer.bytes": "102400",
@@ -96,14 +95,25 @@ def free_port(host: str = LOOPBACK) -> int:
 
 
 def server_properties(
-    port: int, controller_port: int, log_dir: Path, overrides: Mapping[str, str]
+    port: int,
+    controller_port: int,
+    log_dir: Path,
+    overrides: Mapping[str, str],
+    extra_listeners: Mapping[str, int] | None = None,
 ) -> dict[str, str]:
-    """The broker's configuration: the sample's, this run's addresses, then ``overrides``."""
+    """The broker's configuration: the sample's, this run's addresses, then ``overrides``.
+    ``extra_listeners`` (security protocol name to port, e.g. ``{"SASL_SSL": 9093}``) are
+    listeners beside PLAINTEXT, each named after its protocol, as Kafka's default
+    listener.security.protocol.map names them; their TLS and SASL settings are overrides."""
+    ports = {"PLAINTEXT": port, **(extra_listeners or {})}
+    addresses = [f"{name}://{LOOPBACK}:{number}" for name, number in ports.items()]
+    protocols = ["CONTROLLER:PLAINTEXT", *(f"{name}:{name}" for name in ports)]
     return {
         **SAMPLE_SETTINGS,
+        "listener.security.protocol.map": ",".join(protocols),
         "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
-        "listeners": f"PLAINTEXT://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{port}",
+        "listeners": ",".join([*addresses, f"CONTROLLER://{LOOPBACK}:{controller_port}"]),
+        "advertised.listeners": ",".join(addresses),
         "log.dirs": str(log_dir),
         **overrides,
     }
@@ -148,7 +158,13 @@ def java_command(
     return ["java", *heap, *PERFORMANCE_OPTIONS, *options, "-cp", classpath, main, *arguments]
 
 
-def prepare(port: int, data_dir: Path, jars_name: str, overrides: Mapping[str, str]) -> list[str]:
+def prepare(
+    port: int,
+    data_dir: Path,
+    jars_name: str,
+    overrides: Mapping[str, str],
+    extra_listeners: Mapping[str, int] | None = None,
+) -> list[str]:
     """Writes the configuration into ``data_dir``, formats the storage unless it was formatted
     before, and returns the command that runs the broker. Raises JvmArtifactsError when the
     jars cannot be had, and RuntimeError with the tool's output when formatting fails."""
@@ -156,7 +172,7 @@ def prepare(port: int, data_dir: Path, jars_name: str, overrides: Mapping[str, s
     classpath = os.pathsep.join(str(jar) for jar in jars)
     data_dir.mkdir(parents=True, exist_ok=True)
     log_dir = data_dir / "logs"
-    settings = server_properties(port, free_port(), log_dir, overrides)
+    settings = server_properties(port, free_port(), log_dir, overrides, extra_listeners)
     properties = data_dir / "server.properties"
     properties.write_text(properties_text(settings), encoding="utf-8")
     options = logging_options(jars, data_dir)
@@ -181,11 +197,15 @@ def format_storage(classpath: str, properties: Path, options: Sequence[str]) -> 
 
 
 def run(  # noqa: RET503 (os.execvp does not return)
-    port: int, data_dir: Path, jars_name: str, overrides: Mapping[str, str]
+    port: int,
+    data_dir: Path,
+    jars_name: str,
+    overrides: Mapping[str, str],
+    extra_listeners: Mapping[str, int] | None = None,
 ) -> int:
     """Prepares the broker, then replaces this process with it (returns only on error)."""
     try:
-        command = prepare(port, data_dir, jars_name, overrides)
+        command = prepare(port, data_dir, jars_name, overrides, extra_listeners)
     except (JvmArtifactsError, RuntimeError) as error:
         print(f"kafka: error: {error}", flush=True)
         return 1

@@ -1,7 +1,7 @@
 """The delay schedule's buckets: which file a pending record is appended to, and when a
 file is split into finer ones or loaded into memory. Pure functions.
 
-QMQ's multi-level schedule (seed 002): records due far ahead share coarse buckets,
+QMQ's multi-level schedule (docs/references.md): records due far ahead share coarse buckets,
 near ones fine buckets, so two years take a few hundred files rather than one per
 minute, and the only bucket ever read whole is a minute's. Levels here: a week beyond
 14 days, a day beyond 2 days, an hour beyond 2 hours, a minute below. A coarse bucket

@@ -4,7 +4,7 @@ by due time (kshim/storage/delay_buckets.py), with a small LMDB environment besi
 A record produced to ``T.delay`` is read from that log once its transaction (if any) is
 decided and copied here whole, so ``T.delay``'s own retention can never lose a pending
 record however far ahead it is due (QMQ keeps its schedule apart from the message log
-for the same reason; seed 002). Records are appended to the file of their bucket, never
+for the same reason: docs/references.md). Records are appended to the file of their bucket, never
 inserted in place: a B-tree keyed by due time took a page write per record scattered
 over the tree, half-empty pages and mapped memory growing with the records pending.
 LMDB holds only what is small, in the same transaction as what it describes:

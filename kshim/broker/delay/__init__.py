@@ -1,5 +1,5 @@
 """Delayed delivery: a record produced to ``T.delay`` appears in ``T`` at the time its
-producer chose (QMQ's delay service, seed 002).
+producer chose (QMQ's delay service: docs/references.md).
 
 ``naming`` says which names are delay companions, ``requests`` what a record on one asks
 for, ``ingest`` reads decided records of ``T.delay`` into the durable schedule
