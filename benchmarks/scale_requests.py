@@ -32,7 +32,7 @@ CONSUMER_REPLICA_ID = -1
 NO_EPOCH = -1
 FIRST_PRODUCE_RETRY_S = 0.01
 # What kshim prints on standard error as it stops gracefully, e.g.
-# "kshim stopped after 12.3 s: 4567 fsyncs, 89012 bytes written to the write-ahead log".
+# "kshim stopped after 12.3 s: 4567 fsyncs, 89012 bytes made durable (...)".
 STOP_LINE = re.compile(r"^kshim stopped after .*?(\d+) fsyncs", re.MULTILINE)
 
 

@@ -29,12 +29,15 @@ from kshim.broker.config.keys import ConfigError
 from kshim.cli.main import build_parser, load_config
 from kshim.storage.data_directory_lock import lock_path
 from kshim.testing import free_port
+from kshim.wire_client import connect
+from tests.bad_input_support import PRODUCE, create_topic, make_batch, produce_fields
 
 COMMAND_TIMEOUT_S = 30.0
 START_TIMEOUT_S = 30.0
 LISTENING = re.compile(r"^kshim listening on (\S+):(\d+), data in (.+)$")
 STOPPED = re.compile(
-    r"^kshim stopped after \d+\.\d s: \d+ fsyncs, \d+ bytes written to the write-ahead log$"
+    r"^kshim stopped after \d+\.\d s: \d+ fsyncs, (\d+) bytes made durable \((\d+) through "
+    r"the write-ahead log, (\d+) straight to segment files\)$"
 )
 
 
@@ -309,6 +312,24 @@ def test_a_stop_signal_prints_what_was_flushed_once(
     assert "Traceback" not in stderr
     [stopped] = [line for line in stderr.splitlines() if line.startswith("kshim stopped")]
     assert STOPPED.match(stopped), stopped
+
+
+def test_the_stop_line_counts_the_records_made_durable(serving: Serving) -> None:
+    """Each round's bytes go through the write-ahead log or, for a round over one
+    partition, straight to its segment file: the line counts both."""
+    payload = [b"x" * 1000] * 100
+    create_topic(serving.bootstrap, "stop-line", 1, {})
+    with connect(serving.bootstrap) as conn:
+        for _ in range(20):
+            answer = conn.call(PRODUCE, 9, produce_fields({("stop-line", 0): make_batch(payload)}))
+            assert answer.responses[0].partition_responses[0].error_code == 0
+    _, stderr = serving.stop()
+    [stopped] = [line for line in stderr.splitlines() if line.startswith("kshim stopped")]
+    matched = STOPPED.match(stopped)
+    assert matched, stopped
+    total, wal, direct = (int(group) for group in matched.groups())
+    assert total == wal + direct
+    assert total >= 20 * 100 * 1000
 
 
 # The configuration's sources, in process.

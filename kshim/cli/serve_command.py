@@ -50,6 +50,10 @@ from kshim.storage.log_store import DiskLogStore
 log = logging.getLogger(__name__)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 SERVE_HELP = "run a single-node broker"
+# The alarm said when the log store fails a write, and how long the broker goes on
+# answering (produces with KAFKA_STORAGE_ERROR) before it stops.
+STORAGE_FAILED = "storage_failed"
+FAILURE_GRACE_S = 1.0
 
 
 def add_serve_parser(commands: argparse._SubParsersAction[OneLineArgumentParser]) -> None:
@@ -111,13 +115,53 @@ async def serve(config: BrokerConfig) -> None:
     log.info("event loop: %s", running_loop_name())
     trim = malloc_trim()
     trimming = asyncio.create_task(trim_when_idle(trim)) if trim is not None else None
-    await stop.wait()
+    failure = await _until_stopped(stop, server.broker)
     if trimming is not None:
         trimming.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await trimming
     await server.stop()
     print(stopped_line(server.broker, time.monotonic() - started), file=sys.stderr, flush=True)
+    if failure is not None:
+        raise CommandFailed(storage_failure_line(failure))
+
+
+async def _until_stopped(stop: asyncio.Event, broker: Broker) -> BaseException | None:
+    """Waits for a signal or for the log store to fail a write; returns that failure.
+
+    A failed write stops the broker, as Kafka halts a broker whose every log directory
+    has failed (LogDirFailureChannel, ReplicaManager.handleLogDirFailure): what the
+    store holds in memory may no longer match the disk, and only recovery at the next
+    start knows what is durable. Until it stops, every produce is answered with
+    KAFKA_STORAGE_ERROR, which clients retry; for FAILURE_GRACE_S the answers already
+    decided reach their clients, then the process exits with one line saying why."""
+    signalled = asyncio.create_task(stop.wait())
+    failed = asyncio.create_task(broker.logs.write_failed())
+    await asyncio.wait({signalled, failed}, return_when=asyncio.FIRST_COMPLETED)
+    signalled.cancel()
+    if not failed.done():
+        failed.cancel()
+        return None
+    error = failed.result()
+    broker.alarms.happened(
+        STORAGE_FAILED, broker.config.data_dir, 1, 0, storage_failure_line(error)
+    )
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), FAILURE_GRACE_S)
+    if broker.webhook is not None:  # the alarm reaches its receiver before the broker stops
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(broker.webhook.drained(), broker.webhook.settings.timeout_s)
+    return error
+
+
+def storage_failure_line(error: BaseException) -> str:
+    """The broker's last line after a failed write: why it stopped, what to do."""
+    why = reason(error) if isinstance(error, OSError) else str(error)
+    return (
+        f"stopped: a write to the log failed ({why}); every acknowledged record "
+        "is on disk and recovery keeps it: start kshim again once the disk has room or "
+        "works again"
+    )
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -152,9 +196,10 @@ def stopped_line(broker: Broker, uptime_s: float) -> str:
     logs = broker.logs
     if not isinstance(logs, DiskLogStore):
         return f"kshim stopped after {uptime_s:.1f} s"
+    wal, direct = logs.wal_bytes_written, logs.segment_bytes_written_directly
     return (
-        f"kshim stopped after {uptime_s:.1f} s: {logs.sync_count} fsyncs, "
-        f"{logs.wal_bytes_written} bytes written to the write-ahead log"
+        f"kshim stopped after {uptime_s:.1f} s: {logs.sync_count} fsyncs, {wal + direct} bytes "
+        f"made durable ({wal} through the write-ahead log, {direct} straight to segment files)"
     )
 
 

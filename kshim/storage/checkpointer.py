@@ -69,6 +69,7 @@ class Checkpointer:
         self._last_checkpoint = time.monotonic()
         self._last_checkpoint_end = wal.end  # the log's end when the last checkpoint began
         self._direct_bytes = 0  # written straight to segment files since then
+        self.direct_bytes_written = 0  # the same, over the store's life
         # The end of the records of every finished flush round: a round still writing has
         # taken its batches, which a checkpoint may not have spilled, so it waits for it.
         self._logged_end = wal.end
@@ -144,6 +145,7 @@ class Checkpointer:
         due once such writes add up as the write-ahead log's growth would."""
         self._dirty.add(log)
         self._direct_bytes += size
+        self.direct_bytes_written += size
         self.memtable_bytes -= log.spilled(end_offset)
 
     def mark_dirty(self, log: DiskPartitionLog) -> None:

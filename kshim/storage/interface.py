@@ -308,3 +308,9 @@ class LogStore(Protocol):
     async def close(self) -> None:
         """Makes pending appends durable, then closes every open log."""
         ...
+
+    async def write_failed(self) -> BaseException:
+        """Returns the error once a write or fsync of the store has failed (from then on
+        every log refuses appends with LogFailed: see PartitionLog.append); waits for
+        ever on a store whose writes all succeed."""
+        ...

@@ -71,6 +71,7 @@ class DiskLogStore:
         self._tail: WalTail | None = None  # what recovery must replay; None: not read yet
         self._tail_lock = asyncio.Lock()
         self._failure: BaseException | None = None
+        self._failed = asyncio.Event()
         self._checkpointer = Checkpointer(
             self._wal, self._fs, self.logs_dir, settings, self._fail, self._checkpoint_limit
         )
@@ -124,6 +125,12 @@ class DiskLogStore:
     @property
     def wal_bytes_written(self) -> int:
         return self._wal.bytes_written
+
+    @property
+    def segment_bytes_written_directly(self) -> int:
+        """Bytes of records flush rounds made durable in segment files, not through the
+        write-ahead log (a round over one partition: see group_commit.py)."""
+        return self._checkpointer.direct_bytes_written
 
     def observe_rounds(self, observer: Callable[[float, int], None]) -> None:
         """``observer`` is told of each group-commit round: (seconds it took to write and
@@ -286,12 +293,21 @@ class DiskLogStore:
         self._logs.clear()
         self._tail = None
 
+    async def write_failed(self) -> BaseException:
+        """See interface.LogStore.write_failed."""
+        await self._failed.wait()
+        assert self._failure is not None
+        return self._failure
+
     def _fail(self, error: BaseException) -> None:
         """A write failed: the store refuses appends until restarted (recovery then finds
-        the durable prefix)."""
+        the durable prefix). Never retried: after a failed fsync the kernel may have
+        dropped the dirty pages it could not write, so a later fsync that succeeds proves
+        nothing about them (PostgreSQL's "fsyncgate", docs/references.md)."""
         if self._failure is None:
             log.error("log store: write failed, refusing appends until restarted: %s", error)
             self._failure = error
+            self._failed.set()
         for partition_log in self._logs.values():
             partition_log.fail(error)
 

@@ -242,6 +242,7 @@ class MemoryLogStore:
         self._clock = clock
         # The last log opened for each partition, open or closed: what a reopen recovers.
         self._logs: dict[TopicPartition, MemoryPartitionLog] = {}
+        self._never_fails = asyncio.Event()
 
     async def recover(self, partitions: Sequence[PartitionToOpen]) -> Sequence[PartitionLog]:
         """See interface.LogStore.recover: opens each, and forgets the others' batches."""
@@ -285,6 +286,11 @@ class MemoryLogStore:
                     if header.producer_id >= 0:
                         on_batch(header)
         return segments
+
+    async def write_failed(self) -> BaseException:
+        """See interface.LogStore.write_failed: memory never fails a write."""
+        await self._never_fails.wait()
+        raise AssertionError("the memory store's writes never fail")
 
     def get(self, topic_partition: TopicPartition) -> MemoryPartitionLog | None:
         """The partition's open log, if any."""

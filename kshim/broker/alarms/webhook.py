@@ -42,7 +42,15 @@ class Webhook:
         """Sends queued alarms in order until cancelled."""
         while True:
             alarm = await self._queue.get()
-            await self._deliver(alarm)
+            try:
+                await self._deliver(alarm)
+            finally:
+                self._queue.task_done()
+
+    async def drained(self) -> None:
+        """Returns once every alarm queued so far was sent or given up (a broker about to
+        stop waits for its last alarms, bounded by the caller)."""
+        await self._queue.join()
 
     async def _deliver(self, alarm: Alarm) -> None:
         body = json.dumps(alarm.as_json()).encode()
