@@ -33,6 +33,7 @@ from benchmarks.scale_requests import (
     missing_topics,
     seconds_to_first_produce,
     topic_names,
+    wait_until_served,
     wide_produce,
 )
 from kshim.testing import failure_lines
@@ -40,6 +41,7 @@ from kshim.testing import failure_lines
 SAMPLE_INTERVAL_S = 0.25  # also counts the tree's fds: ~10 ms of this process per 20,000
 WIDE_PARTITIONS = 1_000  # "one produce request that touches 1,000 partitions"
 FIRST_PRODUCE_DEADLINE_S = 30.0
+SERVED_TIMEOUT_S = 600.0  # until every topic has a leader: Kafka at 10,000 topics takes a while
 SHOWN_FAILURES = 3
 SHOWN_LOG_LINES = 5
 LOG_LINE_CHARACTERS = 300
@@ -223,6 +225,9 @@ def create(
     started = time.perf_counter()
     failures = create_topics(broker.bootstrap, topics, topic_configs)
     cell.metrics["create_s"] = time.perf_counter() - started
+    cell.metrics["served_after_create_s"] = wait_until_served(
+        broker.bootstrap, topics, SERVED_TIMEOUT_S
+    )
     cell.metrics["topics_created"] = len(topics) - len(failures)
     cell.metrics["fds_after_create"] = broker.open_fds()
     cell.metrics["rss_after_create_mb"] = broker.rss_bytes() / 1e6
@@ -237,6 +242,9 @@ def produce(session: BrokerSession, cell: Cell, topics: list[str], plan: Plan) -
     if session.keeps_data:
         session.restart("produce")
         cell.metrics["restart_graceful_s"] = session.broker.ready_s
+        cell.metrics["served_after_restart_s"] = wait_until_served(
+            session.broker.bootstrap, topics, SERVED_TIMEOUT_S
+        )
     else:
         cell.not_measured["restart_graceful"] = "no data kept across a restart"
     with sampled(session.broker, SAMPLE_INTERVAL_S, count_fds=True) as usage:

@@ -31,6 +31,7 @@ LATEST_TIMESTAMP = -1  # ListOffsets: the log end offset (the protocol guide's "
 CONSUMER_REPLICA_ID = -1
 NO_EPOCH = -1
 FIRST_PRODUCE_RETRY_S = 0.01
+SERVED_POLL_S = 0.2
 # What kshim prints on standard error as it stops gracefully, e.g.
 # "kshim stopped after 12.3 s: 4567 fsyncs, 89012 bytes made durable (...)".
 STOP_LINE = re.compile(r"^kshim stopped after .*?(\d+) fsyncs", re.MULTILINE)
@@ -67,6 +68,30 @@ def create_topics(
                 elif result.error_code != 0:
                     failures[name] = f"{_code_name(result.error_code)}: {result.error_message}"
     return failures
+
+
+def wait_until_served(bootstrap: str, topics: Sequence[str], timeout_s: float) -> float:
+    """Seconds until a Metadata request naming every one of ``topics`` finds each with a
+    leader and no error: a Kafka answers CreateTopics, and ApiVersions after a restart,
+    before its controller has made every partition's leader known (a producer then calls
+    the topics not yet served unknown). Raises TimeoutError after ``timeout_s``."""
+    named = {"topics": [{"name": name} for name in topics], "allow_auto_topic_creation": False}
+    started = time.perf_counter()
+    with connect(bootstrap, REQUEST_TIMEOUT_S) as connection:
+        while True:
+            answer = connection.call(METADATA_KEY, METADATA_VERSION, named)
+            waiting = sum(1 for topic in answer.topics if not _served(topic))
+            if not waiting:
+                return time.perf_counter() - started
+            if time.perf_counter() - started > timeout_s:
+                raise TimeoutError(f"{waiting:,} of {len(topics):,} topics still not served")
+            time.sleep(SERVED_POLL_S)
+
+
+def _served(topic: Any) -> bool:
+    return topic.error_code == 0 and all(
+        partition.error_code == 0 and partition.leader_id >= 0 for partition in topic.partitions
+    )
 
 
 def metadata_latency(bootstrap: str, topics: Sequence[str], requests: int) -> dict[str, float]:

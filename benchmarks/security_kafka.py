@@ -16,8 +16,10 @@ the Java client when it can run) on one broker, then the other, the broker that 
 alternating repeat by repeat; CPU and RSS are of each broker's whole process tree.
 
 Targets: kshim's SASL_SSL keeps >= 0.8x of its PLAINTEXT records/s, and a ratio at least
-Kafka's own, consuming and producing 1 KiB records with confluent-kafka. Prints a Markdown
-table and writes the JSON.
+Kafka's own, consuming and producing 1 KiB records with confluent-kafka. Prints Markdown
+tables and writes them (``.md``) beside the JSON. The second table says who paced each
+confluent-kafka run: the broker's cores and the client's busiest thread
+(benchmarks/client_threads.py).
 """
 
 from __future__ import annotations
@@ -96,7 +98,9 @@ def main() -> None:
     }
     results["targets"] = targets(results["throughput"])
     Path(arguments.json).write_text(json.dumps(results, indent=2) + "\n")
-    print(render(results))
+    table = render(results)
+    Path(arguments.json).with_suffix(".md").write_text(table + "\n")
+    print(table)
 
 
 @contextlib.contextmanager
@@ -149,7 +153,8 @@ def render(results: dict[str, Any]) -> str:
     throughput = results["throughput"]
     lines = [
         f"SASL_SSL / PLAINTEXT, kshim and Kafka ({results['kafka']}), "
-        f"{results['arguments']['repeats']} repeats, medians, records/s",
+        f"{results['arguments']['repeats']} repeats, medians, records/s; "
+        f"`{results['command']}`, {results['finished']}, {results['machine']['cpus']} CPUs",
         "",
         "| shape | kshim PLAINTEXT | kshim SASL_SSL | kshim ratio "
         "| Kafka PLAINTEXT | Kafka SASL_SSL | Kafka ratio |",
