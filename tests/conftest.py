@@ -35,12 +35,17 @@ def no_kafka_python_client_outlives_its_test() -> Iterator[None]:
     assert not left, f"kafka-python clients left open: {sorted(t.name for t in left)}"
 
 
+NO_METRICS = "kshim.metrics.listen="
+
 # kshim's own brokers with ``kshim serve``'s defaults. A user's suite gets kafka_bootstrap and
 # kafka_broker_factory from the published plugin (kshim/pytest_plugin.py) instead.
 @pytest.fixture(scope="session")
 def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """One broker for tests that only use their own uniquely named topics."""
-    broker = BrokerProcess(tmp_path_factory.mktemp("shared") / "data").start()
+    """One broker for tests that only use their own uniquely named topics. Its metrics are
+    off: running the whole session, it would hold the default metrics address that
+    tests/e2e/test_metrics.py needs free."""
+    data_dir = tmp_path_factory.mktemp("shared") / "data"
+    broker = BrokerProcess(data_dir, [NO_METRICS]).start()
     yield broker
     broker.stop()
 

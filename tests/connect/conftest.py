@@ -93,7 +93,9 @@ def connect_broker(
         kafka: KafkaProcess = request.getfixturevalue("session_kafka")
         yield kafka
         return
-    broker = BrokerProcess(Path(tmp_path_factory.mktemp("connect-broker")) / "data").start()
+    data_dir = Path(tmp_path_factory.mktemp("connect-broker")) / "data"
+    # Metrics off: a broker kept for the session would hold the default metrics address.
+    broker = BrokerProcess(data_dir, ["kshim.metrics.listen="]).start()
     yield broker
     broker.stop()
 
