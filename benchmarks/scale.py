@@ -1,5 +1,5 @@
-"""Many single-partition topics on one node: kshim side by side with Tansu (and Kafka when
-Docker runs), at 1, 100, 1,000 and 10,000 topics.
+"""Many single-partition topics on one node: kshim side by side with Tansu and Apache Kafka
+(from the pinned jars, compat_tests/kafka_sources.py), at 1, 100, 1,000 and 10,000 topics.
 
     python -m benchmarks.scale                    # full run: 3 repeats, 200,000 records,
                                                   # about an hour on 2 cores
@@ -128,7 +128,9 @@ def notes(brokers: list[str], topic_configs: dict[str, str], fd_limit: int) -> l
             "(fsyncs reported as 0) and a kill -9 loses every record by design of that storage."
         )
     if "kafka" in brokers:
-        found.append("Kafka's fsyncs are not counted, and its container is not killed (-9).")
+        found.append(
+            "Kafka's fsyncs are not counted, and it is not killed (-9) and restarted here: its data directory is not kept across a restart."
+        )
     return found
 
 

@@ -340,6 +340,6 @@ def first_produce_after_kill(broker: RunningBroker, cell: Cell, topic: str) -> N
 def restart_after_kill(session: BrokerSession, cell: Cell) -> None:
     """kill -9 of the whole tree, then a new run on the same data dir."""
     if session.name == "kafka":
-        raise NotMeasured("Kafka's container is not killed and restarted here")
+        raise NotMeasured("Kafka is not killed and restarted here (its data directory is not kept)")
     session.kill()
     cell.metrics["restart_after_kill_s"] = session.start("after_kill").ready_s
