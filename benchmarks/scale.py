@@ -129,7 +129,8 @@ def notes(brokers: list[str], topic_configs: dict[str, str], fd_limit: int) -> l
         )
     if "kafka" in brokers:
         found.append(
-            "Kafka's fsyncs are not counted, and it is not killed (-9) and restarted here: its data directory is not kept across a restart."
+            "Kafka's fsyncs are not counted, and it is not killed (-9) and restarted here: "
+            "its data directory is not kept across a restart."
         )
     return found
 
