@@ -37,6 +37,7 @@ def no_kafka_python_client_outlives_its_test() -> Iterator[None]:
 
 NO_METRICS = "kshim.metrics.listen="
 
+
 # kshim's own brokers with ``kshim serve``'s defaults. A user's suite gets kafka_bootstrap and
 # kafka_broker_factory from the published plugin (kshim/pytest_plugin.py) instead.
 @pytest.fixture(scope="session")
