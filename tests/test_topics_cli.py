@@ -11,6 +11,7 @@ signalled.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -165,6 +166,24 @@ def test_describe_all_configs_adds_the_defaults(broker: BrokerProcess) -> None:
     assert "retention.ms" in by_name
     table = succeeded(*arguments)
     assert "all-configs  cleanup.policy" in "\n".join(table)
+
+
+def test_a_closed_output_pipe_ends_the_command_quietly(broker: BrokerProcess) -> None:
+    """``kshim topics describe ... | head -1``: the reader has gone when the command prints;
+    the command stops without an error line (it said the broker broke the pipe)."""
+    succeeded("create", "--bootstrap", broker.bootstrap, "--topic", "closed-pipe")
+    reading, writing = os.pipe()
+    os.close(reading)  # every write to the pipe now fails with EPIPE
+    try:
+        command = [sys.executable, "-m", "kshim", "topics", "describe"]
+        command += ["--bootstrap", broker.bootstrap, "--topic", "closed-pipe", "--all-configs"]
+        result = subprocess.run(
+            command, stdout=writing, stderr=subprocess.PIPE, text=True,
+            timeout=COMMAND_TIMEOUT_S, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(writing)
+    assert (result.returncode, result.stderr) == (0, "")
 
 
 def test_alter_config_then_describe_shows_the_change(broker: BrokerProcess) -> None:

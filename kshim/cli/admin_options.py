@@ -11,7 +11,13 @@ from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
 
 from kshim.cli.config_sources import DEFAULT_LISTEN
-from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, reason
+from kshim.cli.errors import (
+    CommandFailed,
+    OneLineArgumentParser,
+    UsageError,
+    print_lines,
+    reason,
+)
 from kshim.client_sasl import AuthenticationFailed
 from kshim.client_security import (
     ClientSecurity,
@@ -137,7 +143,7 @@ def run_subcommand(
     try:
         with admin(bootstrap, security=security) as connected:
             for line in subcommand(connected, arguments):
-                print(line, flush=True)
+                print_lines(line)
     except OSError as error:
         raise CommandFailed(f"cannot reach {bootstrap}: {reason(error)}") from error
     except AuthenticationFailed as error:

@@ -43,6 +43,23 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         sys.exit(USAGE_STATUS)
 
 
+class OutputClosed(Exception):
+    """Whoever reads the output stopped reading (``kshim tail T | head``): the command
+    stops quietly, as Unix tools do when their pipe closes. Not an OSError, so that the
+    commands' handlers of connection errors never take it for the broker's."""
+
+
+def print_lines(text: str) -> None:
+    """Prints ``text`` and flushes it; raises OutputClosed when the reader has gone, after
+    which nothing more may reach stdout (the interpreter's own flush at exit would fail
+    again and print a traceback)."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise OutputClosed from None
+
+
 def print_error(message: str, program: str = PROGRAM) -> None:
     print(f"{program}: error: {message}", file=sys.stderr, flush=True)
 

@@ -33,6 +33,7 @@ from kshim.cli.errors import (
     USAGE_STATUS,
     CommandFailed,
     OneLineArgumentParser,
+    OutputClosed,
     UsageError,
     print_error,
     reason,
@@ -192,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     except CommandFailed as error:
         print_error(str(error), program)
         return FAILURE_STATUS
+    except OutputClosed:
+        pass  # the reader of the output has gone (``| head``): nothing more to say
     return 0
 
 

@@ -22,13 +22,11 @@ import argparse
 import base64
 import datetime
 import json
-import os
-import sys
 import time
 from collections.abc import Callable
 
 from kshim.cli.admin_options import add_common_options, authentication_failure, command_security
-from kshim.cli.errors import CommandFailed, OneLineArgumentParser, reason
+from kshim.cli.errors import CommandFailed, OneLineArgumentParser, OutputClosed, print_lines, reason
 from kshim.cli.groups_command import partition_argument
 from kshim.cli.topic_reader import EARLIEST, LATEST, ReadError, ReadRecord, TopicReader
 from kshim.client_sasl import AuthenticationFailed
@@ -47,10 +45,6 @@ ESCAPES = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7F]} | {
     ord("\n"): "\\n",
     ord("\r"): "\\r",
 }
-
-
-class OutputClosed(Exception):
-    """Whoever reads the output stopped reading (``kshim tail T | head``)."""
 
 
 def add_tail_parser(
@@ -162,12 +156,7 @@ def _print(records: list[ReadRecord], as_json: bool) -> None:
     lines = [
         json.dumps(record_json(record)) if as_json else record_line(record) for record in records
     ]
-    try:
-        print("\n".join(lines), flush=True)
-    except BrokenPipeError:
-        # The interpreter flushes stdout once more at exit, which would fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise OutputClosed from None
+    print_lines("\n".join(lines))
 
 
 def record_line(record: ReadRecord) -> str:
