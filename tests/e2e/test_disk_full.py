@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kshim.protocol.errors import ErrorCode
 from kshim.testing import BrokerExited, BrokerProcess
-from kshim.wire_client import ConnectionClosedError, connect
+from kshim.wire_client import ConnectionClosedError, WireConnection, connect
 from tests.bad_input_support import PRODUCE, make_batch, produce_fields
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -66,6 +66,14 @@ def value(batch: int, index: int) -> bytes:
     return f"{batch}:{index}:".encode().ljust(RECORD_BYTES, b"x")
 
 
+def produce_batch(conn: WireConnection, number: int) -> tuple[int, int]:
+    """Batch ``number`` of RECORDS_PER_BATCH records: (the error code, its base offset)."""
+    batch = make_batch([value(number, i) for i in range(RECORDS_PER_BATCH)])
+    response = conn.call(PRODUCE, 9, produce_fields({(TOPIC, 0): batch}))
+    (answer,) = response.responses[0].partition_responses
+    return answer.error_code, answer.base_offset
+
+
 def fill(bootstrap: str) -> tuple[dict[int, int], int]:
     """Produces batches until one is refused; returns (base offset of each acknowledged
     batch, by batch number) and the refusal's error code (-1: the connection closed
@@ -73,15 +81,13 @@ def fill(bootstrap: str) -> tuple[dict[int, int], int]:
     acknowledged: dict[int, int] = {}
     with connect(bootstrap, 30.0) as conn:
         for number in range(MAX_BATCHES):
-            batch = make_batch([value(number, i) for i in range(RECORDS_PER_BATCH)])
             try:
-                response = conn.call(PRODUCE, 9, produce_fields({(TOPIC, 0): batch}))
+                code, base = produce_batch(conn, number)
             except ConnectionClosedError:
                 return acknowledged, -1
-            (answer,) = response.responses[0].partition_responses
-            if answer.error_code != ErrorCode.none:
-                return acknowledged, answer.error_code
-            acknowledged[number] = answer.base_offset
+            if code != ErrorCode.none:
+                return acknowledged, code
+            acknowledged[number] = base
     return acknowledged, ErrorCode.none
 
 
@@ -168,7 +174,5 @@ def assert_all_kept(bootstrap: str, acknowledged: dict[int, int]) -> dict[int, b
 def fill_one(bootstrap: str) -> tuple[int, int]:
     """One more batch: (its base offset, the error code)."""
     with connect(bootstrap, 30.0) as conn:
-        batch = make_batch([value(-1, i) for i in range(RECORDS_PER_BATCH)])
-        response = conn.call(PRODUCE, 9, produce_fields({(TOPIC, 0): batch}))
-    (answer,) = response.responses[0].partition_responses
-    return answer.base_offset, answer.error_code
+        code, base = produce_batch(conn, -1)
+    return base, code
