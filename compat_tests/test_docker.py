@@ -75,6 +75,31 @@ def test_dockerfile_image_shape() -> None:
             assert all((ROOT / source).exists() for source in sources), arguments
 
 
+def test_build_context_holds_only_what_the_dockerfile_copies() -> None:
+    """.dockerignore is an allow-list: everything is left out but the Dockerfile's COPY
+    sources, so no virtual environment, cache or data directory is sent to the builder."""
+    lines = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()]
+    patterns = [line for line in lines if line and not line.startswith("#")]
+    copied = {
+        source
+        for name, arguments in instructions(DOCKER / "Dockerfile")
+        if name == "COPY"
+        for source in arguments.split()[:-1]
+        if not source.startswith("--")
+    }
+
+    assert patterns[0] == "*"
+    assert {pattern[1:] for pattern in patterns if pattern.startswith("!")} == copied
+
+
+def test_compose_publishes_ports_on_loopback_only() -> None:
+    """A compose file run on a laptop or a shared host exposes nothing beyond it unless
+    the operator publishes a port on another interface."""
+    for name, service in load_compose()["services"].items():
+        for published in service.get("ports", []):
+            assert str(published).startswith("127.0.0.1:"), (name, published)
+
+
 def test_dockerfile_command_matches_the_cli() -> None:
     """ENTRYPOINT + CMD parse with kshim's own parser into a config listening on all
     interfaces, storing in the volume and advertising the ENV default."""
@@ -195,7 +220,7 @@ def test_compose_broker_has_an_internal_and_an_external_listener() -> None:
         "INTERNAL": ("kshim", 9092),
         "EXTERNAL": ("localhost", 19092),
     }
-    assert services["kshim"]["ports"] == ["19092:19092", "9308:9308"]
+    assert services["kshim"]["ports"] == ["127.0.0.1:19092:19092", "127.0.0.1:9308:9308"]
     assert config.values["log.dirs"] == DATA_DIR
     assert config.metrics_address() == ("0.0.0.0", 9308)
     # The image's health check and the Spark job use the internal listener.
