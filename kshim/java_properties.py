@@ -9,6 +9,7 @@ read by kshim's raw client, which imports nothing from the broker.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 BLANKS = " \t\f"  # what Properties.load counts as white space around keys and values
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -22,17 +23,21 @@ def parse_java_properties(text: str) -> dict[str, str]:
     number of backslashes continues on the next, whose leading blanks are dropped (so that a
     PEM value can span lines); ``\\t \\n \\r \\f``, ``\\uXXXX`` and ``\\x`` for any other
     ``x`` in keys and values. The last of a repeated key wins."""
-    entries: dict[str, str] = {}
-    lines = iter(LINE_BREAK.split(text))
-    for line in lines:
+    return {key: value for _, key, value in java_properties_entries(text)}
+
+
+def java_properties_entries(text: str) -> Iterator[tuple[int, str, str]]:
+    """(line number, key, value) of each entry of Java properties text, in order, read as
+    ``parse_java_properties`` says; the number is the entry's first line, counted from 1."""
+    lines = enumerate(LINE_BREAK.split(text), start=1)
+    for number, line in lines:
         logical = line.lstrip(BLANKS)
         if not logical or logical[0] in "#!":
             continue
         while _continues(logical):
-            logical = logical[:-1] + next(lines, "").lstrip(BLANKS)
+            logical = logical[:-1] + next(lines, (0, ""))[1].lstrip(BLANKS)
         key, value = _split_entry(logical)
-        entries[_unescape(key)] = _unescape(value)
-    return entries
+        yield number, _unescape(key), _unescape(value)
 
 
 def _continues(line: str) -> bool:

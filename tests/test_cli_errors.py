@@ -217,12 +217,27 @@ def test_a_set_without_equals_names_the_argument() -> None:
 
 def test_a_malformed_config_file_names_the_file_and_line(tmp_path: Path) -> None:
     properties = tmp_path / "server.properties"
-    properties.write_text("log.retention.ms=1000\n# a comment\nnum.partitions\n")
+    properties.write_text("log.retention.ms=1000\n# a comment\n= 3\n")
     result = run_kshim("serve", "--config", str(properties))
     assert_one_error_line(
         result,
         2,
-        f"kshim: error: --config {properties}: line 3: expected key=value, got 'num.partitions'",
+        f"kshim: error: --config {properties}: line 3: expected key=value, "
+        "got an entry without a key",
+    )
+
+
+def test_a_config_file_is_read_in_java_properties_syntax(tmp_path: Path) -> None:
+    """``key value`` and continuation lines, as Kafka's server.properties allows: the
+    value is read whole, so its mistake is reported under its key."""
+    properties = tmp_path / "server.properties"
+    properties.write_text("num.partitions 1\nlog.retention.ms \\\n    soon\n")
+    result = run_kshim("serve", "--config", str(properties))
+    assert_one_error_line(
+        result,
+        2,
+        f"kshim: error: Invalid value soon for configuration log.retention.ms (from "
+        f"{properties}): Not a number of type LONG",
     )
 
 

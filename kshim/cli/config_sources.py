@@ -97,7 +97,9 @@ def _set_settings(arguments: Sequence[str]) -> list[Setting]:
             entries = parse_properties(argument)
         except ConfigError:
             entries = {}
-        if len(entries) != 1:
+        # Unlike a file's line, ``--set`` needs its separator: ``--set retention.ms`` is a
+        # forgotten value, not a key set to the empty string.
+        if len(entries) != 1 or not any(mark in argument for mark in "=:"):
             raise ConfigError(f"--set {argument}: expected KEY=VALUE")
         [(key, value)] = entries.items()
         settings.append(Setting(key, value, "--set"))

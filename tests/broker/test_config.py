@@ -45,7 +45,28 @@ def test_parse_properties_later_lines_win() -> None:
     assert parse_properties("") == {}
 
 
-@pytest.mark.parametrize(("text", "line"), [("novalue", 1), ("a=1\n=2", 2), ("a=1\n\n :x", 3)])
+def test_parse_properties_reads_java_syntax_in_full() -> None:
+    """Kafka reads server.properties with java.util.Properties.load: a blank separates key
+    from value, a trailing backslash continues the line, escapes stand for characters."""
+    text = (
+        "log.retention.ms 1000\n"
+        "! also a comment\n"
+        "listeners = PLAINTEXT://127.0.0.1:9092,\\\n"
+        "             SSL://127.0.0.1:9093\n"
+        "sasl.enabled.mechanisms\tPLAIN\n"
+        "kshim.note=caf\\u00e9 a\\=b\n"
+        "advertised.listeners\n"
+    )
+    assert parse_properties(text) == {
+        "log.retention.ms": "1000",
+        "listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "kshim.note": "café a=b",
+        "advertised.listeners": "",
+    }
+
+
+@pytest.mark.parametrize(("text", "line"), [("=1", 1), ("a=1\n=2", 2), ("a=1\n\n :x", 3)])
 def test_parse_properties_refuses_a_line_without_key(text: str, line: int) -> None:
     with pytest.raises(ConfigError, match=f"line {line}"):
         parse_properties(text)

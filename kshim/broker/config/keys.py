@@ -35,6 +35,7 @@ from kshim.broker.config.values import (
     parse_integer,
     parse_list,
 )
+from kshim.java_properties import java_properties_entries
 
 ENVIRONMENT_PREFIX = "KSHIM_"
 LONG_MAX = (1 << 63) - 1
@@ -346,16 +347,16 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Parses Java properties text: ``key=value`` or ``key: value`` lines, ``#`` comments."""
+    """Parses a broker's properties file in Java's full syntax, as Kafka reads
+    server.properties (java.util.Properties.load: ``key=value``, ``key: value`` or
+    ``key value``, comments, continuation lines, escapes). Raises ConfigError, with the
+    line number, for an entry without a key (``=value``), which Java would store under
+    the empty key and Kafka then ignore."""
     result = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        separator = min((line.find(mark) for mark in "=:" if mark in line), default=-1)
-        if separator <= 0:
-            raise ConfigError(f"line {number}: expected key=value, got {raw!r}")
-        result[line[:separator].strip()] = line[separator + 1 :].strip()
+    for number, key, value in java_properties_entries(text):
+        if not key:
+            raise ConfigError(f"line {number}: expected key=value, got an entry without a key")
+        result[key] = value
     return result
 
 
