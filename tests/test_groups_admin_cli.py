@@ -372,3 +372,77 @@ def test_a_command_config_given_before_the_subcommand_is_used(
         broker.bootstrap,
     )
     assert line.startswith(f"kshim groups: error: --command-config {config}: "), line
+
+
+def test_describe_members_shows_each_member_and_its_assignment(broker: BrokerProcess) -> None:
+    """As kafka-consumer-groups.sh --describe --members --verbose: ids, host, client id,
+    the partitions assigned; a group without members is said in one line."""
+    bootstrap = broker.bootstrap
+    topic = new_topic(bootstrap, partitions=2)
+    busy, idle = unique("busy"), unique("idle")
+    commit(bootstrap, idle, topic, 1)
+    member = group_consumer(bootstrap, busy, topic)
+    try:
+        wait_for_assignment(member)
+        lines = succeeded("describe", "--bootstrap", bootstrap, "--members", "--group", busy)
+        objects = succeeded(
+            "describe", "--bootstrap", bootstrap, "--members", "--group", busy, "--json"
+        )
+        quiet = succeeded("describe", "--bootstrap", bootstrap, "--members", "--group", idle)
+        states = succeeded(
+            "--bootstrap", bootstrap, "describe", "--state", "--group", busy, "--group", idle
+        )
+    finally:
+        member.close()
+
+    header, row = lines
+    assert header.split() == [
+        "GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+        "ASSIGNMENT",
+    ]  # fmt: skip
+    [described] = [json.loads(line) for line in objects]
+    assert row.split() == [
+        busy, described["member_id"], "-", described["client_host"], "rdkafka", "2",
+        f"{topic}(0,1)",
+    ]  # fmt: skip
+    assert described["group"] == busy and described["group_instance_id"] is None
+    assert described["assignment"] == [
+        {"topic": topic, "partition": 0},
+        {"topic": topic, "partition": 1},
+    ]
+    assert quiet == [f"consumer group {idle} has no active members"]
+    assert [line.split() for line in states] == [
+        ["GROUP", "STATE", "MEMBERS"],
+        [busy, "Stable", "1"],
+        [idle, "Empty", "0"],
+    ]
+
+
+def test_describe_names_a_group_that_does_not_exist(broker: BrokerProcess) -> None:
+    never = unique("never")
+    _, line = failed(1, "describe", "--bootstrap", broker.bootstrap, "--members", "--group", never)
+    assert line == f"kshim groups: error: consumer group {never} does not exist"
+    _, usage = failed(2, "describe", "--bootstrap", broker.bootstrap)
+    assert "one of the arguments --members --state is required" in usage
+
+
+def test_the_status_table_as_json(broker: BrokerProcess) -> None:
+    bootstrap = broker.bootstrap
+    topic = new_topic(bootstrap)
+    group = unique("json")
+    commit(bootstrap, group, topic, 3)
+    lines = succeeded("--bootstrap", bootstrap, "--group", group, "--json")
+    assert [json.loads(line) for line in lines] == [
+        {
+            "group": group,
+            "topic": topic,
+            "partition": 0,
+            "committed": 3,
+            "log_end": RECORDS,
+            "lag": RECORDS - 3,
+            "members": 0,
+        }
+    ]
+    # --json given to the group command is kept by its subcommands.
+    deleted = succeeded("--bootstrap", bootstrap, "--json", "delete", "--group", group)
+    assert [json.loads(line) for line in deleted] == [{"group": group, "deleted": True}]

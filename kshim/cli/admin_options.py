@@ -54,8 +54,8 @@ def add_common_options(
     json_help: str = "one JSON object per line",
 ) -> None:
     """--bootstrap, --command-config and --json on ``parser``. With ``bootstrap_default``
-    argparse.SUPPRESS, neither --bootstrap nor --command-config has a default here, so that
-    the value a parent parser took is kept."""
+    argparse.SUPPRESS, none of them has a default here, so that the value a parent parser
+    took is kept."""
     kept = bootstrap_default == argparse.SUPPRESS
     shown = DEFAULT_LISTEN if kept else bootstrap_default
     parser.add_argument(
@@ -65,7 +65,8 @@ def add_common_options(
         help=f"a running broker, host:port (default {shown})",
     )
     add_command_config(parser, argparse.SUPPRESS if kept else None)
-    parser.add_argument("--json", action="store_true", help=json_help)
+    json_default: object = argparse.SUPPRESS if kept else False
+    parser.add_argument("--json", action="store_true", default=json_default, help=json_help)
 
 
 def add_command_config(parser: OneLineArgumentParser, default: str | None = None) -> None:

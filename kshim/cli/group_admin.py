@@ -18,6 +18,7 @@ from typing import Any
 
 from kshim.cli.admin_connection import admin_connection
 from kshim.client_security import ClientSecurity
+from kshim.protocol.consumer_protocol import assigned_partitions
 from kshim.protocol.errors import ErrorCode
 from kshim.wire_client import (
     WireConnection,
@@ -30,6 +31,7 @@ OFFSET_COMMIT = (8, 8)
 OFFSET_FETCH = (9, 7)
 DESCRIBE_GROUPS = (15, 5)
 DELETE_GROUPS = (42, 2)
+LIST_GROUPS = (16, 4)
 READ_TIMEOUT_S = 30.0
 # ListOffsets' special timestamps (ListOffsetsRequest.EARLIEST_TIMESTAMP, LATEST_TIMESTAMP),
 # and its answer when no record has a timestamp at or after the one asked for.
@@ -42,6 +44,7 @@ READ_UNCOMMITTED = 0
 ADMIN_GENERATION = -1
 ADMIN_MEMBER_ID = ""
 NO_LEADER_EPOCH = -1
+DEAD = "Dead"  # DescribeGroups' state of a group that does not exist
 
 
 class GroupAdminError(Exception):
@@ -56,6 +59,19 @@ class GroupDescription:
     group: str
     state: str
     members: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """One member of a group as DescribeGroups says it: its ids, where it connects from,
+    and the partitions its consumer-protocol assignment gives it (topic, partition)."""
+
+    group: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: tuple[tuple[str, int], ...]
 
 
 @contextlib.contextmanager
@@ -87,6 +103,23 @@ class GroupAdmin:
         [described] = self._call(DESCRIBE_GROUPS, {"groups": [group]}).groups
         _check(described.error_code, f"cannot describe group {group}")
         return GroupDescription(group, str(described.group_state), len(described.members))
+
+    def list_groups(self) -> list[str]:
+        """Every group's id, sorted."""
+        response = self._call(LIST_GROUPS, {"states_filter": []})
+        _check(response.error_code, "cannot list groups")
+        return sorted(str(group.group_id) for group in response.groups)
+
+    def members(self, groups: Sequence[str]) -> dict[str, list[GroupMember]]:
+        """The members of each group that exists (DescribeGroups answers an unknown one as
+        ``Dead``, which is left out), in the order the coordinator lists them."""
+        described: dict[str, list[GroupMember]] = {}
+        for group in self._call(DESCRIBE_GROUPS, {"groups": list(groups)}).groups:
+            _check(group.error_code, f"cannot describe group {group.group_id}")
+            if group.group_state != DEAD:
+                members = [_member(group, member) for member in group.members]
+                described[str(group.group_id)] = members
+        return described
 
     def partitions(self, topic: str) -> list[int]:
         """The topic's partition numbers, in order; raises GroupAdminError for a topic
@@ -170,6 +203,20 @@ class GroupAdmin:
     def _call(self, api: tuple[int, int], fields: Mapping[str, Any]) -> Any:
         api_key, version = api
         return self._connection.call(api_key, version, fields)
+
+
+def _member(group: Any, member: Any) -> GroupMember:
+    """A DescribeGroups member; an assignment that is not the consumer protocol's (a
+    Connect worker's, say) counts as no partitions."""
+    assigned = assigned_partitions(bytes(member.member_assignment)) or ()
+    return GroupMember(
+        group=str(group.group_id),
+        member_id=str(member.member_id),
+        group_instance_id=member.group_instance_id,
+        client_id=str(member.client_id),
+        client_host=str(member.client_host),
+        assignment=tuple(sorted((str(topic), int(index)) for topic, index in assigned)),
+    )
 
 
 def _answered_partitions(topics: Any) -> Iterator[tuple[int, Any]]:

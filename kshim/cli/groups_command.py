@@ -1,6 +1,6 @@
-"""``kshim groups reset-offsets`` and ``kshim groups delete``: change the consumer groups of a
-running broker (kshim or any Kafka broker), as Kafka's kafka-consumer-groups.sh does with
-``--reset-offsets`` and ``--delete``.
+"""``kshim groups reset-offsets``, ``delete`` and ``describe``: change or describe the consumer
+groups of a running broker (kshim or any Kafka broker), as Kafka's kafka-consumer-groups.sh
+does with ``--reset-offsets``, ``--delete`` and ``--describe --members`` / ``--state``.
 
 ``kshim groups`` without a subcommand still prints the status table (kshim/cli/main.py).
 A reset prints its plan as an aligned table and changes nothing unless ``--execute`` is
@@ -16,11 +16,12 @@ import argparse
 import datetime
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import asdict
 
 from kshim.broker.text_table import fixed_width_table
 from kshim.cli.admin_options import run_subcommand, subcommands
 from kshim.cli.errors import GROUPS_PROGRAM, OneLineArgumentParser
-from kshim.cli.group_admin import GroupAdmin, GroupAdminError, group_admin
+from kshim.cli.group_admin import GroupAdmin, GroupAdminError, GroupMember, group_admin
 from kshim.cli.offset_reset import (
     PlannedOffset,
     ResetRefused,
@@ -53,6 +54,24 @@ def add_group_admin_parsers(
     add("delete", "delete groups and their committed offsets").add_argument(
         "--group", dest="groups", action="append", required=True, metavar="GROUP"
     )
+    _add_describe(add("describe", "groups' members and assignments, or their state"))
+
+
+def _add_describe(describe: OneLineArgumentParser) -> None:
+    describe.add_argument(
+        "--group",
+        dest="groups",
+        action="append",
+        metavar="GROUP",
+        help="only this group, repeatable (default: every group)",
+    )
+    shown = describe.add_mutually_exclusive_group(required=True)
+    shown.add_argument(
+        "--members",
+        action="store_true",
+        help="each member: its ids, host, client id and assigned partitions",
+    )
+    shown.add_argument("--state", action="store_true", help="each group's state and size")
 
 
 def _add_reset(reset: OneLineArgumentParser) -> None:
@@ -155,9 +174,88 @@ def _delete(admin: GroupAdmin, arguments: argparse.Namespace) -> Iterator[str]:
         raise GroupAdminError("cannot delete group " + "; ".join(failures))
 
 
+def _describe(admin: GroupAdmin, arguments: argparse.Namespace) -> Iterator[str]:
+    """As kafka-consumer-groups.sh --describe --members --verbose (or --state) prints it;
+    the offsets and lag of each partition are ``kshim groups`` itself."""
+    named = list(dict.fromkeys(arguments.groups or ()))
+    described = admin.members(named or admin.list_groups())
+    missing = [group for group in named if group not in described]
+    if missing:
+        raise GroupAdminError(f"consumer group {', '.join(missing)} does not exist")
+    if arguments.state:
+        yield from _state_lines(admin, list(described), arguments.json)
+    elif arguments.json:
+        for group_members in described.values():
+            yield from (json.dumps(member_json(member)) for member in group_members)
+    else:
+        yield from _member_lines(described)
+
+
+def _state_lines(admin: GroupAdmin, groups: list[str], as_json: bool) -> Iterator[str]:
+    descriptions = [admin.describe(group) for group in groups]
+    if as_json:
+        yield from (json.dumps(asdict(description)) for description in descriptions)
+        return
+    rows = [(item.group, item.state, str(item.members)) for item in descriptions]
+    yield fixed_width_table(("GROUP", "STATE", "MEMBERS"), rows, left_aligned={0, 1})
+
+
+def _member_lines(described: dict[str, list[GroupMember]]) -> Iterator[str]:
+    """The members table, after one line per group that has none (Kafka's tool says so
+    rather than printing an empty table)."""
+    for group, group_members in described.items():
+        if not group_members:
+            yield f"consumer group {group} has no active members"
+    rows = [member_cells(member) for members in described.values() for member in members]
+    if rows:
+        yield fixed_width_table(MEMBER_COLUMNS, rows, left_aligned=set(range(7)) - {5})
+
+
+MEMBER_COLUMNS = (
+    "GROUP",
+    "CONSUMER-ID",
+    "GROUP-INSTANCE-ID",
+    "HOST",
+    "CLIENT-ID",
+    "#PARTITIONS",
+    "ASSIGNMENT",
+)
+
+
+def member_cells(member: GroupMember) -> tuple[str, ...]:
+    return (
+        member.group,
+        member.member_id,
+        member.group_instance_id or NO_OFFSET,
+        member.client_host,
+        member.client_id,
+        str(len(member.assignment)),
+        assignment_text(member.assignment) or NO_OFFSET,
+    )
+
+
+def assignment_text(assignment: tuple[tuple[str, int], ...]) -> str:
+    """``topic(0,1);other(2)``, as kafka-consumer-groups.sh --verbose shows an assignment."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in assignment:
+        by_topic.setdefault(topic, []).append(partition)
+    return ";".join(
+        f"{topic}({','.join(map(str, partitions))})" for topic, partitions in by_topic.items()
+    )
+
+
+def member_json(member: GroupMember) -> dict[str, object]:
+    fields = asdict(member)
+    fields["assignment"] = [
+        {"topic": topic, "partition": partition} for topic, partition in member.assignment
+    ]
+    return fields
+
+
 SUBCOMMANDS: dict[str, Callable[[GroupAdmin, argparse.Namespace], Iterator[str]]] = {
     "reset-offsets": _reset,
     "delete": _delete,
+    "describe": _describe,
 }
 
 

@@ -15,7 +15,7 @@ import sys
 
 import lmdb
 
-from kshim.broker.broker import wall_clock_ms
+from kshim.broker.clock import wall_clock_ms
 from kshim.broker.delay.status import delay_status, format_delays
 from kshim.broker.groups.consumption_status import format_table
 from kshim.cli.acls import ACLS_PROGRAM, add_acls_parser, run_acls
@@ -36,6 +36,7 @@ from kshim.cli.errors import (
     OutputClosed,
     UsageError,
     print_error,
+    print_lines,
     reason,
 )
 from kshim.cli.group_query import QueryError, query_status
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     groups.add_argument("--group", help="only this group (default: every group)")
     add_command_config(groups)
+    groups.add_argument("--json", action="store_true", help="one JSON object per partition")
     groups.error_program = GROUPS_PROGRAM
     add_group_admin_parsers(groups, bootstrap_argument)
     add_tail_parser(commands, bootstrap_argument)
@@ -134,7 +136,11 @@ def show_groups(arguments: argparse.Namespace) -> None:
         raise CommandFailed(authentication_failure(arguments.bootstrap, error)) from error
     except QueryError as error:
         raise CommandFailed(str(error)) from error
-    print(format_table(rows))
+    if arguments.json:
+        for row in rows:
+            print_lines(json.dumps(row.to_json()))
+    else:
+        print_lines(format_table(rows))
 
 
 def show_delays(arguments: argparse.Namespace) -> None:
@@ -153,9 +159,9 @@ def show_delays(arguments: argparse.Namespace) -> None:
         store.close()
     if arguments.json:
         for row in rows:
-            print(json.dumps(row.to_json()))
+            print_lines(json.dumps(row.to_json()))
     else:
-        print(format_delays(rows))
+        print_lines(format_delays(rows))
 
 
 def main(argv: list[str] | None = None) -> int:

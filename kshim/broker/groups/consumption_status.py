@@ -38,6 +38,19 @@ class PartitionStatus:
             return None
         return max(self.log_end - self.committed, 0)
 
+    def to_json(self) -> dict[str, object]:
+        """The row as ``kshim groups --json`` prints it: the table's columns, null for
+        what is unknown."""
+        return {
+            "group": self.group_id,
+            "topic": self.topic,
+            "partition": self.partition,
+            "committed": self.committed,
+            "log_end": self.log_end,
+            "lag": self.lag,
+            "members": self.members,
+        }
+
 
 def group_status(
     group_id: str,
