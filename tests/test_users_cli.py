@@ -237,9 +237,27 @@ def test_add_into_a_stopped_brokers_data_directory(tmp_path: Path) -> None:
         line = error_line(1, *offline, str(data_dir), stdin="other")
         assert line.startswith(f"{PROGRAM}: error: data directory {data_dir} is in use by ")
         assert line.endswith("stop it first, or add the user through it (without --data-dir)")
+        # Listing reads the store without its lock: a running broker's too.
+        running = succeeded("list", "--data-dir", str(data_dir), "--json")
+        assert [json.loads(row) for row in running] == [
+            {"user": "erin", "mechanism": SHA_256, "iterations": 4096}
+        ]
     finally:
         broker.stop()
     assert failure_lines(broker.log_text()) == []
+    assert succeeded("list", "--data-dir", str(data_dir)) == [
+        "USER  MECHANISM      ITERATIONS",
+        f"erin  {SHA_256}        4096",
+    ]
+    result = kshim_users("list", "erin", "nobody", "--data-dir", str(data_dir), "--json")
+    assert (result.returncode, result.stderr) == (
+        1,
+        f"{PROGRAM}: error: no SCRAM credential for user nobody\n",
+    )
+    nothing = tmp_path / "nothing"
+    assert error_line(1, "list", "--data-dir", str(nothing)) == (
+        f"{PROGRAM}: error: {nothing} is not a kshim data directory (no meta/ in it)"
+    )
 
 
 def test_the_password_never_leaves_the_command() -> None:

@@ -15,20 +15,19 @@
 instead, creating it if need be: the first user of a broker whose listeners all ask for
 SASL, as ``kafka-storage.sh format --add-scram`` is. It refuses while a broker holds the
 directory (its ``.lock``), since that broker would neither see nor keep the change.
+``list --data-dir DIR`` reads a data directory's credentials without a broker, and without
+its lock (a running broker's too: the store is opened read-only).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import getpass
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterator
 
 import lmdb
 
@@ -43,30 +42,23 @@ from kshim.broker.security.scram_credential import (
     salted_password,
 )
 from kshim.broker.text_table import fixed_width_table
-from kshim.cli.admin_connection import admin_connection
 from kshim.cli.admin_options import command_security, run_subcommand, subcommands
 from kshim.cli.errors import (
     CommandFailed,
     OneLineArgumentParser,
     UsageError,
     data_directory_problem,
+    print_lines,
     reason,
 )
 from kshim.cli.topic_admin import AdminError
-from kshim.client_security import ClientSecurity
-from kshim.protocol.errors import ErrorCode
+from kshim.cli.user_admin import CredentialListing, SaltedCredential, UserAdmin, user_admin
 from kshim.storage.data_directory_lock import DataDirectoryInUse, DataDirectoryLock
 from kshim.storage.metadata import MetadataStore
-from kshim.storage.scram_store import MAX_USER_BYTES, StoredScramCredential
-from kshim.wire_client import WireConnection
+from kshim.storage.scram_store import MAX_USER_BYTES, StoredScramCredential, read_credentials
 
 USERS_PROGRAM = "kshim users"
-CLIENT_ID = "kshim-users"
-DESCRIBE_USER_SCRAM_CREDENTIALS = (50, 0)
-ALTER_USER_SCRAM_CREDENTIALS = (51, 0)
-READ_TIMEOUT_S = 30.0
 METADATA_DIRECTORY = "meta"  # the broker's metadata store, inside its data directory
-RESOURCE_NOT_FOUND = ErrorCode.resource_not_found  # DescribeUserScramCredentials: no credential
 
 
 def add_users_parser(
@@ -79,8 +71,14 @@ def add_users_parser(
     users.error_program = USERS_PROGRAM
     add = subcommands(users, "users_command", SUBCOMMANDS, USERS_PROGRAM, bootstrap_type)
     _add_add(add("add", "set a user's SCRAM credential (a new password)"))
-    add("list", "users' SCRAM mechanisms and iterations").add_argument(
+    listing = add("list", "users' SCRAM mechanisms and iterations")
+    listing.add_argument(
         "names", nargs="*", metavar="NAME", help="only these users (default: every user)"
+    )
+    listing.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="read this broker's data directory (running or stopped), not over the wire",
     )
     remove = add("remove", "remove a user's SCRAM credential")
     remove.add_argument("name", metavar="NAME")
@@ -147,6 +145,14 @@ def run_users(arguments: argparse.Namespace) -> None:
             print(added_line(arguments, arguments.data_dir))
             return
         subcommand = functools.partial(_add, credential=credential)
+    elif arguments.users_command == "list" and arguments.data_dir is not None:
+        listed = list_offline(arguments.data_dir, arguments.names)
+        try:
+            for line in _list_lines(*listed, arguments):
+                print_lines(line)
+        except AdminError as error:
+            raise CommandFailed(str(error)) from None
+        return
     run_subcommand(arguments.bootstrap, user_admin, subcommand, arguments, (AdminError,))
 
 
@@ -238,8 +244,35 @@ def _add(
     yield added_line(arguments)
 
 
+def list_offline(data_dir: str, names: list[str]) -> tuple[list[CredentialListing], list[str]]:
+    """As UserAdmin.describe, from the metadata store of the data directory ``data_dir``
+    (read-only, so a running broker's too). Raises CommandFailed when that is no kshim
+    data directory or its store cannot be read."""
+    directory = os.path.join(data_dir, METADATA_DIRECTORY)
+    if not os.path.isdir(directory):
+        raise CommandFailed(f"{data_dir} is not a kshim data directory (no meta/ in it)")
+    try:
+        stored = read_credentials(directory)
+    except lmdb.Error as error:
+        raise CommandFailed(f"cannot read the metadata store in {data_dir}: {error}") from None
+    listings = [
+        CredentialListing(user, MECHANISM_TYPES[mechanism], credential.iterations)
+        for (user, mechanism), credential in stored.items()
+        if mechanism in MECHANISM_TYPES and (not names or user in names)
+    ]
+    listed = {listing.user for listing in listings}
+    return listings, [name for name in dict.fromkeys(names) if name not in listed]
+
+
 def _list(admin: UserAdmin, arguments: argparse.Namespace) -> Iterator[str]:
-    listings, missing = admin.describe(arguments.names)
+    yield from _list_lines(*admin.describe(arguments.names), arguments)
+
+
+def _list_lines(
+    listings: list[CredentialListing], missing: list[str], arguments: argparse.Namespace
+) -> Iterator[str]:
+    """The listing as a table or JSON lines; raises AdminError (after the lines) naming
+    the users asked for that have no credential."""
     if arguments.json:
         yield from (json.dumps(listing.to_json()) for listing in listings)
     else:
@@ -286,114 +319,3 @@ def added_line(arguments: argparse.Namespace, data_dir: str | None = None) -> st
 def listing_table(listings: list[CredentialListing]) -> str:
     rows = [(listing.user, listing.mechanism, str(listing.iterations)) for listing in listings]
     return fixed_width_table(("USER", "MECHANISM", "ITERATIONS"), rows, left_aligned={0, 1})
-
-
-@dataclass(frozen=True, slots=True)
-class SaltedCredential:
-    """A password as AlterUserScramCredentials carries it: a salt, and the password salted
-    and hashed with it (Hi of RFC 5802)."""
-
-    salt: bytes = field(repr=False)
-    salted_password: bytes = field(repr=False)
-    iterations: int
-
-
-@dataclass(frozen=True, slots=True)
-class CredentialListing:
-    """One user's credential of one mechanism, as DescribeUserScramCredentials says."""
-
-    user: str
-    mechanism: str
-    iterations: int
-
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
-
-
-@contextlib.contextmanager
-def user_admin(
-    bootstrap: str,
-    timeout_s: float = READ_TIMEOUT_S,
-    *,
-    security: ClientSecurity | None = None,
-) -> Iterator[UserAdmin]:
-    """A UserAdmin on a connection to the first broker of ``bootstrap``, secured as
-    ``security`` says (None: PLAINTEXT), closed after.
-
-    Raises ValueError for a bootstrap that is not host:port, OSError when the broker cannot
-    be reached or does not answer in time, AuthenticationFailed when it refuses the SASL
-    credentials, AdminError on an error answer or when the broker closes the connection or
-    answers something malformed.
-    """
-    with admin_connection(bootstrap, timeout_s, CLIENT_ID, AdminError, security) as connection:
-        yield UserAdmin(connection)
-
-
-class UserAdmin:
-    """The credential requests, over one connection; each raises AdminError on an error
-    answer."""
-
-    def __init__(self, connection: WireConnection) -> None:
-        self._connection = connection
-
-    def describe(self, users: list[str]) -> tuple[list[CredentialListing], list[str]]:
-        """(the credentials of ``users``, or of every user when it is empty; the named
-        users that have none)."""
-        request = {"users": [{"name": user} for user in dict.fromkeys(users)]}
-        response = self._call(DESCRIBE_USER_SCRAM_CREDENTIALS, request)
-        _check(response.error_code, "cannot describe SCRAM users", response.error_message)
-        listings: list[CredentialListing] = []
-        missing: list[str] = []
-        for result in response.results:
-            if result.error_code == RESOURCE_NOT_FOUND:
-                missing.append(str(result.user))
-                continue
-            _check(result.error_code, f"cannot describe user {result.user}", result.error_message)
-            listings.extend(
-                CredentialListing(
-                    str(result.user), _mechanism_name(info.mechanism), int(info.iterations)
-                )
-                for info in result.credential_infos
-            )
-        return listings, missing
-
-    def upsert(self, user: str, mechanism: str, credential: SaltedCredential) -> None:
-        upsertion = {
-            "name": user,
-            "mechanism": mechanism_type(mechanism),
-            "iterations": credential.iterations,
-            "salt": credential.salt,
-            "salted_password": credential.salted_password,
-        }
-        what = f"cannot set the {mechanism} credential of {user}"
-        self._alter({"upsertions": [upsertion], "deletions": []}, what)
-
-    def delete(self, user: str, mechanism: str) -> None:
-        deletion = {"name": user, "mechanism": mechanism_type(mechanism)}
-        what = f"cannot remove the {mechanism} credential of {user}"
-        self._alter({"upsertions": [], "deletions": [deletion]}, what)
-
-    def _alter(self, request: Mapping[str, Any], what: str) -> None:
-        response = self._call(ALTER_USER_SCRAM_CREDENTIALS, request)
-        for result in response.results:
-            _check(result.error_code, what, result.error_message)
-
-    def _call(self, api: tuple[int, int], fields: Mapping[str, Any]) -> Any:
-        api_key, version = api
-        return self._connection.call(api_key, version, fields)
-
-
-def _mechanism_name(number: int) -> str:
-    return MECHANISM_TYPES.get(number, f"mechanism {number}")
-
-
-def _check(error_code: int, what: str, message: str | None) -> None:
-    """Raises AdminError unless ``error_code`` is NONE: ``what``, Kafka's name for the
-    error, and the broker's own message when it sent one."""
-    if error_code == 0:
-        return
-    try:
-        name = ErrorCode(error_code).name.upper()
-    except ValueError:
-        name = f"error code {error_code}"
-    raise AdminError(f"{what}: {name}" + (f" ({message})" if message else ""))

@@ -19,7 +19,7 @@ from kshim.storage.acl_store import AclStore
 from kshim.storage.committed_offsets import CommittedOffsetStore
 from kshim.storage.interface import TopicPartition
 from kshim.storage.lmdb_ranges import delete_prefixed
-from kshim.storage.scram_store import ScramStore
+from kshim.storage.scram_store import METADATA_MAX_DATABASES, ScramStore
 from kshim.storage.transaction_store import TransactionStore
 
 MAP_SIZE_BYTES = 1 << 32
@@ -49,7 +49,9 @@ class TopicRecord:
 class MetadataStore:
     def __init__(self, directory: str) -> None:
         os.makedirs(directory, exist_ok=True)
-        self._env = lmdb.open(directory, max_dbs=16, map_size=MAP_SIZE_BYTES, sync=True)
+        self._env = lmdb.open(
+            directory, max_dbs=METADATA_MAX_DATABASES, map_size=MAP_SIZE_BYTES, sync=True
+        )
         self._topics = self._env.open_db(keys.TOPICS_DB)
         self._log_starts = self._env.open_db(keys.LOG_STARTS_DB)
         self._cleaner_checkpoints = self._env.open_db(keys.CLEANER_CHECKPOINTS_DB)

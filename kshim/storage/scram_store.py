@@ -25,6 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import lmdb
+
 from kshim.storage import lmdb_keys as keys
 
 _MECHANISM = struct.Struct(">b")
@@ -85,6 +87,7 @@ def split_scram_key(key: bytes) -> tuple[str, int]:
 
 
 UserMechanism = tuple[str, int]
+METADATA_MAX_DATABASES = 16  # the metadata store's named databases (metadata.MetadataStore)
 
 
 class ScramStore:
@@ -136,3 +139,18 @@ class ScramStore:
                 txn.delete(key)
             for key, credential in puts:
                 txn.put(key, credential.to_bytes())
+
+
+def read_credentials(directory: str) -> dict[UserMechanism, StoredScramCredential]:
+    """Every credential in the metadata store at ``directory``, opened read-only: a tool
+    may read a running broker's (LMDB lets readers in beside its one writer). Raises
+    lmdb.Error when there is no store there or it cannot be read."""
+    environment = lmdb.open(directory, max_dbs=METADATA_MAX_DATABASES, readonly=True)
+    try:
+        try:
+            environment.open_db(keys.SCRAM_DB, create=False)
+        except lmdb.NotFoundError:
+            return {}  # no credential was ever stored
+        return ScramStore(environment).all()
+    finally:
+        environment.close()
