@@ -41,6 +41,7 @@ from kshim.cli.errors import (
 )
 from kshim.cli.group_query import QueryError, query_status
 from kshim.cli.groups_command import add_group_admin_parsers, run_group_admin
+from kshim.cli.produce_command import PRODUCE_PROGRAM, add_produce_parser, run_produce
 from kshim.cli.serve_command import add_serve_parser, run_broker, serve, stopped_line
 from kshim.cli.tail_command import TAIL_PROGRAM, add_tail_parser, run_tail
 from kshim.cli.topics_command import TOPICS_PROGRAM, add_topics_parser, run_topics
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups.error_program = GROUPS_PROGRAM
     add_group_admin_parsers(groups, bootstrap_argument)
     add_tail_parser(commands, bootstrap_argument)
+    add_produce_parser(commands, bootstrap_argument)
     add_topics_parser(commands, bootstrap_argument)
     add_transactions_parser(commands, bootstrap_argument)
     add_users_parser(commands, bootstrap_argument)
@@ -172,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     programs["transactions"] = TRANSACTIONS_PROGRAM
     programs["users"] = USERS_PROGRAM
     programs["tail"] = TAIL_PROGRAM
+    programs["produce"] = PRODUCE_PROGRAM
     programs["acls"] = ACLS_PROGRAM
     program = programs.get(arguments.command, PROGRAM)
     try:
@@ -181,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             show_groups(arguments)
         elif arguments.command == "tail":
             run_tail(arguments)
+        elif arguments.command == "produce":
+            run_produce(arguments)
         elif arguments.command == "topics":
             run_topics(arguments)
         elif arguments.command == "transactions":
