@@ -161,10 +161,31 @@ def test_a_refused_password_is_one_error_line_without_it(
 def test_a_plaintext_client_at_the_secured_listener_fails_in_one_line(
     broker: SecuredBroker,
 ) -> None:
-    result = kshim("topics", "list", "--bootstrap", broker.secured)
-    assert "Traceback" not in result.stderr, result.stderr
-    assert (result.returncode, result.stdout) == (1, "")
-    assert len(result.stderr.splitlines()) == 1
+    """Every command that connects says what to check, not only that the broker hung up."""
+    for command in (
+        ("topics", "list"),
+        ("acls", "list"),
+        ("groups",),
+        ("groups", "describe", "--state"),
+        ("transactions", "list"),
+        ("tail", "orders", "--timeout-ms", "100"),
+    ):
+        result = kshim(*command, "--bootstrap", broker.secured)
+        assert "Traceback" not in result.stderr, result.stderr
+        assert (result.returncode, result.stdout) == (1, ""), (command, result)
+        [line] = result.stderr.splitlines()
+        assert line.endswith(
+            "(if that listener wants TLS or SASL, give --command-config with its security.protocol)"
+        ), (command, line)
+    produced = subprocess.run(
+        [sys.executable, "-m", "kshim", "produce", "orders", "--bootstrap", broker.secured],
+        input="x\n",
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_S,
+        check=False,
+    )
+    assert produced.returncode == 1 and "--command-config" in produced.stderr, produced
 
 
 def test_the_health_check_asks_a_tls_listener_with_client_properties(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from kshim.cli.errors import broken_off
 from kshim.client_security import ClientSecurity
 from kshim.wire_client import (
     ConnectionClosedError,
@@ -36,4 +37,4 @@ def admin_connection(
             yield connection
     except (ConnectionClosedError, MalformedResponseError) as broken:
         # A broker closes the connection on a request version it does not serve.
-        raise error(f"{bootstrap} broke off the request: {broken}") from broken
+        raise error(broken_off(bootstrap, "request", broken, security)) from broken

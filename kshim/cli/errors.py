@@ -16,6 +16,8 @@ import ssl
 import sys
 from typing import NoReturn
 
+from kshim.client_security import ClientSecurity
+
 PROGRAM = "kshim"
 GROUPS_PROGRAM = "kshim groups"
 DELAYS_PROGRAM = "kshim delays"
@@ -85,3 +87,20 @@ def data_directory_problem(data_dir: str, error: OSError) -> str:
     """One line naming ``data_dir`` and why the broker could not use it."""
     where = f" ({error.filename})" if error.filename not in (None, data_dir) else ""
     return f"cannot use data directory {data_dir}: {reason(error)}{where}"
+
+
+# A TLS listener closes a plain connection at its first bytes (they are no TLS handshake),
+# and a SASL listener one that sends requests before authenticating (KIP-43): both look
+# to a client like a broker hanging up without a word, so the line says what to check.
+PLAIN_CONNECTION_HINT = (
+    " (if that listener wants TLS or SASL, give --command-config with its security.protocol)"
+)
+
+
+def broken_off(bootstrap: str, what: str, error: Exception, security: ClientSecurity | None) -> str:
+    """The line for a broker that closed the connection or answered something malformed
+    during ``what`` (``request``, ``read``, ...); with the hint about secured listeners
+    when the connection was a plain one (``security`` None or PLAINTEXT)."""
+    line = f"{bootstrap} broke off the {what}: {error}"
+    plain = security is None or security.protocol == "PLAINTEXT"
+    return line + PLAIN_CONNECTION_HINT if plain else line

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kshim.broker.groups.consumption_status import PartitionStatus, group_status
+from kshim.cli.errors import broken_off
 from kshim.client_security import ClientSecurity
 from kshim.protocol.consumer_protocol import assigned_partitions
 from kshim.storage.interface import TopicPartition
@@ -66,7 +67,7 @@ def query_status(
             wanted = {tp for name in group_ids for tp in [*committed[name], *members[name][1]]}
             log_ends = _log_ends(connection, wanted)
     except (ConnectionClosedError, MalformedResponseError) as error:
-        raise QueryError(f"{bootstrap} broke off the query: {error}") from error
+        raise QueryError(broken_off(bootstrap, "query", error, security)) from error
     rows: list[PartitionStatus] = []
     for name in group_ids:
         count, assigned = members[name]

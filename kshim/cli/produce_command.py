@@ -25,7 +25,14 @@ import time
 from collections.abc import Callable, Iterator
 
 from kshim.cli.admin_options import add_common_options, authentication_failure, command_security
-from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, print_lines, reason
+from kshim.cli.errors import (
+    CommandFailed,
+    OneLineArgumentParser,
+    UsageError,
+    broken_off,
+    print_lines,
+    reason,
+)
 from kshim.cli.groups_command import partition_argument
 from kshim.cli.topic_writer import TopicWriter, WriteError, Written
 from kshim.client_sasl import AuthenticationFailed
@@ -97,7 +104,7 @@ def run_produce(arguments: argparse.Namespace) -> None:
     except KeyboardInterrupt:
         return  # what was sent before Ctrl-C stays written
     except (ConnectionClosedError, MalformedResponseError) as error:
-        raise CommandFailed(f"{arguments.bootstrap} broke off the write: {error}") from error
+        raise CommandFailed(broken_off(arguments.bootstrap, "write", error, security)) from error
     except OSError as error:
         raise CommandFailed(f"cannot reach {arguments.bootstrap}: {reason(error)}") from error
     except AuthenticationFailed as error:

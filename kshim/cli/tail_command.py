@@ -26,7 +26,14 @@ import time
 from collections.abc import Callable
 
 from kshim.cli.admin_options import add_common_options, authentication_failure, command_security
-from kshim.cli.errors import CommandFailed, OneLineArgumentParser, OutputClosed, print_lines, reason
+from kshim.cli.errors import (
+    CommandFailed,
+    OneLineArgumentParser,
+    OutputClosed,
+    broken_off,
+    print_lines,
+    reason,
+)
 from kshim.cli.groups_command import partition_argument
 from kshim.cli.topic_reader import EARLIEST, LATEST, ReadError, ReadRecord, TopicReader
 from kshim.client_sasl import AuthenticationFailed
@@ -101,7 +108,7 @@ def run_tail(arguments: argparse.Namespace) -> None:
     except (KeyboardInterrupt, OutputClosed):
         return  # Ctrl-C ends following; a closed pipe wants no more
     except (ConnectionClosedError, MalformedResponseError) as error:
-        raise CommandFailed(f"{arguments.bootstrap} broke off the read: {error}") from error
+        raise CommandFailed(broken_off(arguments.bootstrap, "read", error, security)) from error
     except OSError as error:
         raise CommandFailed(f"cannot reach {arguments.bootstrap}: {reason(error)}") from error
     except AuthenticationFailed as error:

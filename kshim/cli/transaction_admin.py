@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kshim.cli.errors import reason
+from kshim.cli.errors import broken_off, reason
 from kshim.cli.topic_admin import AdminError
 from kshim.client_sasl import AuthenticationFailed
 from kshim.client_security import ClientSecurity
@@ -131,7 +131,7 @@ def transaction_admin(
         yield admin
     except (ConnectionClosedError, MalformedResponseError) as error:
         # A broker closes the connection on a request version it does not serve.
-        raise AdminError(f"{bootstrap} broke off the request: {error}") from error
+        raise AdminError(broken_off(bootstrap, "request", error, security)) from error
     finally:
         admin.close()
 
