@@ -34,7 +34,8 @@ from typing import Any
 
 from kio.serial import entity_reader
 
-from kshim.broker.broker import Broker, wall_clock_ms
+from kshim.broker.broker import Broker
+from kshim.broker.clock import wall_clock_ms
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.context import RequestContext
 from kshim.broker.handlers import fetch

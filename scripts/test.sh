@@ -18,6 +18,8 @@ command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 # PostgreSQL 15 for the database-synchronisation tests (a throwaway cluster per test session).
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+# libfaketime steps the wall clock under a real broker (tests/e2e/test_clock_jump_e2e.py).
+ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || need_apt+=(faketime)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq

@@ -12,13 +12,13 @@ import asyncio
 import functools
 import gc
 import os
-import time
 from collections.abc import Callable
 
 from kshim.broker.alarms.checks import RecentRounds
 from kshim.broker.alarms.registry import Alarms
 from kshim.broker.alarms.webhook import Webhook, WebhookSettings
 from kshim.broker.append_waiters import AppendWaiters
+from kshim.broker.clock import BrokerClock, as_broker_clock
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.delay.naming import reserved_for_delay
 from kshim.broker.delay.service import DelaySchedule
@@ -52,30 +52,27 @@ from kshim.storage.metadata import MetadataStore
 from kshim.storage.transaction_store import TransactionRecord
 
 
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Broker:
     def __init__(
         self,
         config: BrokerConfig,
-        clock: Callable[[], int] = wall_clock_ms,
+        clock: Callable[[], int] | None = None,
         filesystem: FileSystem | None = None,
         logs: LogStore | None = None,
     ) -> None:
         """A broker on ``config.data_dir``: its logs on disk through ``filesystem`` (the
         real one by default) unless another ``logs`` store is given (tests pass the
         in-memory one, storage/memory_log.py); metadata, groups and transactions in LMDB
-        there either way."""
+        there either way. ``clock``: the real clocks by default (kshim/broker/clock.py
+        says which reads what); a test's fake is read as wall and monotonic time alike."""
         self.config = config
-        self.clock = clock
+        self.clock: BrokerClock = BrokerClock() if clock is None else as_broker_clock(clock)
         data_dir = config.data_dir
         os.makedirs(data_dir, exist_ok=True)
         # Before anything in the directory is opened: a second broker must change nothing.
         self.data_dir_lock = DataDirectoryLock.acquire(data_dir)
         try:
-            self._open_stores(data_dir, clock, filesystem, logs)
+            self._open_stores(data_dir, self.clock, filesystem, logs)
         except BaseException:
             self.data_dir_lock.release()
             raise
@@ -83,7 +80,7 @@ class Broker:
     def _open_stores(
         self,
         data_dir: str,
-        clock: Callable[[], int],
+        clock: BrokerClock,
         filesystem: FileSystem | None,
         logs: LogStore | None,
     ) -> None:
@@ -101,9 +98,10 @@ class Broker:
         self.acls = Acls(self.metadata.acls, config)
         self.producer_states: dict[TopicPartition, PartitionProducerState] = {}
         self.append_waiters = AppendWaiters()
-        # Incremental fetch sessions (KIP-227), in memory: a restart forgets them all.
+        # Incremental fetch sessions (KIP-227), in memory: a restart forgets them all. Their
+        # eviction goes by idle time, a duration: on the monotonic clock.
         self.fetch_sessions = FetchSessionCache(
-            config.get_int("max.incremental.fetch.session.cache.slots"), clock
+            config.get_int("max.incremental.fetch.session.cache.slots"), clock.monotonic
         )
         self.full_view = self._open_full_view(os.path.join(data_dir, "full_view"))
         self.traffic = TopicTraffic()  # records and bytes in and out per topic (the metrics)
@@ -134,7 +132,6 @@ class Broker:
             self.transactions,
             load_review_hook(config.values["kshim.review.hook"]),
             review_settings(config),
-            clock,
             self.alarms,
         )
 
@@ -221,7 +218,7 @@ class Broker:
 
     def expire_idle_producers(self) -> int:
         """Applies producer.id.expiration.ms to every partition's idempotence state."""
-        cutoff = self.clock() - self.config.get_int("producer.id.expiration.ms")
+        cutoff = self.clock.expiry_now() - self.config.get_int("producer.id.expiration.ms")
         return sum(
             state.expire(cutoff, set(self.transactions.partition(topic_partition).open))
             for topic_partition, state in self.producer_states.items()

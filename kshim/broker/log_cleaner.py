@@ -57,7 +57,7 @@ async def compact_partition(
         policy=compaction_policy(partition.topic.configs),
         first_dirty_offset=partition_log.log_start_offset if checkpoint is None else checkpoint,
         stable_offset=stable if limit is None else min(stable, limit),
-        now_ms=broker.clock(),
+        now_ms=broker.clock.expiry_now(),  # tombstones and lags: deletion by age
         aborted=list(transactions.aborted),
         producer_last_offsets=last_batches,
         offset_map_capacity=capacity_for(broker.config.get_int("log.cleaner.dedupe.buffer.size")),

@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kshim.broker.transactions.partition_state import PartitionTransactions
-from kshim.storage.interface import Chunk, OffsetOutOfRange, PartitionLog, TopicPartition
+from kshim.protocol.errors import ErrorCode
+from kshim.storage.interface import (
+    Chunk,
+    CorruptRecords,
+    OffsetOutOfRange,
+    PartitionLog,
+    StorageReadFailed,
+    TopicPartition,
+)
 
 # (offset, timestamp) of a record found by its timestamp
 TimestampHit = tuple[int, int]
@@ -38,6 +46,9 @@ class PartitionRead:
     # (producer id, first offset) of aborted transactions in the range, for read_committed
     aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
     out_of_range: bool = False
+    # Why the read failed, when the stored bytes could not be served (a Kafka error code):
+    # see LogPartition.read.
+    error_code: int = 0
     # The offset after the last batch read, or -1 where the reader does not say (a view,
     # whose offsets have gaps): how many offsets a fetch moved a consumer on.
     end_offset: int = -1
@@ -83,6 +94,16 @@ class LogPartition:
             result = await self._log.read(fetch_offset, max_bytes, offsets.latest(read_committed))
         except OffsetOutOfRange:
             return PartitionRead(offsets, out_of_range=True)
+        except CorruptRecords:
+            # What Kafka's broker answers when its FileLogInputStream finds a stored batch
+            # broken (CorruptRecordException -> CORRUPT_MESSAGE in ReplicaManager's
+            # readFromLocalLog); its consumer raises it to the application rather than
+            # retrying (FetchCollector), as retrying cannot mend the bytes on disk.
+            return PartitionRead(offsets, error_code=ErrorCode.corrupt_message)
+        except StorageReadFailed:
+            # Kafka's answer for a log directory with I/O errors (KafkaStorageException);
+            # consumers refresh their metadata and retry.
+            return PartitionRead(offsets, error_code=ErrorCode.kafka_storage_error)
         aborted = []
         if read_committed:
             aborted = self._transactions.aborted_in_range(fetch_offset, result.end_offset)

@@ -75,8 +75,12 @@ async def _enforce(broker: Broker, partition: DeletablePartition) -> int:
     limit = await partition.log_start_limit()
     if limit is not None:
         segments = applied_segments(segments, limit)
+    # Segments' newest timestamps against the clock deletions by age go by: never ahead of
+    # this process's start plus the monotonic time since, so a wall clock stepped forward
+    # deletes nothing early; one stepped back deletes nothing kept (kshim/broker/clock.py).
+    now_ms = broker.clock.expiry_now()
     plan = plan_retention(
-        segments, partition_log.log_start_offset, broker.clock(), retention_ms, retention_bytes
+        segments, partition_log.log_start_offset, now_ms, retention_ms, retention_bytes
     )
     if plan.drop_count == 0:
         return 0

@@ -41,6 +41,7 @@ from kshim.cli.errors import (
     reason,
 )
 from kshim.cli.event_loop import run_on, running_loop_name
+from kshim.server.descriptor_limit import raise_open_file_limit
 from kshim.server.listener import KafkaServer, ListenError
 from kshim.server.metrics.errors import MetricsUnavailable
 from kshim.server.security.tls import TlsConfigError
@@ -106,6 +107,8 @@ async def serve(config: BrokerConfig) -> None:
     started = time.monotonic()
     gc.set_threshold(*GC_THRESHOLDS)
     stop = _stop_on_signals()
+    # The whole process's limit, so raised here and not by an embedded KafkaServer.
+    raise_open_file_limit()
     server, (host, port) = await _start(config)
     gc.freeze()
     print(f"kshim listening on {host}:{port}, data in {config.data_dir}", flush=True)

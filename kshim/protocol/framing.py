@@ -53,11 +53,21 @@ class FrameReceiver:
 
     A size prefix no valid request can have sets ``error`` (a FrameError) after
     the frames before it are returned; nothing is read after that.
+
+    With ``admit_each``, each frame stops at its size prefix: ``wanted`` says its size and
+    nothing of its body is taken until ``admit()`` (the broker's memory budget,
+    server/request_budget.py, decides when its bytes may be read).
     """
 
-    def __init__(self, max_frame_size: int, staging_bytes: int = 1 << 14) -> None:
+    def __init__(
+        self, max_frame_size: int, staging_bytes: int = 1 << 14, *, admit_each: bool = False
+    ) -> None:
         self._max_frame_size = max_frame_size
         self._staging_bytes = staging_bytes
+        self._admit_each = admit_each
+        # The size of the frame whose prefix has been read and that waits for admit().
+        self.wanted: int | None = None
+        self._admitted = not admit_each  # the frame at the staging buffer's start may be read
         # Allocated when a read begins and dropped once every staged byte is consumed,
         # so an idle connection holds no buffer (500 idle connections, benchmarks/).
         self._stage = bytearray()
@@ -87,6 +97,10 @@ class FrameReceiver:
             self._stage = bytearray(self._staging_bytes)
         if self._start and len(self._stage) - self._end < len(self._stage) // 4:
             self._compact()
+        if self._end == len(self._stage):
+            # Only while a frame waits for admission and its reader did not stop reading:
+            # nothing may be lost, so the staging buffer grows.
+            self._stage = self._stage + bytearray(len(self._stage))
         return memoryview(self._stage)[self._end :]
 
     def received(self, count: int) -> list[bytes | bytearray]:
@@ -100,21 +114,42 @@ class FrameReceiver:
             parts, self._parts = self._parts, []
             return [parts[0] if len(parts) == 1 else b"".join(parts)]
         self._end += count
+        return self._cut_frames()
+
+    def admit(self) -> list[bytes | bytearray]:
+        """The frame ``wanted`` announced may be read (``admit_each``); returns the frames
+        now complete, in order (the next one may be ``wanted`` in turn)."""
+        if self.wanted is None:
+            raise RuntimeError("no frame waits for admission")
+        self.wanted = None
+        self._admitted = True
+        return self._cut_frames()
+
+    def _cut_frames(self) -> list[bytes | bytearray]:
         frames: list[bytes | bytearray] = []
-        while self.error is None and self._end - self._start >= FRAME_SIZE_LENGTH:
+        while (
+            self.error is None
+            and self.wanted is None
+            and self._end - self._start >= FRAME_SIZE_LENGTH
+        ):
             body = self._start + FRAME_SIZE_LENGTH
             try:
                 size = frame_size(memoryview(self._stage)[self._start : body], self._max_frame_size)
             except FrameError as error:
                 self.error = error
                 break
+            if not self._admitted:
+                self.wanted = size
+                break
             available = self._end - body
             if available >= size:
                 frames.append(bytes(self._stage[body : body + size]))
                 self._start = body + size
+                self._admitted = not self._admit_each
             else:
                 if size > len(self._stage) // 2:
                     self._read_in_place(size, body, available)
+                    self._admitted = not self._admit_each
                 break
         if self._start == self._end:
             self._stage, self._start, self._end = bytearray(), 0, 0

@@ -21,7 +21,7 @@ from kshim.protocol.framing import FrameError
 from kshim.protocol.headers import RequestHeader
 from kshim.server.dispatch import Observer, ProtocolViolation, decode, respond
 from kshim.server.encrypted_sender import write_encrypted
-from kshim.server.region_sender import send_region
+from kshim.server.region_sender import RegionShortened, send_region
 from kshim.server.request_stream import RequestStream
 from kshim.server.security.sasl_gate import AuthenticationEnded, authenticate
 from kshim.storage.interface import FileRegion
@@ -79,14 +79,17 @@ async def serve_connection(
         # kshim's own fault, not the peer's: this connection ends, the broker goes on.
         log.exception("closing connection from %s: reading its requests failed", peer)
     finally:
-        await in_flight.put(None)
-        with contextlib.suppress(Exception):
-            await writer_task
-        if refused:
-            await _linger(stream)
-        transport.close()
-        with contextlib.suppress(Exception):
-            await stream.wait_closed()
+        try:
+            await in_flight.put(None)
+            with contextlib.suppress(Exception):
+                await writer_task
+            if refused:
+                await _linger(stream)
+            transport.close()
+            with contextlib.suppress(Exception):
+                await stream.wait_closed()
+        finally:
+            stream.release_all()  # the budget's bytes no request of this connection holds
 
 
 async def _read_requests(
@@ -98,9 +101,27 @@ async def _read_requests(
     observe: Observer | None,
 ) -> None:
     while (request_frame := await stream.next_frame()) is not None:
-        call = decode(request_frame)
-        task = asyncio.create_task(respond(call, broker, client_host, observe, session))
-        await in_flight.put((call.header, task))
+        request = _start(request_frame, stream, broker, client_host, observe, session)
+        # Not kept while the next frame is awaited: its task holds what it needs, and only
+        # until it is done, when its bytes leave the budget.
+        del request_frame
+        await in_flight.put(request)
+
+
+def _start(
+    request_frame: bytes | bytearray,
+    stream: RequestStream,
+    broker: Broker,
+    client_host: str,
+    observe: Observer | None,
+    session: Session,
+) -> InFlight:
+    """Decodes a request and starts its task, which holds the frame's reservation in the
+    budget until it is done. Raises ProtocolViolation."""
+    call = decode(request_frame)
+    task = asyncio.create_task(respond(call, broker, client_host, observe, session))
+    stream.hold_until(task)
+    return call.header, task
 
 
 async def _write_responses(
@@ -125,8 +146,18 @@ async def _write_responses(
                 await _send_encrypted(stream, transport, parts)
             else:
                 await _send(stream, transport, parts)
-        except (ConnectionError, OSError):
+        except RegionShortened as error:
+            # A segment file cut short on disk since the read was planned (docs/disk-faults.md):
+            # the answer's size is out, so the client would take later bytes for the missing.
+            log.error("closing connection from %s: %s: %s", peer, describe(header), error)
             broken = True
+            transport.close()
+        except (ConnectionError, OSError):
+            # The peer went away, or a file could not be read while answering: either way no
+            # later answer can be matched, so the connection ends (and a client waiting on it
+            # learns so at once, rather than at its request timeout).
+            broken = True
+            transport.close()
         except Exception:
             # kshim's own fault: answering this request failed, so the client cannot match
             # later answers to its requests; this connection ends, the broker goes on.

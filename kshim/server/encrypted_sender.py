@@ -26,6 +26,7 @@ import os
 from collections.abc import Sequence
 
 from kshim.protocol.fetch_response import Part
+from kshim.server.region_sender import RegionShortened
 from kshim.storage.interface import FileRegion
 
 PIECE_BYTES = 128 * 1024
@@ -51,8 +52,8 @@ async def _write_region(transport: asyncio.Transport, region: FileRegion) -> Non
         piece = os.pread(
             region.descriptor, min(PIECE_BYTES, region.length - skip), region.position + skip
         )
-        if not piece:  # the file is shorter than the region: nothing more to send
-            return
+        if len(piece) < min(PIECE_BYTES, region.length - skip):
+            raise RegionShortened(region, skip + len(piece))  # the file is shorter
         transport.write(piece)
 
 

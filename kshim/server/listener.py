@@ -1,5 +1,7 @@
 """The listeners: each of ``listeners`` bound with its security protocol (TLS where it says
-SSL), connections accepted (up to ``max.connections`` in all) and served.
+SSL), connections accepted (up to ``max.connections`` in all, fewer when the open-file limit
+is lower: descriptor_limit.py) and served, their requests' bytes within the broker's
+``queued.max.request.bytes`` (request_budget.py).
 
 Each connection gets a Session naming its listener and principal: ``User:ANONYMOUS``, the
 subject of its TLS client certificate, or (on a SASL listener, once authenticated) its
@@ -25,6 +27,8 @@ from kshim.broker.security.session import ANONYMOUS, Session
 from kshim.protocol import schema_preload
 from kshim.protocol.apis import served_versions
 from kshim.server.connection import serve_connection
+from kshim.server.descriptor_limit import connection_limits
+from kshim.server.request_budget import RequestBudget
 from kshim.server.request_stream import RequestStream
 from kshim.server.security.certificate import certificate_principal
 from kshim.server.security.held_refusals import HeldRefusals, Refused
@@ -60,6 +64,9 @@ class KafkaServer:
         self._connections: set[asyncio.Task[None]] = set()
         self._max_connections = broker.config.get_int("max.connections")
         self._max_frame_size = broker.config.get_int("socket.request.max.bytes")
+        # Kafka's -1 (any value not above 0) for no bound, as its SocketServer reads it.
+        queued_bytes = broker.config.get_int("queued.max.request.bytes")
+        self.request_budget = RequestBudget(queued_bytes if queued_bytes > 0 else None)
         # A TLS handshake not completed in this time is dropped (kshim.ssl.handshake.timeout.ms).
         self._tls_handshake_timeout_s = (
             broker.config.get_int("kshim.ssl.handshake.timeout.ms") / 1000
@@ -88,6 +95,14 @@ class KafkaServer:
         # mid-run could fail (protocol/schema_preload.py).
         schema_preload.preload(served_versions())
         await self._runner.start()
+        # Once the store's files are open: its descriptors are kept from the connections.
+        limits = connection_limits(
+            self._max_connections,
+            self.broker.config.get_int("kshim.max.open.files"),
+            MAX_HELD_REFUSALS,
+        )
+        self._max_connections = limits.connections
+        self._refusals = HeldRefusals(limits.held_refusals)
         for listener in listeners:
             await self._listen(listener, contexts.get(listener.name), rules)
         # No listening line here: the caller reports the address (``kshim serve`` prints
@@ -98,7 +113,7 @@ class KafkaServer:
             # Imported only here: prometheus_client costs about 70 ms and 4.6 MB.
             from kshim.server.metrics.service import BrokerMetrics
 
-            metrics = BrokerMetrics(self.broker, self._connection_counts)
+            metrics = BrokerMetrics(self.broker, self._connection_counts, self.request_budget)
             try:
                 served = metrics.start()
             except Exception:
@@ -125,7 +140,9 @@ class KafkaServer:
         max_frame = SASL_MAX_RECEIVE_BYTES if listener.uses_sasl else self._max_frame_size
 
         def stream(login: Login | None = None) -> asyncio.BaseProtocol:
-            return RequestStream(max_frame, lambda s: self._accept(s, listener, rules, login))
+            return RequestStream(
+                max_frame, lambda s: self._accept(s, listener, rules, login), self.request_budget
+            )
 
         try:
             if context is not None:

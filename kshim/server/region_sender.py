@@ -19,20 +19,36 @@ import os
 from kshim.storage.interface import FileRegion
 
 
+class RegionShortened(Exception):
+    """The file ended before the region did (cut short on disk since the read was planned).
+    The response's size went out ahead of it, so the bytes after it would be taken for the
+    missing ones: the connection must close (the per-connection loop closes it)."""
+
+    def __init__(self, region: FileRegion, sent: int) -> None:
+        super().__init__(f"a segment file ended {sent} bytes into a {region.length}-byte "
+                         f"region at byte {region.position}")  # fmt: skip
+
+
 async def send_region(transport: asyncio.Transport, region: FileRegion) -> None:
-    """Writes the region after everything already written; closes it."""
+    """Writes the region after everything already written; closes it. Raises
+    RegionShortened when the file holds less than the region."""
     try:
         if transport.get_extra_info("ssl_object") is not None:
             raise ValueError("a file region over TLS goes through encrypted_sender")
         loop = asyncio.get_running_loop()
         if isinstance(loop, asyncio.BaseEventLoop):
-            await loop.sendfile(transport, region.as_file(), region.position, region.length)
-            return
-        sent = _sendfile_while_taken(transport, region)
+            file = region.as_file()
+            sent = await loop.sendfile(transport, file, region.position, region.length)
+        else:
+            sent = _sendfile_while_taken(transport, region)
+            if sent < region.length:
+                # Blocks the loop while it reads, as os.sendfile above and asyncio's
+                # sendfile do; segment data is usually in the page cache.
+                rest = region.read_from(sent)
+                transport.write(rest)
+                sent += len(rest)
         if sent < region.length:
-            # Blocks the loop while it reads, as os.sendfile above and asyncio's sendfile do;
-            # segment data is usually in the page cache.
-            transport.write(region.read_from(sent))
+            raise RegionShortened(region, sent)
     finally:
         region.close()
 

@@ -5,6 +5,21 @@ a FrameReceiver hands out, so the bytes of a large produce request are copied
 only by the kernel (StreamReader copied each one into its buffer and again
 out of it). Reading pauses while MAX_QUEUED frames wait for the connection's
 reader; writers wait for the transport's buffer to drain.
+
+A frame over SMALL_FRAME_BYTES has its bytes reserved in the broker's RequestBudget
+(request_budget.py) once its size prefix is read and before its body is: while the
+reservation waits, reading pauses, and the body stays in the kernel's socket buffer. The
+reservation is held while the frame is queued, then by the task handling it
+(``hold_until``); whatever the connection still holds when it ends is given back by
+``release_all``. Such a frame is read only once every frame before it has been taken: a
+connection whose reader is held up (its answers not read, so its in-flight requests at
+their bound) then holds at most one of them, not MAX_QUEUED.
+
+Smaller frames are outside the budget: they arrive with their size prefix, already in the
+connection's staging buffer (waiting would keep nothing in the kernel), and what they hold
+is bounded per connection by MAX_QUEUED and connection.py's MAX_IN_FLIGHT. So a client
+that announces a large frame and stalls holds back other clients' large requests, as in
+Kafka's pool, but never their small ones (ApiVersions, Metadata, heartbeats, fetches).
 """
 
 from __future__ import annotations
@@ -12,18 +27,35 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Callable
-from typing import cast
+from typing import Any, cast
 
 from kshim.protocol.framing import FrameError, FrameReceiver
+from kshim.server.request_budget import Grant, RequestBudget, Waiting
 
 MAX_QUEUED = 16  # frames received but not yet taken before reading pauses
+SMALL_FRAME_BYTES = 1 << 14  # frames up to this size are outside the budget
+# The reservation of a frame outside the budget: nothing to give back.
+UNCOUNTED = Grant(None, 0)
 
 
 class RequestStream(asyncio.BufferedProtocol):
-    def __init__(self, max_frame_size: int, on_open: Callable[[RequestStream], None]) -> None:
-        self._receiver = FrameReceiver(max_frame_size)
+    def __init__(
+        self,
+        max_frame_size: int,
+        on_open: Callable[[RequestStream], None],
+        budget: RequestBudget | None = None,
+    ) -> None:
+        """``budget`` is shared by every connection of the broker (None: one of this
+        connection's own, without bound)."""
+        self._receiver = FrameReceiver(max_frame_size, admit_each=True)
         self._on_open = on_open
+        self._budget = RequestBudget(None) if budget is None else budget
         self._frames: collections.deque[bytes | bytearray] = collections.deque()
+        # One reservation per frame queued in _frames, in order, then one for the frame
+        # being received, if its body has been admitted.
+        self._grants: collections.deque[Grant] = collections.deque()
+        self._taken: Grant | None = None  # the last frame taken, until hold_until
+        self._waiting: Waiting | None = None  # the next frame's reservation, not granted yet
         self._frame_waiter: asyncio.Future[None] | None = None
         self._drain_waiter: asyncio.Future[None] | None = None
         self._closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -47,8 +79,38 @@ class RequestStream(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self._frames.extend(self._receiver.received(nbytes))
+        self._admit()
         if self._receiver.error is not None or len(self._frames) >= MAX_QUEUED:
             self._pause_reading()
+        self._wake_reader()
+
+    def _admit(self) -> None:
+        """Admits each frame whose size prefix has arrived: a small one at once, a larger
+        one once every frame before it is taken and the budget has room for its bytes;
+        reading pauses while one waits."""
+        while self._waiting is None and (size := self._receiver.wanted) is not None:
+            if size <= SMALL_FRAME_BYTES:
+                self._grants.append(UNCOUNTED)
+                self._frames.extend(self._receiver.admit())
+                continue
+            if self._frames:
+                self._pause_reading()  # next_frame admits it once the queue is empty
+                return
+            reserved = self._budget.reserve(size, self._granted)
+            if isinstance(reserved, Waiting):
+                self._waiting = reserved
+                self._pause_reading()
+                return
+            self._grants.append(reserved)
+            self._frames.extend(self._receiver.admit())
+
+    def _granted(self, grant: Grant) -> None:
+        """The budget granted the reservation this connection waited for."""
+        self._waiting = None
+        self._grants.append(grant)
+        self._frames.extend(self._receiver.admit())
+        self._admit()
+        self._maybe_resume_reading()
         self._wake_reader()
 
     def eof_received(self) -> bool | None:
@@ -60,6 +122,7 @@ class RequestStream(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._eof = self._lost = True
+        self._release_unread()
         self._wake_reader()
         if self._drain_waiter is not None and not self._drain_waiter.done():
             self._drain_waiter.set_exception(ConnectionResetError("connection lost"))
@@ -78,7 +141,9 @@ class RequestStream(asyncio.BufferedProtocol):
 
     async def next_frame(self) -> bytes | bytearray | None:
         """The next request frame; None once the peer closed. Raises FrameError for a
-        broken size prefix (after every frame before it)."""
+        broken size prefix (after every frame before it). The frame taken before is no
+        longer counted in the budget, unless it was handed to a task (``hold_until``)."""
+        self._release_taken()
         while not self._frames:
             if self._receiver.error is not None:
                 raise FrameError(str(self._receiver.error))
@@ -87,9 +152,41 @@ class RequestStream(asyncio.BufferedProtocol):
             self._frame_waiter = asyncio.get_running_loop().create_future()
             await self._frame_waiter
         frame = self._frames.popleft()
-        if self._reading_paused and len(self._frames) < MAX_QUEUED // 2:
-            self._resume_reading()
+        self._taken = self._grants.popleft()
+        if not self._frames:
+            self._admit()
+        self._maybe_resume_reading()
         return frame
+
+    def hold_until(self, task: asyncio.Future[Any]) -> None:
+        """The frame last taken stays counted in the budget until ``task`` (handling its
+        request) is done, whether it succeeds, fails or is cancelled."""
+        grant, self._taken = self._taken, None
+        if grant is not None and grant is not UNCOUNTED:
+            task.add_done_callback(lambda _: grant.release())
+
+    def release_all(self) -> None:
+        """The connection has ended: gives back the bytes of every frame not handed to a
+        task, and of the frame being received; frames not yet taken are dropped."""
+        self._release_taken()
+        self._release_unread()
+        self._frames.clear()
+        while self._grants:
+            self._grants.popleft().release()
+
+    def _release_taken(self) -> None:
+        if self._taken is not None:
+            self._taken.release()
+            self._taken = None
+
+    def _release_unread(self) -> None:
+        """Cancels the reservation waiting and releases the frame being received: no more
+        bytes will arrive."""
+        if self._waiting is not None:
+            self._waiting.cancel()
+            self._waiting = None
+        while len(self._grants) > len(self._frames):
+            self._grants.pop().release()
 
     def limit_frames(self, max_frame_size: int) -> None:
         """Frames not yet begun may be at most ``max_frame_size`` bytes."""
@@ -115,7 +212,16 @@ class RequestStream(asyncio.BufferedProtocol):
             self._reading_paused = True
             self.transport.pause_reading()
 
-    def _resume_reading(self) -> None:
-        if self.transport is not None and self._receiver.error is None and not self._lost:
+    def _maybe_resume_reading(self) -> None:
+        """Resumes reading once the queue has room and no frame waits to be admitted."""
+        if (
+            self._reading_paused
+            and self._receiver.wanted is None
+            and len(self._frames) < MAX_QUEUED // 2
+            and self.transport is not None
+            and self._receiver.error is None
+            and not self._lost
+            and not self.transport.is_closing()
+        ):
             self._reading_paused = False
             self.transport.resume_reading()

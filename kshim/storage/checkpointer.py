@@ -76,6 +76,7 @@ class Checkpointer:
         self._timer: asyncio.TimerHandle | None = None
         self._checkpoint_requested = False
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False  # the store failed: see ``stop``
 
     def appended(self, log: DiskPartitionLog, size: int) -> None:
         """A batch joined ``log``'s memtable."""
@@ -154,15 +155,30 @@ class Checkpointer:
         self._dirty.add(log)
 
     async def checkpoint(self) -> None:
-        """Spills everything and makes it durable now (a clean shutdown)."""
+        """Spills everything and makes it durable now (a clean shutdown). A failure fails
+        the store, as a background job's does, then is raised: a later checkpoint must not
+        sync the same files again and count what the failed sync lost as durable. Does
+        nothing once the store has failed."""
         await self.idle()
-        await self._checkpoint()
+        if self._stopped:
+            return
+        try:
+            await self._checkpoint()
+        except Exception as error:
+            self._on_failure(error)
+            raise
 
     def request_checkpoint(self) -> None:
         """Starts a checkpoint in the background as soon as it can (after recovery: what it
         replayed becomes durable in the segment files, and the old log can go)."""
         self._checkpoint_requested = True
         self._start()
+
+    def stop(self) -> None:
+        """The store failed: no job starts any more. A checkpoint would sync the segment
+        files again after a failed sync, and let the write-ahead log go on the strength
+        of a sync that proves nothing about what the failed one lost (log_store.py)."""
+        self._stopped = True
 
     def _start(self) -> None:
         if self._timer is not None:
@@ -187,7 +203,7 @@ class Checkpointer:
     async def _run(self) -> None:
         failed = False
         try:
-            while True:
+            while not self._stopped:  # a timer set before the store failed runs no job
                 if self._checkpoint_due():
                     await self._checkpoint()
                 elif self._spill_due or self._spill_all:

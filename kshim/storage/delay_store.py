@@ -54,6 +54,7 @@ from kshim.protocol.packed_record import packed_key
 from kshim.storage import lmdb_keys as keys
 from kshim.storage.delay_buckets import (
     ENTRY,
+    LOAD_AHEAD_MS,
     MINUTE_MS,
     Bucket,
     Entry,
@@ -396,7 +397,7 @@ class DelayStore:
             return False
         self._open()
         for bucket in sorted(self._buckets, key=lambda b: b.start_ms):
-            due = bucket.is_minute and bucket.acts_at_ms <= now_ms
+            due = bucket.is_minute and self._acts_at(bucket) <= now_ms
             if due and bucket.start_ms not in self._loaded:
                 self._load(bucket)
         if not split:
@@ -406,6 +407,17 @@ class DelayStore:
             self._split_step(min(waiting, key=lambda b: b.start_ms), now_ms)
         self._purge_step()
         return any(not b.is_minute and b.acts_at_ms <= now_ms for b in self._buckets)
+
+    def _acts_at(self, bucket: Bucket) -> int:
+        """When the bucket is loaded (a minute) or split: as delay_buckets says, but a
+        minute is loaded by the time its first record falls due even if that is before
+        the minute starts. A record due by the clock as it read goes to the minute the clock
+        read (``bucket_for``); if the wall clock read ahead and has stepped back since,
+        that minute starts after the record's due time."""
+        if not bucket.is_minute:
+            return bucket.acts_at_ms
+        first_due = min(self._buckets[bucket].first_due.values(), default=bucket.start_ms)
+        return min(bucket.acts_at_ms, first_due - LOAD_AHEAD_MS)
 
     def _load(self, bucket: Bucket) -> None:
         state = self._buckets[bucket]
@@ -527,7 +539,7 @@ class DelayStore:
         if not self.exists:
             return None
         self._open()
-        times = [b.acts_at_ms for b in self._buckets if b.start_ms not in self._loaded]
+        times = [self._acts_at(b) for b in self._buckets if b.start_ms not in self._loaded]
         if self._heap:
             times.append(self._heap[0].order_ms)
         return min(times, default=None)

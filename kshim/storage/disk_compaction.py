@@ -41,6 +41,7 @@ from kshim.storage.compaction import (
 )
 from kshim.storage.descriptor_cache import DescriptorCache
 from kshim.storage.filesystem import FileSystem
+from kshim.storage.interface import CorruptRecords
 from kshim.storage.partition_log import DiskPartitionLog, remove_segment_files
 from kshim.storage.sealed_index import decode_sealed_index, encode_sealed_columns, sealed_path_for
 from kshim.storage.segment import (
@@ -49,6 +50,7 @@ from kshim.storage.segment import (
     segment_file_name,
     segment_generation,
 )
+from kshim.storage.segment_check import check_batches
 
 log = logging.getLogger(__name__)
 CLEANED_SUFFIX = ".cleaned"
@@ -156,6 +158,7 @@ class DiskCompaction:
                 last += 1
             length = segment.batch_end(last) - start
             data = memoryview(self._descriptors.pread(segment.path, length, start))
+            _refuse_damaged(segment, data, first, start, length)
             for index in range(first, last + 1):
                 yield data[positions[index] - start : segment.batch_end(index) - start]
                 if time.perf_counter() - yielded >= YIELD_INTERVAL_S:
@@ -254,3 +257,21 @@ class DiskCompaction:
                     remove_segment_files, self._fs, self._descriptors, partition_log, cleaned.old
                 )
         return True
+
+
+def _refuse_damaged(
+    segment: Segment, data: memoryview, first: int, start: int, length: int
+) -> None:
+    """Raises CorruptRecords when bytes recovery took from disk unchecked (segment_check.py)
+    hold a damaged batch: cleaned, it would be rewritten with a fresh CRC or copied into a
+    segment trusted as this process's own, and served as intact. The pass fails; Kafka's
+    LogCleaner likewise gives up on a partition whose log it cannot read (its
+    uncleanable partitions)."""
+    check = segment.check
+    if check is None or not check.needs_check(start, start + length):
+        return
+    _, bad_index, problem = check_batches(data, segment, first, start, length)
+    if bad_index is not None:
+        raise CorruptRecords(f"{segment.path}: record batch at byte "
+                             f"{segment.batch_positions[bad_index]} is corrupt ({problem}); "
+                             "the log cleaner leaves the partition as it is")  # fmt: skip

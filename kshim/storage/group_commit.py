@@ -66,6 +66,7 @@ class GroupCommit:
         self._unsynced: set[DiskPartitionLog] = set()  # written in rounds that skipped fsync
         self._extra_records: list[bytes] = []  # records of the store's own (deletions)
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False  # the store failed: see ``stop``
         self._appends = 0  # batches appended so far (how a loop turn shows it brought more)
         self._inline_write_us = 0.0  # moving average of an inline round's write and fsync
         self._last_inline_write = 0.0  # time.monotonic() of the last inline round
@@ -89,6 +90,12 @@ class GroupCommit:
         self._waiting.pop(log, None)
         self._unsynced.discard(log)
 
+    def stop(self) -> None:
+        """The store failed: no round starts any more, and one a worker thread is writing
+        acknowledges nothing when it returns. After a failed write or fsync, one that
+        succeeds later proves nothing about what the failed one lost (log_store.py)."""
+        self._stopped = True
+
     async def idle(self) -> None:
         """Returns once every round started so far has ended."""
         while self._task is not None:
@@ -103,6 +110,8 @@ class GroupCommit:
             await self._gather_appends()
             while self._waiting or self._extra_records:
                 await self._before_round()
+                if self._stopped:
+                    break
                 started = time.perf_counter()
                 batches = await self._round()
                 for observe in self.round_observers:
@@ -141,6 +150,10 @@ class GroupCommit:
             self._write_on_loop(parts, sync)
         else:
             await asyncio.to_thread(self._wal.write, parts, sync)
+            # A checkpoint may have failed the store meanwhile. (A round to segment files
+            # cannot overlap one: both hold the checkpointer's lock.)
+            if self._stopped:
+                return 0
         for log, messages in covered.items():
             log.synced(messages)
         if sync:

@@ -145,6 +145,15 @@ class LogFailed(Exception):
     """A write to this partition failed; it refuses appends until restarted."""
 
 
+class CorruptRecords(Exception):
+    """The stored batch where a read starts fails its checks (CRC-32C, length, offsets):
+    the bytes on disk are not what was written. The message names the file and position."""
+
+
+class StorageReadFailed(Exception):
+    """Reading a segment file failed (an I/O error of the disk); other files may be fine."""
+
+
 # What a timestamp lookup finds: (offset, timestamp) of one record.
 TimestampHit = tuple[int, int]
 

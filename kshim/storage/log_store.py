@@ -33,6 +33,7 @@ from kshim.storage.group_commit import GroupCommit
 from kshim.storage.interface import (
     Clock,
     LogConfig,
+    LogFailed,
     PartitionToOpen,
     StoreSettings,
     TopicPartition,
@@ -68,6 +69,7 @@ class DiskLogStore:
             self._fs, os.path.join(data_dir, "wal"), settings.wal_segment_bytes
         )
         self._logs: dict[TopicPartition, DiskPartitionLog] = {}
+        self.corrupt_batches = 0  # stored batches reads found damaged (segment_check.py)
         self._tail: WalTail | None = None  # what recovery must replay; None: not read yet
         self._tail_lock = asyncio.Lock()
         self._failure: BaseException | None = None
@@ -96,6 +98,9 @@ class DiskLogStore:
     def appended(self, log: DiskPartitionLog, size: int) -> None:
         self._checkpointer.appended(log, size)
         self._commit.appended(log)
+
+    def found_corrupt_batch(self) -> None:
+        self.corrupt_batches += 1
 
     def unspilled_changed(self, log: DiskPartitionLog, delta: int) -> None:
         self._checkpointer.unspilled_changed(log, delta)
@@ -276,22 +281,30 @@ class DiskLogStore:
 
     async def checkpoint(self) -> None:
         """Spills every durable batch to its segment files and syncs them now, as the
-        background checkpoints do (tests and tools; ``close`` does it too)."""
+        background checkpoints do (tests and tools; ``close`` does it too). Raises
+        LogFailed once a write has failed: nothing is synced any more."""
         await self._commit.idle()
         await self._checkpointer.checkpoint()
+        if self._failure is not None:
+            raise LogFailed(str(self._failure))
 
     async def close(self) -> None:
-        """Writes pending appends, checkpoints everything, then closes every file. The
-        store may be opened again (a restart: the write-ahead log is read anew)."""
+        """Writes pending appends, checkpoints everything, then closes every file (and
+        raises the checkpoint's error, if it failed). The store may be opened again (a
+        restart: the write-ahead log is read anew)."""
         await self._commit.idle()
         await self._compaction.idle()
-        if self._failure is None and self._tail is not None:
-            await self._checkpointer.checkpoint()
-        await self._checkpointer.idle()
-        self._wal.close()
-        self.descriptors.close()
-        self._logs.clear()
-        self._tail = None
+        try:
+            if self._failure is None and self._tail is not None:
+                await self._checkpointer.checkpoint()  # fails the store if it fails
+        finally:
+            await self._checkpointer.idle()
+            # After a failed write nothing is synced again (``_fail``): the log's unsynced
+            # records stay for recovery to judge.
+            self._wal.close(sync=self._failure is None)
+            self.descriptors.close()
+            self._logs.clear()
+            self._tail = None
 
     async def write_failed(self) -> BaseException:
         """See interface.LogStore.write_failed."""
@@ -301,13 +314,17 @@ class DiskLogStore:
 
     def _fail(self, error: BaseException) -> None:
         """A write failed: the store refuses appends until restarted (recovery then finds
-        the durable prefix). Never retried: after a failed fsync the kernel may have
-        dropped the dirty pages it could not write, so a later fsync that succeeds proves
-        nothing about them (PostgreSQL's "fsyncgate", docs/references.md)."""
+        the durable prefix) and syncs nothing more: no flush round or checkpoint starts,
+        and a round a worker thread was syncing acknowledges nothing. Never retried:
+        after a failed fsync the kernel may have dropped the dirty pages it could not
+        write, so a later fsync that succeeds proves nothing about them (PostgreSQL's
+        "fsyncgate", docs/references.md)."""
         if self._failure is None:
             log.error("log store: write failed, refusing appends until restarted: %s", error)
             self._failure = error
             self._failed.set()
+            self._commit.stop()
+            self._checkpointer.stop()
         for partition_log in self._logs.values():
             partition_log.fail(error)
 

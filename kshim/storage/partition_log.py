@@ -29,7 +29,6 @@ from kshim.storage.filesystem import FileSystem
 from kshim.storage.index_file import IndexEntry, index_path_for
 from kshim.storage.interface import (
     LEADER_EPOCH,
-    Chunk,
     Clock,
     LogConfig,
     LogFailed,
@@ -44,6 +43,7 @@ from kshim.storage.recovery import RecoveredLog
 from kshim.storage.retention import SegmentSummary
 from kshim.storage.sealed_index import sealed_path_for
 from kshim.storage.segment import Segment, segment_file_name, segment_holding, should_roll
+from kshim.storage.segment_check import SegmentReads
 from kshim.storage.segment_writer import PendingBatch, SegmentWriter
 from kshim.storage.timestamp_lookup import first_record_at_or_after, record_with_max_timestamp
 from kshim.storage.write_ahead_log import BATCH_RECORD, record_prefix
@@ -61,6 +61,10 @@ class LogHost(Protocol):
 
     def appended(self, log: DiskPartitionLog, size: int) -> None:
         """A batch of ``size`` bytes joined ``log``: the next flush round writes it."""
+        ...
+
+    def found_corrupt_batch(self) -> None:
+        """A read found a stored batch damaged on disk (counted once per batch)."""
         ...
 
     def unspilled_changed(self, log: DiskPartitionLog, delta: int) -> None:
@@ -118,6 +122,7 @@ class DiskPartitionLog:
         self.listeners: list[Callable[[], None]] = []
         self.deleted = False  # set by the store's delete: appends are refused
         self.reads = ReadPins()  # segment files being read in worker threads
+        self._segment_reads = SegmentReads(host.descriptors, self.reads, host.found_corrupt_batch)
 
     @property
     def memtable_bytes(self) -> int:
@@ -283,24 +288,19 @@ class DiskPartitionLog:
         if end < upper and length < max_bytes and self._memtable.covers(end):
             # Taken before the file read: a spill meanwhile may drop them from memory.
             more, more_size, end = self._memtable.read(end, max_bytes - length, upper, False)
-        descriptors = self._host.descriptors
-        chunk: Chunk | None = descriptors.cached_region(segment.path, length, position)
-        if chunk is None:
-            with self.reads.pinned([segment.path]):  # compaction keeps the file meanwhile
-                chunk = await asyncio.to_thread(
-                    descriptors.read_chunk, segment.path, length, position
-                )
+        chunk, size, cut_at = await self._segment_reads.read(segment, offset, position, length)
+        if cut_at is not None:  # a damaged batch ends the read (segment_check.py)
+            return ReadResult((chunk,), size, cut_at)
         return ReadResult((chunk, *more), length + more_size, end)
 
     async def _read_batch(self, segment: Segment, index: int) -> bytes:
-        """The bytes of batch ``index`` of ``segment``, for timestamp lookups."""
+        """The bytes of batch ``index`` of ``segment``, for timestamp lookups; raises
+        CorruptRecords when it is damaged."""
         base = segment.batch_offsets[index]
         if self._memtable.covers(base):
             chunks, _, _ = self._memtable.read(base, 0, base + 1)
             return chunks[0]
-        position = segment.batch_positions[index]
-        length = segment.batch_end(index) - position
-        return await asyncio.to_thread(self._host.descriptors.pread, segment.path, length, position)
+        return await self._segment_reads.read_batch(segment, index)
 
     async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
         """See interface.PartitionLog; reads one batch, from memory or in a worker thread."""

@@ -9,6 +9,10 @@ any later segment is removed. Then the batches the write-ahead log still holds
 for the partition are replayed after the recovered end (``replay_logged``):
 every acknowledged batch is in one of the two. What recovery scanned or
 replayed is not synced here; the store's next checkpoint syncs and indexes it.
+Bytes taken on an index's word are not read here: the first read of each range checks
+them (segment_check.py). A sealed segment was complete and durable before its sealed index
+was written, so one found shorter than that index says is damage, not a torn tail: its
+index is kept, and so are the segments after it.
 
 Compaction (disk_compaction.py) may have been cut short: its unfinished ``.cleaned`` files
 go, and where a cleaned segment (a higher generation) overlaps the segments it replaced,
@@ -32,7 +36,7 @@ from kshim.storage.sealed_index import (
     sealed_path_for,
     unpack_producer,
 )
-from kshim.storage.segment import Segment, parse_segment_name, segment_file_name
+from kshim.storage.segment import Segment, SegmentCheck, parse_segment_name, segment_file_name
 
 log = logging.getLogger(__name__)
 READ_CHUNK_BYTES = 8 << 20
@@ -156,9 +160,16 @@ def _adopt_sealed_index(
     if os.path.basename(path) not in present:
         return False
     index = decode_sealed_index(filesystem.map_file(path), segment.base_offset, verify=True)
-    if index is None or index.segment_size != size:
+    if index is None or index.segment_size < size:
         log.warning("%s: ignoring an unusable sealed index", path)
         return False
+    if index.segment_size > size:
+        # Sealed only once durable and complete, the file lost bytes since: damage, not a
+        # torn write. Scanning would cut the log there and drop every later segment with
+        # the acknowledged records they hold; the index keeps the offsets, and reads of
+        # the missing batches answer CORRUPT_MESSAGE (segment_check.py).
+        log.error("%s: %d bytes, shorter than its sealed index says (%d); its batches past "
+                  "byte %d are lost", segment.path, size, index.segment_size, size)  # fmt: skip
     index.adopt_into(segment)
     if on_batch is not None:
         _replay_producers(index, on_batch)
@@ -191,8 +202,10 @@ def _recover_segment(
     the names in its directory."""
     size = filesystem.size(segment.path)
     if _adopt_sealed_index(filesystem, segment, size, present, on_batch):
+        _unchecked_below(segment, segment.size)
         return False
     indexed_end = _load_index(filesystem, segment, size, present, on_batch)
+    _unchecked_below(segment, indexed_end)  # the scan checks what follows
     valid_end = _scan(filesystem, segment, indexed_end, size, recovered, on_batch)
     if valid_end == size:
         return False
@@ -200,6 +213,12 @@ def _recover_segment(
     filesystem.truncate(segment.path, valid_end)
     _fsync_file(filesystem, segment.path)
     return True
+
+
+def _unchecked_below(segment: Segment, end: int) -> None:
+    """The segment's bytes below ``end`` were taken on an index's word: each range is
+    checked when first read (segment_check.py)."""
+    segment.check = SegmentCheck(end) if end > 0 else None
 
 
 def _load_index(

@@ -26,6 +26,7 @@ from kshim.storage.retention import SegmentSummary
 
 SEGMENT_SUFFIX = ".log"
 BASE_OFFSET_DIGITS = 20
+NO_END = 1 << 63
 
 
 def segment_file_name(base_offset: int, generation: int = 0) -> str:
@@ -69,6 +70,36 @@ def should_roll(
 
 
 @dataclass(slots=True)
+class SegmentCheck:
+    """What is known of a recovered segment's bytes below ``unchecked_end`` (bytes at and
+    past it were appended by this process, or CRC-checked by recovery's scan)."""
+
+    unchecked_end: int
+    checked: list[tuple[int, int]] = field(default_factory=list)  # [start, end), merged
+    corrupt: dict[int, str] = field(default_factory=dict)  # batch position -> what is wrong
+    reported: bool = False  # the segment's damage was logged
+
+    def needs_check(self, start: int, end: int) -> bool:
+        """Whether any of the bytes [start, end) is still to be checked."""
+        end = min(end, self.unchecked_end)
+        if start >= end:
+            return False
+        index = bisect.bisect_right(self.checked, (start, NO_END)) - 1
+        return index < 0 or self.checked[index][1] < end
+
+    def mark_checked(self, start: int, end: int) -> None:
+        """Remembers [start, end) as intact, merged with the ranges it touches (a reader
+        going through the segment in order leaves one range)."""
+        merged: list[tuple[int, int]] = []
+        for low, high in sorted([*self.checked, (start, end)]):
+            if merged and low <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+            elif low < high:
+                merged.append((low, high))
+        self.checked = merged
+
+
+@dataclass(slots=True)
 class Segment:
     """A segment's index and sizes; file descriptors are owned by the partition log."""
 
@@ -86,6 +117,9 @@ class Segment:
     max_timestamp: int = -1
     indexed_count: int = 0  # batches whose entries are in the index file (flusher thread only)
     sealed: bool = False  # the index is the memory-mapped sealed index; no more appends
+    # Bytes recovery took from disk unchecked, to be checked when first read
+    # (segment_check.py); None for a segment this process wrote, or checked whole.
+    check: SegmentCheck | None = None
 
     def __post_init__(self) -> None:
         if self.next_offset < 0:

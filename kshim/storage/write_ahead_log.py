@@ -238,10 +238,14 @@ class WriteAheadLog:
         for descriptor in readers.values():
             self._fs.close(descriptor)
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
+        """Closes the log's files, first making every record written durable unless
+        ``sync`` is false (after a failed write or fsync, which is never retried: see
+        log_store.py)."""
         self.close_readers()
         if self._descriptor >= 0:
-            self.sync()
+            if sync:
+                self.sync()
             self._fs.close(self._descriptor)
             self._descriptor = -1
 

@@ -111,7 +111,7 @@ async def commit(broker: Broker, group: str, offset: int) -> None:
 
 
 def advance(broker: Broker, ms: int) -> None:
-    clock = broker.clock
+    clock = broker.clock.wall_clock
     assert isinstance(clock, FakeClock)
     clock.advance(ms)
 

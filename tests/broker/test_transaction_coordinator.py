@@ -316,7 +316,7 @@ def _reviewer(txn: Transactions, decisions: list[str] | None) -> TransactionRevi
         return decisions.pop(0)
 
     return TransactionReviewer(
-        txn.coordinator, None if decisions is None else hook, ReviewSettings(), txn.clock
+        txn.coordinator, None if decisions is None else hook, ReviewSettings()
     )
 
 

@@ -83,7 +83,7 @@ def test_bytes_and_regions_arrive_whole_and_in_order(
         FileRegion(os.open(path, os.O_RDONLY), 7, 3 * MIB + 1),  # not a whole piece
         b"",
         FileRegion(os.open(path, os.O_RDONLY), 4 * MIB, PIECE_BYTES),  # exactly one
-        FileRegion(os.open(path, os.O_RDONLY), 5 * MIB - 10, 100),  # past the file's end
+        FileRegion(os.open(path, os.O_RDONLY), 5 * MIB - 10, 10),  # the file's last bytes
     ]
 
     received = run_on(loop_name, serve_once(parts, contexts, client_delay_s))

@@ -79,7 +79,7 @@ async def run_alarm_checks(broker: Broker) -> None:
 
 
 async def check_once(broker: Broker, settings: AlarmSettings, state: CheckState) -> None:
-    now_s = broker.clock() / 1000
+    now_s = broker.clock.monotonic() / 1000  # "sustained for": a duration, steps aside
     alarms = broker.alarms
     if settings.group_lag_records:
         _group_lag(broker, settings, state, now_s)

@@ -66,6 +66,16 @@ def refusal(key: str, error: ConfigError, source: str = "") -> str:
     return f"{where}: {error}"
 
 
+# What each validator accepts, in words: the configuration reference is generated from
+# this table (kshim/cli/reference_pages.py), so that it cannot drift from the checks.
+VALUE_RULES: dict[Callable[[str], str], str] = {}
+
+
+def _described(check: Callable[[str], str], rule: str) -> Callable[[str], str]:
+    VALUE_RULES[check] = rule
+    return check
+
+
 def _check_range(number: float, shown: str, minimum: float, maximum: float) -> None:
     """ConfigDef.Range's check; ``shown`` is the parsed number as Kafka prints it."""
     if number < minimum:
@@ -86,7 +96,9 @@ def _integer(minimum: int = -1, maximum: int = LONG_MAX) -> Callable[[str], str]
         _check_range(number, str(number), minimum, maximum)
         return str(number)
 
-    return check
+    unbounded = maximum in (INT_MAX, LONG_MAX)
+    bounds = f"at least {minimum}" if unbounded else f"{minimum} to {maximum}"
+    return _described(check, f"{type_name}, {bounds}")
 
 
 def _one_of(value: str, allowed: tuple[str, ...]) -> str:
@@ -100,7 +112,7 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     def check(value: str) -> str:
         return _one_of(java_trim(value), allowed)
 
-    return check
+    return _described(check, "one of " + ", ".join(allowed))
 
 
 CLEANUP_POLICIES = ("compact", "delete")  # in the order Kafka's ValidList names them
@@ -147,6 +159,18 @@ def _optional_http_url(value: str) -> str:
 
 def _any_string(value: str) -> str:
     return value
+
+
+VALUE_RULES.update(
+    {
+        _cleanup_policy: "compact, delete, or both (comma-separated)",
+        _ratio: "DOUBLE, 0 to 1",
+        _boolean: "true or false",
+        _optional_address: "host:port, or empty",
+        _optional_http_url: "an http:// or https:// URL, or empty",
+        _any_string: "text",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +299,13 @@ BROKER_DEFAULTS: dict[str, str] = {
     "kshim.alarm.disk.free.bytes": str(1 << 30),
     "kshim.alarm.fsync.p99.ms": "1000",
     "socket.request.max.bytes": "104857600",
+    # Bytes of requests read and not yet handled, all connections together; a connection
+    # waits for room before reading a request's body (server/request_budget.py). Kafka's
+    # default, -1, sets no bound: a flood of large produce requests then grows the
+    # broker's memory until it dies. 100 MiB holds one request of socket.request.max.bytes,
+    # or a hundred of a producer's default max.request.size (1 MiB): more than two cores
+    # can handle at once, little next to the memory of any machine the broker runs on.
+    "queued.max.request.bytes": str(100 << 20),
     # Incremental fetch sessions (KIP-227) kept at once; 0 for none (broker/fetch_sessions.py).
     "max.incremental.fetch.session.cache.slots": "1000",
     "max.connections": "10000",
@@ -304,6 +335,7 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
     "default.replication.factor": _integer(1, 1),
     "auto.create.topics.enable": _boolean,
     "socket.request.max.bytes": _integer(1024, INT_MAX),
+    "queued.max.request.bytes": _integer(-1, LONG_MAX),  # -1 (or 0): no bound, as in Kafka
     "max.connections": _integer(1, INT_MAX),
     "max.incremental.fetch.session.cache.slots": _integer(0, INT_MAX),
     "log.retention.check.interval.ms": _integer(1),
@@ -429,3 +461,10 @@ def broker_validator(key: str) -> Callable[[str], str] | None:
         if spec.broker_key == key:
             return spec.validate
     return _any_string if key in BROKER_DEFAULTS else None
+
+
+def value_rule(key: str) -> str | None:
+    """What broker key ``key`` accepts, in words, or None when no rule is written down
+    (security keys, checked by security_keys.py)."""
+    validator = broker_validator(key)
+    return None if validator is None else VALUE_RULES.get(validator)

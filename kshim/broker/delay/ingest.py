@@ -11,9 +11,9 @@ transaction is scheduled when it commits and never if it aborts.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
+from kshim.broker.clock import BrokerClock
 from kshim.broker.delay.chunks import ChunkRequest, file_request
 from kshim.broker.delay.naming import target_of
 from kshim.broker.delay.service import DelaySchedule
@@ -36,7 +36,7 @@ class DelayHost(Protocol):
     topics: TopicManager
     transactions: TransactionCoordinator
     delays: DelaySchedule
-    clock: Callable[[], int]
+    clock: BrokerClock
 
 
 async def ingest_partition(host: DelayHost, delay_partition: TopicPartition) -> bool:

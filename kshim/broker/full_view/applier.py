@@ -16,10 +16,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 from typing import Protocol
 
 from kshim.broker.append_waiters import AppendWaiters
+from kshim.broker.clock import BrokerClock
 from kshim.broker.full_view.naming import view_name
 from kshim.broker.full_view.view import FullView
 from kshim.broker.topics import TopicManager
@@ -45,7 +45,7 @@ class ViewHost(Protocol):
     full_view: FullView
     transactions: TransactionCoordinator
     append_waiters: AppendWaiters
-    clock: Callable[[], int]
+    clock: BrokerClock
 
 
 async def apply_partition_once(broker: ViewHost, topic_partition: TopicPartition) -> bool:
@@ -67,7 +67,8 @@ async def apply_partition_once(broker: ViewHost, topic_partition: TopicPartition
     data = await asyncio.to_thread(chunks_bytes, result.chunks)
     if result.end_offset <= position:
         return False
-    expiry = broker.clock() + int(topic.configs["delete.retention.ms"])
+    # Stamped and purged (purge_tombstones_once) by the clock deletions by age go by.
+    expiry = broker.clock.expiry_now() + int(topic.configs["delete.retention.ms"])
     async with view.lock:
         if broker.topics.get(topic_partition.topic) is not topic:
             return False  # deleted meanwhile: its view data is gone too
@@ -141,7 +142,7 @@ async def purge_tombstones_once(broker: ViewHost) -> None:
     """Drops expired tombstones; readers long-polling those views are woken."""
     view = broker.full_view
     async with view.lock:
-        changed = await asyncio.to_thread(view.store.purge_tombstones, broker.clock())
+        changed = await asyncio.to_thread(view.store.purge_tombstones, broker.clock.expiry_now())
     for topic_partition in changed:
         broker.append_waiters.notify(view_partition(topic_partition))
 

@@ -152,7 +152,7 @@ async def expire_offsets_once(
     and offsets of topics for which ``topic_exists`` is false (a name consumers
     can no longer read), then forgets empty groups that have no offsets left.
     """
-    now = coordinator.clock()
+    now = coordinator.clock.expiry_now()  # deletion by age (kshim/broker/clock.py)
     retention_ms = coordinator.settings.offsets_retention_ms
     removed = 0
     for group_id in coordinator.offsets.group_ids():

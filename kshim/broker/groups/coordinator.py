@@ -20,6 +20,7 @@ import logging
 import uuid
 from collections.abc import Callable
 
+from kshim.broker.clock import as_broker_clock
 from kshim.broker.groups.group import Group
 from kshim.broker.groups.group_states import GroupState
 from kshim.broker.groups.member import (
@@ -47,10 +48,14 @@ class GroupCoordinator:
         self, settings: GroupSettings, clock: Callable[[], int], store: CommittedOffsetStore
     ) -> None:
         self.settings = settings
-        self.clock = clock
+        # Wall time for what is reported or compared with stored times (commit timestamps,
+        # when a group became empty); the monotonic clock for sessions, rebalance timeouts
+        # and timers, so that a wall-clock step neither expires every member at once nor
+        # keeps a dead one (kshim/broker/clock.py).
+        self.clock = as_broker_clock(clock)
         self.groups: dict[str, Group] = {}
-        self.timers = Timers(clock)
-        self.rebalancer = Rebalancer(settings, clock, self.timers)
+        self.timers = Timers(self.clock.monotonic)
+        self.rebalancer = Rebalancer(settings, self.clock, self.timers)
         self.offsets = OffsetManager(store)
 
     async def load(self) -> None:
@@ -98,7 +103,7 @@ class GroupCoordinator:
             group.pending_members.add(member_id)
             self.timers.schedule(
                 ("pending", group.group_id, member_id),
-                self.clock() + request.session_timeout_ms,
+                self.clock.monotonic() + request.session_timeout_ms,
                 lambda: self.rebalancer.pending_member_expired(group, member_id),
             )
             return JoinResult.failure(ErrorCode.member_id_required, member_id)
@@ -133,7 +138,7 @@ class GroupCoordinator:
             request.session_timeout_ms,
             request.rebalance_timeout_ms,
             request.protocols,
-            self.clock(),
+            self.clock.monotonic(),
         )
         group.add(member, request.protocol_type)
         self.rebalancer.schedule_session_check(group, member)
@@ -147,7 +152,7 @@ class GroupCoordinator:
         self, group: Group, member: Member, request: JoinRequest
     ) -> JoinResult:
         member.update(request)
-        member.last_activity_ms = self.clock()
+        member.last_activity_ms = self.clock.monotonic()
         waiter = member.wait_for_join()
         self.rebalancer.rebalance(group, f"member {member.member_id} rejoined")
         return await waiter
@@ -162,7 +167,7 @@ class GroupCoordinator:
         self.timers.cancel(("member", group.group_id, member.member_id))
         group.replace_member_id(member, new_member_id)
         member.update(request)
-        member.last_activity_ms = self.clock()
+        member.last_activity_ms = self.clock.monotonic()
         self.rebalancer.schedule_session_check(group, member)
         if group.state is GroupState.STABLE and group.select_protocol() == group.protocol_name:
             # The old leader id makes even a former leader act as a follower: a
@@ -185,7 +190,7 @@ class GroupCoordinator:
         if error is not None or group is None:
             return SyncResult(error or ErrorCode.unknown_member_id)
         member = group.members[request.member_id]
-        member.last_activity_ms = self.clock()
+        member.last_activity_ms = self.clock.monotonic()
         if group.state is PREPARING:
             return SyncResult(ErrorCode.rebalance_in_progress)
         if group.state is GroupState.STABLE:
@@ -216,7 +221,7 @@ class GroupCoordinator:
         error = self._check_generation(group, member_id, group_instance_id, generation_id)
         if error is not None or group is None:
             return error or ErrorCode.unknown_member_id
-        group.members[member_id].last_activity_ms = self.clock()
+        group.members[member_id].last_activity_ms = self.clock.monotonic()
         if group.state is PREPARING:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none

@@ -80,7 +80,7 @@ class Member:
     session_timeout_ms: int
     rebalance_timeout_ms: int
     protocols: tuple[tuple[str, bytes], ...]
-    last_activity_ms: int
+    last_activity_ms: int  # on the monotonic clock: session expiry is a duration
     assignment: bytes = b""
     join_waiter: asyncio.Future[JoinResult] | None = field(default=None, repr=False)
     sync_waiter: asyncio.Future[SyncResult] | None = field(default=None, repr=False)

@@ -80,7 +80,7 @@ def check_commit(
         return instance_error
     if generation_id != group.generation_id:
         return ErrorCode.illegal_generation
-    group.members[member_id].last_activity_ms = coordinator.clock()
+    group.members[member_id].last_activity_ms = coordinator.clock.monotonic()
     return ErrorCode.none
 
 

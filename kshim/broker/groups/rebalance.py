@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from kshim.broker.clock import BrokerClock
 from kshim.broker.groups.group import Group
 from kshim.broker.groups.group_states import GroupState
 from kshim.broker.groups.member import JoinResult, Member
@@ -29,7 +30,7 @@ COMPLETING = GroupState.COMPLETING_REBALANCE
 
 
 class Rebalancer:
-    def __init__(self, settings: GroupSettings, clock: Callable[[], int], timers: Timers) -> None:
+    def __init__(self, settings: GroupSettings, clock: BrokerClock, timers: Timers) -> None:
         self.settings = settings
         self.clock = clock
         self.timers = timers
@@ -61,7 +62,7 @@ class Rebalancer:
 
     def _schedule_join(self, group: Group, delay_ms: int, action: Callable[[Group], None]) -> None:
         key = ("join", group.group_id)
-        self.timers.schedule(key, self.clock() + delay_ms, lambda: action(group))
+        self.timers.schedule(key, self.clock.monotonic() + delay_ms, lambda: action(group))
 
     def _initial_delay_expired(self, group: Group) -> None:
         """Kafka's InitialDelayedJoin: wait again while new members keep arriving."""
@@ -99,7 +100,7 @@ class Rebalancer:
         group.elect_joined_leader()
         group.transition(COMPLETING, now)
         for member in group.members.values():
-            member.last_activity_ms = now
+            member.last_activity_ms = self.clock.monotonic()
             member.answer_join(current_generation(group, member, with_members=True))
         log.info("group %s generation %d: %d members, protocol %s, leader %s", group.group_id,
                  group.generation_id, len(group.members), group.protocol_name,
@@ -109,7 +110,7 @@ class Rebalancer:
         key = ("member", group.group_id, member.member_id)
         deadline = member.keepalive_deadline()
         if deadline is None:
-            deadline = self.clock() + member.session_timeout_ms
+            deadline = self.clock.monotonic() + member.session_timeout_ms
         member_id = member.member_id
         self.timers.schedule(key, deadline, lambda: self._session_check(group, member_id))
 
@@ -118,7 +119,7 @@ class Rebalancer:
         if member is None:
             return
         deadline = member.keepalive_deadline()
-        if deadline is None or deadline > self.clock():
+        if deadline is None or deadline > self.clock.monotonic():
             self.schedule_session_check(group, member)
             return
         log.info("group %s: member %s expired (no heartbeat for %d ms)", group.group_id,

@@ -1,10 +1,10 @@
 """Deadlines for the group coordinator: session expiry, rebalance timeouts, the initial delay.
 
 Kafka keeps these in a timing wheel ("purgatory"); here a heap of deadlines on
-the broker's clock. ``run_due`` fires what is due and is all a test with a fake
-clock needs; ``run`` is the background task that sleeps until the earliest
-deadline, woken early when an earlier one is scheduled. Callbacks run on the
-event loop thread and must not block.
+the broker's monotonic clock (kshim/broker/clock.py). ``run_due`` fires what is
+due and is all a test with a fake clock needs; ``run`` is the background task
+that sleeps until the earliest deadline, woken early when an earlier one is
+scheduled. Callbacks run on the event loop thread and must not block.
 """
 
 from __future__ import annotations

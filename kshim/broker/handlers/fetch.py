@@ -184,6 +184,8 @@ async def _read_partition(
     read = await partition.read(wanted.fetch_offset, max_bytes, read_committed)
     if read.out_of_range:
         return _read_failed(index, ErrorCode.offset_out_of_range), 0
+    if read.error_code:  # the stored bytes cannot be served (partition_reads.py)
+        return _read_failed(index, ErrorCode(read.error_code)), 0
     answer = _answer(index, NO_ERROR, read.offsets, read_committed, read.chunks)
     if read_committed:
         answer.aborted_transactions = read.aborted_transactions

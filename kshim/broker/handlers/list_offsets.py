@@ -22,7 +22,7 @@ from kshim.protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
-from kshim.storage.interface import TopicPartition
+from kshim.storage.interface import CorruptRecords, StorageReadFailed, TopicPartition
 
 LATEST = -1
 EARLIEST = -2
@@ -49,8 +49,8 @@ async def handle(request: ListOffsetsRequest, context: RequestContext) -> ListOf
             if partition is None:
                 answer = _answer(wanted.partition_index, ErrorCode.unknown_topic_or_partition)
             else:
-                found = await _lookup(partition, wanted.timestamp, read_committed)
-                answer = _answer(wanted.partition_index, ErrorCode.none, found)
+                answer = await _looked_up(partition, wanted.partition_index, wanted.timestamp,
+                                          read_committed)  # fmt: skip
             partitions.append(answer)
         topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
@@ -67,6 +67,20 @@ def _answer(
         offset=offset,
         leader_epoch=LEADER_EPOCH if found is not None else NO_LEADER_EPOCH,
     )
+
+
+async def _looked_up(
+    partition: ReadablePartition, index: int, timestamp: int, read_committed: bool
+) -> ListOffsetsPartitionResponse:
+    """The partition's answer; a lookup by time that meets a stored batch it cannot read
+    answers as Fetch does (partition_reads.LogPartition.read)."""
+    try:
+        found = await _lookup(partition, timestamp, read_committed)
+    except CorruptRecords:
+        return _answer(index, ErrorCode.corrupt_message)
+    except StorageReadFailed:
+        return _answer(index, ErrorCode.kafka_storage_error)
+    return _answer(index, ErrorCode.none, found)
 
 
 async def _lookup(

@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
+from kshim.broker.clock import as_broker_clock
 from kshim.broker.transactions import transaction_states as states
 from kshim.broker.transactions.answers import (
     ProducerIdAndEpoch,
@@ -72,7 +73,7 @@ class TransactionCoordinator:
         self._metadata = metadata
         self._store = metadata.transactions
         self._partition_log = partition_log
-        self._clock = clock
+        self._clock = as_broker_clock(clock)
         self.settings = settings
         # Read by the reviewer; handlers ask the methods below.
         self.records: dict[str, TransactionRecord] = {}
@@ -82,6 +83,10 @@ class TransactionCoordinator:
         self.on_complete: list[Callable[[TransactionRecord, bool], object]] = []
         # Prepared transactions whose markers failed: retried by ``run_marker_retries``.
         self.marker_retries = MarkerRetries(settings.marker_retries, sleep)
+        # Per open transaction: its persisted next_review_ms (wall clock, what is reported)
+        # and when that review is due on the monotonic clock, which decides: a wall-clock
+        # step must neither time every open transaction out at once nor put one off.
+        self._review_at: dict[str, tuple[int, int]] = {}
 
     # Requests (Kafka's TransactionCoordinator.handle*): each takes its own lock
 
@@ -291,13 +296,42 @@ class TransactionCoordinator:
         if record.state != states.ONGOING:
             record.state = states.ONGOING
             record.started_ms = self._clock()
-            record.next_review_ms = record.started_ms + record.timeout_ms
+            self.schedule_review(record, record.timeout_ms)
             record.reviews = 0
         wanted = [
             (topic_partition.topic, topic_partition.partition) for topic_partition in partitions
         ]
         record.partitions = list(dict.fromkeys([*record.partitions, *wanted]))
         await self.persist(record)
+
+    def schedule_review(self, record: TransactionRecord, delay_ms: int) -> None:
+        """The transaction is to be reviewed ``delay_ms`` from now (by the monotonic
+        clock); the caller holds its lock and persists it."""
+        record.next_review_ms = self._clock() + delay_ms
+        due = self._clock.monotonic() + delay_ms
+        self._review_at[record.transactional_id] = (record.next_review_ms, due)
+
+    def review_due(self, record: TransactionRecord) -> bool:
+        """Whether the transaction is Ongoing and its review time has come."""
+        if record.state != states.ONGOING or record.next_review_ms < 0:
+            return False
+        return self._clock.monotonic() >= self._review_deadline(record)
+
+    def _review_deadline(self, record: TransactionRecord) -> int:
+        """When the review is due on the monotonic clock: as scheduled in this process,
+        else (loaded at start) from the persisted wall times, the only ones a restart
+        keeps. The wait is then at most the one the record had when last persisted, so
+        a clock stepped back (before or during the stop) never lengthens a timeout; one
+        stepped forward during the stop looks like downtime, and Kafka too then reviews
+        at once."""
+        noted = self._review_at.get(record.transactional_id)
+        if noted is not None and noted[0] == record.next_review_ms:
+            return noted[1]
+        left = min(record.next_review_ms - self._clock(),
+                   record.next_review_ms - record.updated_ms)  # fmt: skip
+        due = self._clock.monotonic() + max(left, 0)
+        self._review_at[record.transactional_id] = (record.next_review_ms, due)
+        return due
 
     # Produce, fetch and the reviewer
 
@@ -398,6 +432,7 @@ class TransactionCoordinator:
         record.pending_offsets = []  # applied on commit by on_complete, dropped on abort
         record.reviews = 0
         record.next_review_ms = -1
+        self._review_at.pop(record.transactional_id, None)
         await self.persist(record)
         log.info("transaction %s %s", record.transactional_id, "committed" if commit else "aborted")
 
@@ -433,16 +468,19 @@ class TransactionCoordinator:
         queues them for the background retries when their markers cannot be written)."""
         self.records = await asyncio.to_thread(self._store.load)
         for record in list(self.records.values()):
+            self.review_due(record)  # its deadline, from the wall clock now, not later
             if record.state in states.PREPARING:
                 async with self.lock(record.transactional_id):
                     await self._complete_or_retry_later(record)
 
     async def expire_idle(self) -> int:
-        """Forgets transactional ids idle (and not open) longer than the expiration."""
-        cutoff = self._clock() - self.settings.id_expiration_ms
+        """Forgets transactional ids idle (and not open) longer than the expiration, by
+        their persisted wall times (kshim/broker/clock.py: ``expiry_now``)."""
+        cutoff = self._clock.expiry_now() - self.settings.id_expiration_ms
         expired = [record for record in self.records.values()
                    if record.state in states.COMPLETED and record.updated_ms < cutoff]  # fmt: skip
         for record in expired:
             del self.records[record.transactional_id]
+            self._review_at.pop(record.transactional_id, None)
             await asyncio.to_thread(self._store.delete, record.transactional_id)
         return len(expired)

@@ -17,12 +17,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kshim.broker.alarms.registry import Alarms
-from kshim.broker.transactions import transaction_states as states
 from kshim.broker.transactions.coordinator import TransactionCoordinator
 from kshim.broker.transactions.review_hooks import ABORT, COMMIT, ReviewHook
 from kshim.storage.interface import TopicPartition
@@ -45,13 +43,11 @@ class TransactionReviewer:
         coordinator: TransactionCoordinator,
         hook: ReviewHook | None,
         settings: ReviewSettings,
-        clock: Callable[[], int],
         alarms: Alarms | None = None,
     ) -> None:
         self._coordinator = coordinator
         self.hook = hook
         self.settings = settings
-        self._clock = clock
         self._alarms = Alarms() if alarms is None else alarms
         # Reviews by outcome (commit, abort, unknown: asked again later), for the metrics.
         self.outcomes: collections.Counter[str] = collections.Counter()
@@ -87,7 +83,7 @@ class TransactionReviewer:
         if decision not in (COMMIT, ABORT):
             record.reviews += 1
             if record.reviews < self.settings.max_reviews:
-                record.next_review_ms = self._clock() + self.settings.retry_ms
+                self._coordinator.schedule_review(record, self.settings.retry_ms)
                 await self._coordinator.persist(record)
                 return False
             self._alarms.happened(
@@ -114,7 +110,9 @@ class TransactionReviewer:
         return reviewed
 
     def _due(self, record: TransactionRecord) -> bool:
-        return record.state == states.ONGOING and 0 <= record.next_review_ms <= self._clock()
+        # On the monotonic clock (the coordinator's ``review_due``): a wall-clock step
+        # forward must not review every open transaction at once.
+        return self._coordinator.review_due(record)
 
     async def run(self) -> None:
         """Reviews due transactions forever; cancel to stop."""

@@ -171,7 +171,7 @@ def _transactions(broker: Broker) -> Families:
         if record.state != transaction_states.ONGOING:
             continue
         open_.add_metric([transactional_id], max(now_ms - record.started_ms, 0) / 1000)
-        due += 0 <= record.next_review_ms <= now_ms
+        due += broker.transactions.review_due(record)  # the reviewer's own test
     count = GaugeMetricFamily(
         "kshim_transactions_open", "Open transactions", value=len(open_.samples)
     )
@@ -284,5 +284,10 @@ def _storage(broker: Broker) -> Families:
             "kshim_wal_written_bytes",
             "Bytes written to the write-ahead log",
             logs.wal_bytes_written,
+        ),
+        CounterMetricFamily(
+            "kshim_corrupt_batches",
+            "Stored record batches reads found damaged on disk (each counted once)",
+            logs.corrupt_batches,
         ),
     ]

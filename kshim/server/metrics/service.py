@@ -8,7 +8,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from kshim.broker.broker import Broker
 from kshim.server.metrics.broker_collector import BrokerCollector
@@ -16,6 +16,7 @@ from kshim.server.metrics.endpoint import MetricsEndpoint
 from kshim.server.metrics.errors import MetricsUnavailable
 from kshim.server.metrics.process_tree import ProcessTreeCollector
 from kshim.server.metrics.request_metrics import RequestMetrics
+from kshim.server.request_budget import RequestBudget
 from kshim.storage.log_store import DiskLogStore
 
 log = logging.getLogger(__name__)
@@ -41,8 +42,15 @@ FLUSH_BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 100
 
 
 class BrokerMetrics:
-    def __init__(self, broker: Broker, connections: Callable[[], dict[str, int]]) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        connections: Callable[[], dict[str, int]],
+        request_budget: RequestBudget | None = None,
+    ) -> None:
         self.registry = CollectorRegistry()
+        if request_budget is not None:
+            _budget_gauges(request_budget, self.registry)
         self.requests = RequestMetrics()
         loop = asyncio.get_running_loop()
         self.registry.register(BrokerCollector(broker, loop, connections, self.requests.families))
@@ -98,3 +106,22 @@ class BrokerMetrics:
         self.endpoint.stop()
         if isinstance(self._broker.logs, DiskLogStore):
             self._broker.logs.unobserve_rounds(self._flushed)
+
+
+def _budget_gauges(budget: RequestBudget, registry: CollectorRegistry) -> None:
+    """queued.max.request.bytes in use and waited for, read at each scrape (as Kafka's
+    MemoryPoolUsed, and its channels muted for memory). A scrape reads two ints the event
+    loop writes: never torn in CPython."""
+    used = Gauge(
+        "kshim_request_memory_used_bytes",
+        "Bytes of requests over 16 KiB read or being read and not yet handled "
+        "(bounded by queued.max.request.bytes)",
+        registry=registry,
+    )
+    used.set_function(lambda: budget.in_use)
+    waiting = Gauge(
+        "kshim_request_memory_waiting_connections",
+        "Connections waiting for queued.max.request.bytes before reading a request's body",
+        registry=registry,
+    )
+    waiting.set_function(lambda: budget.waiting)
