@@ -3,9 +3,9 @@
 modulo the partition count), so that ``kshim produce`` puts a key where Spark, Kafka
 Connect and every Java client put it.
 
-Murmur2 here is Kafka's variant (``org.apache.kafka.common.utils.Utils.murmur2``):
-its initial hash 0x9747b28c (SEED), little-endian 4-byte words, and the tail mixed in as Java's switch
-fall-through does.
+Murmur2 here is Kafka's variant (``org.apache.kafka.common.utils.Utils.murmur2``): its
+initial hash 0x9747b28c (SEED), little-endian 4-byte words, and the tail mixed in as
+Java's switch fall-through does.
 """
 
 from __future__ import annotations
