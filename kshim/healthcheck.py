@@ -58,18 +58,38 @@ def probe(
     return keys
 
 
-def ready(url: str, timeout_s: float = TIMEOUT_S) -> None:
-    """Raises UnhealthyError unless ``url`` (the metrics endpoint's /healthz, which answers
-    503 until the broker serves and while its event loop does not answer) answers 200."""
+def ready(url: str, timeout_s: float = TIMEOUT_S) -> dict[str, str]:
+    """The ``key=value`` lines ``url`` (the metrics endpoint's /healthz, which answers 503
+    until the broker serves and while its event loop does not answer) names its broker
+    with; raises UnhealthyError unless it answers 200."""
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as answer:
             status = answer.status
+            body = answer.read(MAX_RESPONSE_BYTES).decode("utf-8", "replace")
     except urllib.error.HTTPError as error:
         raise UnhealthyError(f"{url}: {error.code} {error.reason}") from error
     except (OSError, ValueError) as error:
         raise UnhealthyError(f"{url}: {error}") from error
     if status != HTTPStatus.OK:
         raise UnhealthyError(f"{url}: {status}")
+    lines = body.splitlines()[1:]
+    return dict(line.partition("=")[::2] for line in lines if "=" in line)
+
+
+def check_same_broker(url: str, identity: dict[str, str], port: int) -> None:
+    """Raises UnhealthyError when the readiness at ``url`` is of a broker that does not
+    listen on ``port``: another broker's endpoint on the same machine (the first one to
+    bind the default metrics port) would otherwise vouch for this one. An endpoint that
+    names no listeners (not kshim's) is taken at its word."""
+    listeners = identity.get("listeners")
+    if not listeners:
+        return
+    ports = {address.rpartition(":")[2] for address in listeners.split(",")}
+    if str(port) not in ports:
+        raise UnhealthyError(
+            f"{url} is the readiness of another broker (pid {identity.get('pid', '?')}, "
+            f"listening on {listeners}), not of the one on port {port}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         keys = probe(host or DEFAULT_HOST, int(port), security=security)
         for url in urls:
-            ready(url)
+            check_same_broker(url, ready(url), int(port))
     except (UnhealthyError, ValueError, OSError, ClientSecurityError) as error:
         print(f"unhealthy: {error}", file=sys.stderr)
         return 1

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 START_TIMEOUT_S = 20.0
+METRICS_LISTEN = "kshim.metrics.listen"
 # How often a starting broker's port is tried: a refused connection on loopback costs
 # microseconds, and every step of this period is added to the measured start.
 START_POLL_S = 0.005
@@ -125,7 +126,12 @@ class BrokerProcess:
         """The command line of the broker's process."""
         command = [sys.executable, "-m", "kshim", "serve", "--listen", self.bootstrap]
         command += ["--data-dir", self.data_dir]
-        for setting in self.settings:
+        settings = self.settings
+        if not any(setting.startswith(METRICS_LISTEN + "=") for setting in settings):
+            # A test broker serves no metrics unless asked: the default port is one per
+            # machine, and kshim serve refuses to start when it is taken.
+            settings = [f"{METRICS_LISTEN}=", *settings]
+        for setting in settings:
             command += ["--set", setting]
         return command
 

@@ -47,4 +47,9 @@ if ! installed; then
     exec 9>&-
   fi
 fi
+# The other commands (kshim topics, tail, produce, groups, ...) are in the same environment;
+# said at each start unless the shell already finds this one.
+if [ "$(command -v kshim 2>/dev/null)" != "$PWD/$venv/bin/kshim" ]; then
+  echo "serve.sh: kshim's other commands are in $venv/bin: export PATH=\"$PWD/$venv/bin:\$PATH\"" >&2
+fi
 exec "$PWD/$venv/bin/kshim" serve "$@"

@@ -34,7 +34,10 @@ from tests.bad_input_support import PRODUCE, create_topic, make_batch, produce_f
 
 COMMAND_TIMEOUT_S = 30.0
 START_TIMEOUT_S = 30.0
-LISTENING = re.compile(r"^kshim listening on (\S+):(\d+), data in (.+)$")
+LISTENING = re.compile(
+    r"^kshim listening on (\S+):(\d+) \((PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL)\), "
+    r"data in (.+?)(, metrics on http://\S+/metrics)?$"
+)
 STOPPED = re.compile(
     r"^kshim stopped after \d+\.\d s: \d+ fsyncs, (\d+) bytes made durable \((\d+) through "
     r"the write-ahead log, (\d+) straight to segment files\)$"
@@ -99,7 +102,7 @@ def start_serving(
     listens. Raises AssertionError (after killing it) when it exits or stays silent."""
     process = subprocess.Popen(
         [sys.executable, "-m", "kshim", "serve", "--listen", "127.0.0.1:0",
-         "--data-dir", str(data_dir), *arguments],
+         "--data-dir", str(data_dir), "--set", "kshim.metrics.listen=127.0.0.1:0", *arguments],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=clean_environment(environment),
     )  # fmt: skip
@@ -314,7 +317,12 @@ def test_unknown_keys_are_warned_once_each_and_the_broker_starts(tmp_path: Path)
 
 def test_the_listening_line_is_printed_once(serving: Serving, data_dir: Path) -> None:
     stdout, stderr = serving.stop()
-    assert serving.listening_line == f"kshim listening on {serving.bootstrap}, data in {data_dir}"
+    match = LISTENING.match(serving.listening_line)
+    assert match is not None and match[3] == "PLAINTEXT" and match[4] == str(data_dir)
+    assert serving.listening_line.startswith(
+        f"kshim listening on {serving.bootstrap} (PLAINTEXT), data in {data_dir}, metrics on "
+        "http://127.0.0.1:"
+    ), serving.listening_line
     assert "listening on" not in stdout + stderr
 
 

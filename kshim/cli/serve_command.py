@@ -111,9 +111,8 @@ async def serve(config: BrokerConfig) -> None:
     raise_open_file_limit()
     server, (host, port) = await _start(config)
     gc.freeze()
-    print(f"kshim listening on {host}:{port}, data in {config.data_dir}", flush=True)
-    for name, (other_host, other_port) in list(server.bound.items())[1:]:
-        print(f"kshim listening on {name}://{other_host}:{other_port} too", flush=True)
+    for line in listening_lines(server, config, (host, port)):
+        print(line, flush=True)
     # Said once started, so that a start that fails prints nothing but its error line.
     log.info("event loop: %s", running_loop_name())
     trim = malloc_trim()
@@ -183,15 +182,37 @@ async def _start(config: BrokerConfig) -> tuple[KafkaServer, tuple[str, int]]:
     cannot be bound or a data directory that cannot be used (any other OSError of the
     broker's start-up: it reads and writes nothing else)."""
     try:
-        server = KafkaServer(Broker(config))
+        server = KafkaServer(Broker(config), metrics_required=True)
         return server, await server.start()
-    except (ListenError, MetricsUnavailable) as error:
+    except ListenError as error:
         # asyncio's own message repeats the address; the errno's text says just the reason.
         raise CommandFailed(f"{error}: {reason(error.cause)}") from error
+    except MetricsUnavailable as error:
+        raise CommandFailed(f"{error}: {reason(error.cause)}{error.hint}") from error
     except (DataDirectoryInUse, TlsConfigError, MappingRuleError) as error:
         raise CommandFailed(str(error)) from error
     except OSError as error:
         raise CommandFailed(data_directory_problem(config.data_dir, error)) from error
+
+
+def listening_lines(server: KafkaServer, config: BrokerConfig, first: tuple[str, int]) -> list[str]:
+    """What ``kshim serve`` prints once it serves: the first listener's address and
+    security protocol, the data directory and where metrics are, then a line for each
+    other listener."""
+    protocols = {listener.name: listener.security_protocol for listener in config.listeners()}
+    names = list(server.bound)
+    line = f"kshim listening on {first[0]}:{first[1]} ({protocols[names[0]]}), data in "
+    line += config.data_dir
+    if server.metrics is not None and server.metrics.address is not None:
+        metrics_host, metrics_port = server.metrics.address
+        line += f", metrics on http://{metrics_host}:{metrics_port}/metrics"
+    lines = [line]
+    for name in names[1:]:
+        other_host, other_port = server.bound[name]
+        lines.append(
+            f"kshim listening on {name}://{other_host}:{other_port} ({protocols[name]}) too"
+        )
+    return lines
 
 
 def stopped_line(broker: Broker, uptime_s: float) -> str:

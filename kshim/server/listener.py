@@ -57,8 +57,11 @@ class ListenError(Exception):
 
 
 class KafkaServer:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, metrics_required: bool = False) -> None:
+        """``metrics_required``: a metrics address in use is an error even when it is the
+        default one (``kshim serve``; an embedded broker then serves none, with a warning)."""
         self.broker = broker
+        self._metrics_required = metrics_required
         self._servers: list[asyncio.Server] = []
         self._runner = BrokerRunner(broker)
         self._connections: set[asyncio.Task[None]] = set()
@@ -113,9 +116,11 @@ class KafkaServer:
             # Imported only here: prometheus_client costs about 70 ms and 4.6 MB.
             from kshim.server.metrics.service import BrokerMetrics
 
-            metrics = BrokerMetrics(self.broker, self._connection_counts, self.request_budget)
+            metrics = BrokerMetrics(
+                self.broker, self._connection_counts, self.request_budget, self.bound
+            )
             try:
-                served = metrics.start()
+                served = metrics.start(self._metrics_required)
             except Exception:
                 metrics.stop()
                 await self.stop()

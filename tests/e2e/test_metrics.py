@@ -2,10 +2,11 @@
 
 Produced records and bytes, offsets, log size, requests and flush rounds; a group's
 committed offset and lag; open transactions; pending delayed records; a kept view's lag;
-``/healthz``, 404, connections, the process tree and the disk; an empty address serves
-nothing, an explicit one in use fails ``serve``, the default one in use is skipped with a
-warning. Values are parsed from the scrape and compared exactly wherever the broker's
-state makes them exact. Every wait is bounded; everything is on loopback.
+``/healthz`` (and the broker it names), 404, connections, the process tree and the disk;
+an empty address serves nothing, an address in use fails ``serve`` (the default one too,
+saying what to do), and the health check refuses another broker's readiness. Values are
+parsed from the scrape and compared exactly wherever the broker's state makes them exact.
+Every wait is bounded; everything is on loopback.
 """
 
 from __future__ import annotations
@@ -274,7 +275,18 @@ def test_a_kept_full_data_view_catches_up(served: Served, orders: str) -> None:
 
 def test_health_connections_process_tree_and_disk(served: Served) -> None:
     broker = served.broker
-    assert http_get(served.metrics_port, "/healthz") == (200, "ready\n")
+    assert broker.process is not None
+    status, body = http_get(served.metrics_port, "/healthz")
+    assert (status, body.splitlines()) == (
+        200,
+        [
+            "ready",
+            "node.id=1",
+            f"pid={broker.process.pid}",
+            f"data.dir={os.path.abspath(broker.data_dir)}",
+            f"listeners=PLAINTEXT://{broker.bootstrap}",
+        ],
+    )
     status, _ = http_get(served.metrics_port, "/no-such-path")
     assert status == 404
     assert f"metrics on http://127.0.0.1:{served.metrics_port}/metrics" in broker.log_text()
@@ -328,27 +340,54 @@ def test_an_explicit_metrics_address_in_use_fails_serve(tmp_path: Path) -> None:
     assert (result.returncode, result.stderr.splitlines()) == (1, [error]), result.stderr
 
 
-def test_the_default_metrics_address_in_use_is_skipped(tmp_path: Path) -> None:
+def test_the_default_metrics_address_in_use_fails_serve_saying_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """A second broker on the machine would otherwise serve no metrics, and a readiness
+    check of it would ask the first one's /healthz."""
     with socket.socket() as taken:
         try:
             taken.bind(("127.0.0.1", DEFAULT_METRICS_PORT))
         except OSError:
             pytest.skip(f"127.0.0.1:{DEFAULT_METRICS_PORT} is in use by another process")
         taken.listen()
-        broker = BrokerProcess(tmp_path / "data").start()
-        try:
-            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-            assert admin.list_topics(timeout=WAIT_S).brokers  # it serves Kafka
-            deadline = Deadline(WAIT_S)
-            while "metrics not served" not in broker.log_text():
-                assert not deadline.expired(), broker.log_text()
-                time.sleep(0.05)
-            assert broker.is_running()
-            line = failure_lines(broker.log_text(), also=["metrics not served"])
-            assert len(line) == 1 and " WARNING " in line[0], line
-            assert f"127.0.0.1:{DEFAULT_METRICS_PORT}" in line[0], line
-        finally:
-            broker.stop()
+        command = serve_command(tmp_path / "data", "unused")[:-2]  # the default address
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=30, check=False,
+            env={k: v for k, v in os.environ.items() if not k.startswith("KSHIM_")},
+        )  # fmt: skip
+    error = (
+        f"kshim: error: cannot serve metrics on 127.0.0.1:{DEFAULT_METRICS_PORT}: address "
+        "already in use (another broker's? set kshim.metrics.listen to another address, or to "
+        "nothing to serve no metrics)"
+    )
+    assert (result.returncode, result.stderr.splitlines()) == (1, [error]), result.stderr
+
+
+def test_the_health_check_refuses_another_brokers_readiness(served: Served, tmp_path: Path) -> None:
+    other = BrokerProcess(tmp_path / "data").start()  # serves no metrics
+    url = f"http://127.0.0.1:{served.metrics_port}/healthz"
+    try:
+        ours = run_healthcheck(served.broker.bootstrap, url)
+        theirs = run_healthcheck(other.bootstrap, url)
+    finally:
+        other.stop()
+    assert ours.returncode == 0 and ours.stdout.endswith(", ready\n"), ours
+    assert theirs.returncode == 1
+    assert theirs.stderr.startswith(f"unhealthy: {url} is the readiness of another broker (pid "), (
+        theirs.stderr
+    )
+    assert theirs.stderr.endswith(
+        f"listening on PLAINTEXT://{served.broker.bootstrap}), not of the one on port "
+        f"{other.port}\n"
+    ), theirs.stderr
+
+
+def run_healthcheck(bootstrap: str, url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kshim.healthcheck", bootstrap, url],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
 
 
 @pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback here")
@@ -364,6 +403,7 @@ def test_an_ipv6_loopback_metrics_address_is_served(tmp_path: Path) -> None:
                 break
             time.sleep(0.05)
         assert process.poll() is None, (tmp_path / "serve.log").read_text()
-        assert http_get(port, "/healthz", host="[::1]") == (200, "ready\n")
+        status, body = http_get(port, "/healthz", host="[::1]")
+        assert (status, body.splitlines()[0]) == (200, "ready")
     finally:
         stop_process(process)

@@ -35,7 +35,14 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 class MetricsEndpoint:
-    def __init__(self, registry: CollectorRegistry, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        loop: asyncio.AbstractEventLoop,
+        identity: Callable[[], list[str]] = list,
+    ) -> None:
+        """``identity``: the ``key=value`` lines ``/healthz`` adds after its first line."""
+        self._identity = identity
         self._metrics = make_wsgi_app(registry)
         self._loop = loop
         self.started = False  # set once the broker serves clients
@@ -68,7 +75,8 @@ class MetricsEndpoint:
         path = environ.get("PATH_INFO", "")
         if path == "/healthz":
             ready = self._ready()
-            body = b"ready\n" if ready else b"not ready\n"
+            lines = ["ready" if ready else "not ready", *self._identity()]
+            body = "".join(line + "\n" for line in lines).encode()
             return _answer(start_response, "200 OK" if ready else "503 Service Unavailable", body)
         if path in ("/metrics", "/"):
             answer: Iterable[bytes] = self._metrics(environ, start_response)

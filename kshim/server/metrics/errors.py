@@ -5,8 +5,9 @@ from __future__ import annotations
 
 
 class MetricsUnavailable(Exception):
-    """The metrics address set by the operator cannot be bound; ``cause`` says why."""
+    """The metrics address cannot be bound; ``cause`` says why."""
 
-    def __init__(self, host: str, port: int, cause: OSError) -> None:
+    def __init__(self, host: str, port: int, cause: OSError, hint: str = "") -> None:
         super().__init__(f"cannot serve metrics on {host}:{port}")
         self.cause = cause
+        self.hint = hint  # what to do about it, when the operator did not choose the address

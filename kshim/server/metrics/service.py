@@ -5,8 +5,10 @@ endpoint serving them (``kshim.metrics.listen``)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
@@ -47,7 +49,9 @@ class BrokerMetrics:
         broker: Broker,
         connections: Callable[[], dict[str, int]],
         request_budget: RequestBudget | None = None,
+        listeners: Mapping[str, tuple[str, int]] | None = None,
     ) -> None:
+        """``listeners``: the broker's bound listeners by name, named by ``/healthz``."""
         self.registry = CollectorRegistry()
         if request_budget is not None:
             _budget_gauges(request_budget, self.registry)
@@ -69,7 +73,9 @@ class BrokerMetrics:
         )
         if isinstance(broker.logs, DiskLogStore):
             broker.logs.observe_rounds(self._flushed)
-        self.endpoint = MetricsEndpoint(self.registry, loop)
+        self.endpoint = MetricsEndpoint(
+            self.registry, loop, functools.partial(broker_identity, broker, listeners or {})
+        )
         self.address: tuple[str, int] | None = None
         self._broker = broker
 
@@ -77,10 +83,12 @@ class BrokerMetrics:
         self._flush_seconds.observe(seconds)
         self._flush_batches.observe(batches)
 
-    def start(self) -> bool:
+    def start(self, required: bool = False) -> bool:
         """Serves the endpoint at ``kshim.metrics.listen``; returns whether it does. Raises
-        MetricsUnavailable when an address the operator set cannot be bound; the default
-        address in use (another broker on this machine) is skipped with a warning."""
+        MetricsUnavailable when an address the operator set cannot be bound, or the default
+        one when ``required`` (``kshim serve``: a readiness check would otherwise ask
+        another broker's endpoint and take its answer for this one's); an embedded broker
+        skips a default address in use with a warning."""
         config = self._broker.config
         address = config.metrics_address()
         if address is None:
@@ -90,6 +98,12 @@ class BrokerMetrics:
         except OSError as error:
             if "kshim.metrics.listen" in config.explicit:
                 raise MetricsUnavailable(*address, error) from error
+            if required:
+                hint = (
+                    " (another broker's? set kshim.metrics.listen to another address, or to "
+                    "nothing to serve no metrics)"
+                )
+                raise MetricsUnavailable(*address, error, hint) from error
             log.warning(
                 "metrics not served: %s:%d: %s (set kshim.metrics.listen to serve "
                 "them elsewhere, or to nothing)",
@@ -125,3 +139,16 @@ def _budget_gauges(budget: RequestBudget, registry: CollectorRegistry) -> None:
         registry=registry,
     )
     waiting.set_function(lambda: budget.waiting)
+
+
+def broker_identity(broker: Broker, listeners: Mapping[str, tuple[str, int]]) -> list[str]:
+    """What ``/healthz`` says of the broker after ``ready``: ``key=value`` lines naming it
+    (node id, process id, data directory, bound listeners), so that a readiness check can
+    tell it is asking the broker it means (kshim.healthcheck)."""
+    bound = ",".join(f"{name}://{host}:{port}" for name, (host, port) in listeners.items())
+    return [
+        f"node.id={broker.config.get_int('node.id')}",
+        f"pid={os.getpid()}",
+        f"data.dir={os.path.abspath(broker.config.data_dir)}",
+        f"listeners={bound}",
+    ]
