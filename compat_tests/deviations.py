@@ -284,7 +284,9 @@ KSHIM_INTENDED_DIFFERENCES: tuple[IntendedDifference, ...] = (
         "T.full is T's read-only compacted view and T.delay its write-only delay companion; "
         "Kafka has neither, so it creates such names and answers UNKNOWN_TOPIC_OR_PARTITION "
         "for the calls. kshim answers as Kafka does when its create.topic.policy refuses a "
-        "topic (compat_tests/test_reserved_names.py runs Kafka 3.9 with such a policy).",
+        "topic (compat_tests/test_reserved_names.py runs Kafka 3.9 with such a policy). "
+        "Where Kafka auto-creates a topic literally named T.delay, kshim creates T (its "
+        "companion follows), and reading T.delay answers INVALID_TOPIC_EXCEPTION.",
     ),
     IntendedDifference(
         "K12",

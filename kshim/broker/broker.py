@@ -30,6 +30,7 @@ from kshim.broker.full_view.worker import ProcessApplier, ThreadApplier
 from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.settings import GroupSettings
 from kshim.broker.producer_state import PartitionProducerState
+from kshim.broker.refusal_log import RefusalLog
 from kshim.broker.security.acls.service import Acls
 from kshim.broker.security.credentials import Credentials
 from kshim.broker.topic_descriptions import TopicDescriptions
@@ -105,6 +106,7 @@ class Broker:
         )
         self.full_view = self._open_full_view(os.path.join(data_dir, "full_view"))
         self.traffic = TopicTraffic()  # records and bytes in and out per topic (the metrics)
+        self.refusals = RefusalLog(clock.monotonic)  # refusal reasons, rate-limited
         self.webhook = alarm_webhook(config)
         self.alarms = Alarms(None if self.webhook is None else self.webhook.notify)
         self.flush_rounds = RecentRounds()  # for the alarm on slow group-commit rounds

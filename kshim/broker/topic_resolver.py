@@ -6,7 +6,8 @@ the full-data view ``T.full`` of a stored topic whose ``kshim.full.view`` is
 on (read-only: the latest committed record of every key, at its original
 offset; ``full_view/``), the delay companion ``T.delay`` of a stored topic
 (write-only: its records appear in ``T`` when due; ``delay/``, stored as a
-topic of its own, created when first named), or nothing. Handlers ask here and get a
+topic of its own, created when first named, and with ``T`` when auto-creation
+creates it for a producer naming ``T.delay``), or nothing. Handlers ask here and get a
 ``ResolvedTopic`` whose partitions offer only what that kind of topic allows;
 they never look at a name's suffix themselves (docs/architecture.md).
 
@@ -218,12 +219,49 @@ class TopicResolver:
         return self.resolve(name)
 
     def may_create(self, name: str) -> bool:
-        """False for a name no topic may take: ``X.full`` is reserved for the view of a
-        topic ``X``, ``X.delay`` for its delay companion (created when first named)."""
-        return not (naming.reserved_for_view(name) or delay_naming.reserved_for_delay(name))
+        """Whether auto-creating ``name`` (``auto_create``) creates a stored topic, which
+        then needs what creating any topic needs (CREATE, where ACLs apply). False for a
+        view's name ``X.full`` (reserved), and for a delay companion's ``T.delay`` whose
+        ``T`` exists (the companion is created when first named, without it). True for
+        ``T.delay`` of no ``T`` that may be created: naming it creates ``T``."""
+        if naming.reserved_for_view(name):
+            return False
+        target = delay_naming.target_of(name)
+        if target is None:
+            return True
+        return self._topics.get(target) is None and self.may_create(target)
+
+    async def auto_create(self, name: str, partitions: int) -> ResolvedTopic | None:
+        """The topic ``name``, auto-created (Metadata, with auto-creation on): as Kafka
+        creates any topic so, with ``partitions`` partitions and the broker's defaults. For
+        a delay companion ``T.delay`` of no ``T``, that is ``T``, and the companion with
+        it, so that a producer to ``T.delay`` proceeds whether or not ``T`` existed. None
+        when ``may_create(name)`` is False. Raises TopicError (never for a topic created
+        meanwhile)."""
+        if not self.may_create(name):
+            return None
+        stored = delay_naming.target_of(name) or name
+        try:
+            await self._topics.create(stored, partitions, {})
+        except TopicError as error:
+            if error.code != ErrorCode.topic_already_exists:
+                raise
+        return self.resolve(name) if stored == name else await self.create_companion(name)
+
+    def refuse_unknown(self, name: str) -> None:
+        """Raises TopicError(UNKNOWN_TOPIC_OR_PARTITION), Kafka's answer for a topic that
+        does not exist, with the reason when a user would not guess it: ``T.delay`` of no
+        ``T``. Returns for any other name that resolves to nothing."""
+        target = delay_naming.target_of(name)
+        if target is not None and self.resolve(target) is None:
+            raise TopicError(
+                ErrorCode.unknown_topic_or_partition,
+                f"create {target} first: {name} delays records for {target}, which does not exist",
+            )
 
     def refuse_creation(self, name: str) -> None:
-        """Raises TopicError(POLICY_VIOLATION) when ``may_create(name)`` is False.
+        """Raises TopicError(POLICY_VIOLATION) for a reserved name: ``X.full``, or ``X.delay``
+        (whether or not ``X`` exists: CreateTopics never makes a companion).
 
         The names are legal in Kafka; kshim's rule refuses them, so the answer is the one
         Kafka gives when its create.topic.policy refuses a topic: POLICY_VIOLATION with
@@ -243,15 +281,26 @@ class TopicResolver:
 
     def readable_partition(self, topic_partition: TopicPartition) -> ReadablePartition | None:
         """The partition Fetch and ListOffsets read, or None when there is no such partition.
-        Raises TopicError(TOPIC_AUTHORIZATION_FAILED) for a delay companion, which nobody
-        reads (Kafka's answer for a topic a client may write but not read)."""
+        Raises TopicError(INVALID_TOPIC_EXCEPTION) for a delay companion, which nobody
+        reads.
+
+        The code is Kafka's for an operation a topic does not support: its ReplicaManager
+        answers a produce to an internal topic with InvalidTopicException ("Cannot append
+        to internal topic"), error 17, "The request attempted to perform an operation on
+        an invalid topic" (Errors.java). TOPIC_AUTHORIZATION_FAILED would send an operator
+        looking for an ACL that does not exist; INVALID_REQUEST says the request itself is
+        malformed, and UNSUPPORTED_FOR_MESSAGE_FORMAT is about record format versions.
+        Consumers fail the read as for TOPIC_AUTHORIZATION_FAILED: librdkafka reports a
+        consumer error to the application, the Java client's poll throws (naming the
+        code)."""
         resolved = self._owner(topic_partition)
         if resolved is None:
             return None
         if resolved.kind is TopicKind.DELAY:
             raise TopicError(
-                ErrorCode.topic_authorization_failed,
-                f"{resolved.name} is write-only: its records appear in {resolved.stored_name}",
+                ErrorCode.invalid_topic_exception,
+                f"{resolved.name} is write-only: its records appear in {resolved.stored_name} "
+                "when due; read that instead",
             )
         source_log = resolved.stored.logs[topic_partition.partition]
         if resolved.kind is TopicKind.VIEW:
@@ -262,9 +311,12 @@ class TopicResolver:
     def writable_partition(self, topic_partition: TopicPartition) -> WritablePartition | None:
         """The log Produce appends to; None when there is no such partition. Raises
         TopicError(INVALID_REQUEST) for a partition of a read-only topic, as Kafka refuses
-        a produce request a topic cannot take."""
+        a produce request a topic cannot take, and (``refuse_unknown``) for ``T.delay`` of
+        no ``T``. Produce never creates a topic: Kafka creates them for Metadata only,
+        where a producer's next request for the topic's leader does it."""
         resolved = self._owner(topic_partition)
         if resolved is None:
+            self.refuse_unknown(topic_partition.topic)
             return None
         if not resolved.writable:
             resolved.refuse_change("produce to its topic instead", ErrorCode.invalid_request)

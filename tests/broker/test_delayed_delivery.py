@@ -878,7 +878,7 @@ async def test_produce_to_a_delay_companion_is_delivered_by_the_runner(
     assert pending(broker) == []
 
 
-async def test_fetch_and_list_offsets_of_a_delay_companion_are_not_authorized(
+async def test_fetch_and_list_offsets_of_a_delay_companion_are_invalid_topic(
     broker: Broker,
 ) -> None:
     await with_companion(broker)
@@ -888,13 +888,13 @@ async def test_fetch_and_list_offsets_of_a_delay_companion_are_not_authorized(
     fetched = await fetch.handle(request_fetch, context(broker, FETCH, 12))
     [topic] = decoded(FETCH, 12, fetched).responses
     [partition] = topic.partitions
-    assert partition.error_code == ErrorCode.topic_authorization_failed
+    assert partition.error_code == ErrorCode.invalid_topic_exception
     assert not partition.records
     wanted = [ListOffsetsPartition(partition_index=0, timestamp=-1)]
     request = ListOffsetsRequest(topics=[ListOffsetsTopic(name=DELAY, partitions=wanted)])
     listed = await list_offsets.handle(request, context(broker, LIST_OFFSETS, 9))
     [answer] = listed.topics[0].partitions
-    assert answer.error_code == ErrorCode.topic_authorization_failed
+    assert answer.error_code == ErrorCode.invalid_topic_exception
 
 
 async def test_metadata_for_all_topics_leaves_the_delay_companion_out(broker: Broker) -> None:

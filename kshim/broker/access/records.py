@@ -219,8 +219,9 @@ def _cluster_operations(permissions: Permissions) -> int:
 
 class _Creations:
     """Whether a named topic that does not exist may be auto-created: CREATE on the cluster
-    (asked once) or on the topic. Names no topic may take (views, delay companions) are
-    never auto-created, so nothing is asked for them."""
+    (asked once) or on the topic. Names whose auto-creation creates no topic (views, the
+    delay companion of an existing topic) need nothing; ``T.delay`` of no ``T`` creates
+    ``T``, so needs what ``T`` needs (the resolver's ``may_create``)."""
 
     def __init__(self, context: RequestContext, permissions: Permissions) -> None:
         self._resolver = context.broker.resolver

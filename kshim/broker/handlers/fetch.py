@@ -62,7 +62,7 @@ async def handle(
     )
     if session.error_code:  # a session error: no partition is read
         return encode_fetch_response(context.version, (), session.error_code, INVALID_SESSION_ID)
-    targets, erroneous = _resolve_all(broker.resolver, session.wanted, readable)
+    targets, erroneous = _resolve_all(context, session.wanted, readable)
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     while True:
         answers, counts, total_bytes, failed = await _read_all(targets, request)
@@ -84,12 +84,14 @@ async def handle(
 
 
 def _resolve_all(
-    resolver: TopicResolver, wanted: Wanted, readable: Readable | None
+    context: RequestContext, wanted: Wanted, readable: Readable | None
 ) -> tuple[list[Target], Answered]:
     """The partitions to read, and the answers of those refused or unknown (Kafka's
-    ``interesting`` and ``erroneous``)."""
+    ``interesting`` and ``erroneous``). A name nobody reads (``T.delay``) is logged with
+    its reason, which Fetch has no field to tell the client (refusal_log.py)."""
     allowed = None if readable is None else readable({key.topic for key, _ in wanted})
-    readable_partition = resolver.readable_partition
+    readable_partition = context.broker.resolver.readable_partition
+    refusals, client_id = context.broker.refusals, context.header.client_id
     targets: list[Target] = []
     erroneous: Answered = []
     for key, partition in wanted:
@@ -100,6 +102,7 @@ def _resolve_all(
                 resolved = readable_partition(key)
             except TopicError as refusal:  # a name nobody reads
                 error = ErrorCode(refusal.code)
+                refusals.refused("Fetch", key.topic, client_id, error, str(refusal))
             else:
                 if resolved is not None:
                     targets.append((key, partition, resolved))

@@ -2,7 +2,10 @@
 
 Metadata for all topics lists the stored topics only; a full-data view ``T.full`` is
 answered when asked for by name, and its name is never auto-created (the topic resolver
-says which names are views and which are listed). Why leave the views out:
+says which names are views and which are listed). A delay companion ``T.delay`` is
+created when first named; with auto-creation on, naming it creates ``T`` too if need be
+(a producer's first request), and otherwise a missing ``T`` is logged as the reason it is
+unknown (broker/refusal_log.py). Why leave the views and companions out:
 
 - Every client's pattern subscription (the classic group protocol) matches the topics of
   a Metadata request for all topics: the Java consumer's (``subscribe(Pattern)``, used by
@@ -128,7 +131,7 @@ async def answer(
             names_shown: Sequence[str | None] = [topic.name for topic in shown]
             topics = _with_operations(entries, names_shown, version, operations.topic)
     else:
-        topics = await _named(broker, names, allow_create, version)
+        topics = await _named(context, names, allow_create)
         if operations.topic is not None:
             topics = _with_operations(topics, names, version, operations.topic)
     topics.extend(encode_topic(version, topic) for topic in refused)
@@ -204,16 +207,17 @@ def auto_creates(request: MetadataRequest, broker: Broker) -> bool:
 
 
 async def _named(
-    broker: Broker, names: tuple[str | None, ...], allow_create: bool, version: int
+    context: RequestContext, names: tuple[str | None, ...], allow_create: bool
 ) -> list[bytes]:
     """The entries of the topics asked for, in the order asked."""
+    broker, version = context.broker, context.version
     node_id = broker.config.node_id
     resolver, descriptions = broker.resolver, broker.topic_descriptions
     entries = []
     for name in names:
         resolved = None if name is None else resolver.resolve(name)
         if resolved is None:
-            found = await _unresolved(broker, name, allow_create)
+            found = await _unresolved(context, name, allow_create)
             if isinstance(found, MetadataResponseTopic):
                 entries.append(encode_topic(version, found))
                 continue
@@ -223,10 +227,10 @@ async def _named(
 
 
 async def _unresolved(
-    broker: Broker, name: str | None, allow_create: bool
+    context: RequestContext, name: str | None, allow_create: bool
 ) -> ResolvedTopic | MetadataResponseTopic:
     """A name that resolves to nothing yet: the topic auto-created for it, or the error
-    entry to answer."""
+    entry to answer (its reason logged, when it has one: topic_resolver.refuse_unknown)."""
     if name is None:
         return _error(None, ErrorCode.unknown_topic_id)
     # Kafka answers an illegal name so whether or not it may auto-create topics
@@ -235,21 +239,22 @@ async def _unresolved(
         validate_topic_name(name)
     except TopicError as error:
         return _error(name, ErrorCode(error.code))
-    # A delay companion is created when first named, whether or not topics may be.
+    broker = context.broker
+    resolver = broker.resolver
     try:
-        resolved = await broker.resolver.create_companion(name)
+        # A delay companion is created when first named, whether or not topics may be.
+        resolved = await resolver.create_companion(name)
+        if resolved is None and allow_create:
+            partitions = broker.config.get_int("num.partitions")
+            resolved = await resolver.auto_create(name, partitions)
+        if resolved is None:
+            resolver.refuse_unknown(name)
     except TopicError as error:
-        return _error(name, ErrorCode(error.code))
-    if resolved is None and allow_create and broker.resolver.may_create(name):
-        try:
-            await broker.topics.create(name, broker.config.get_int("num.partitions"), {})
-        except TopicError as error:
-            if error.code != ErrorCode.topic_already_exists:
-                return _error(name, ErrorCode(error.code))
-        resolved = broker.resolver.resolve(name)
-    if resolved is None:
-        return _error(name, ErrorCode.unknown_topic_or_partition)
-    return resolved
+        code = ErrorCode(error.code)
+        client_id = context.header.client_id
+        broker.refusals.refused("Metadata", name, client_id, code, str(error))
+        return _error(name, code)
+    return _error(name, ErrorCode.unknown_topic_or_partition) if resolved is None else resolved
 
 
 def _error(

@@ -5,7 +5,9 @@ are stamped into the header, and the bytes are stored as received. (Only a
 partition whose records follow rules of their own, a delay companion's or a
 compacted topic's, has its records read: the resolver's ``WritablePartition.check``.) A
 response (acks 1 or -1) is sent only once every appended batch is fsynced;
-acks=0 gets none. One bad partition never fails the others.
+acks=0 gets none. One bad partition never fails the others. A refusal's reason goes in
+the answer's error_message (v8+) and, once per kind and topic a minute, in the broker's
+log (refusal_log.py).
 """
 
 from __future__ import annotations
@@ -64,9 +66,8 @@ async def handle(
     """Appends every partition of ``request`` and answers for them, and for the partitions
     ``refused`` before the request got here (access/records.py: those the client may not
     write to), answered as given."""
-    broker = context.broker
     results = [
-        (topic.name, [_append(broker, topic.name, data, request) for data in topic.partition_data])
+        (topic.name, [_append(context, topic.name, data, request) for data in topic.partition_data])
         for topic in request.topic_data
     ]
     if request.acks == 0:
@@ -84,13 +85,29 @@ async def handle(
 
 
 def _append(
+    context: RequestContext, topic_name: str, data: PartitionData, request: ProduceRequest
+) -> PartitionResult:
+    """Appends one partition's batch, or answers why not (the reason logged too)."""
+    result = _append_checked(context.broker, topic_name, data, request)
+    # A failed log is the broker's own failure, logged where the storage fails; the rest
+    # with a message are the client's batch or topic refused, which librdkafka shows by
+    # the code alone (refusal_log.py).
+    if result.error_message is not None and result.error_code != ErrorCode.kafka_storage_error:
+        client_id = context.header.client_id
+        context.broker.refusals.refused(
+            "Produce", topic_name, client_id, result.error_code, result.error_message
+        )
+    return result
+
+
+def _append_checked(
     broker: Broker, topic_name: str, data: PartitionData, request: ProduceRequest
 ) -> PartitionResult:
     result = PartitionResult(data.index)
     topic_partition = TopicPartition(topic_name, data.index)
     try:
         writable = broker.resolver.writable_partition(topic_partition)
-    except TopicError as error:
+    except TopicError as error:  # a read-only topic, or T.delay of no T
         result.error_code, result.error_message = ErrorCode(error.code), str(error)
         return result
     if writable is None:
