@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kshim.broker.delay.chunk_worker import ChunkWorker, ChunkWorkerError
+from kshim.broker.child_process import ChildFailed
+from kshim.broker.delay.chunk_worker import ChunkWorker
 from kshim.broker.delay.chunks import ChunkRequest, file_request
 from kshim.broker.delay.ingest import _commit as ingest_commit
 from kshim.broker.delay.naming import (
@@ -251,7 +252,7 @@ def test_the_worker_files_a_chunk_as_this_process_does(worker: ChunkWorker) -> N
 def test_a_worker_that_died_is_replaced_and_its_chunk_filed_here(worker: ChunkWorker) -> None:
     request = large_request()
     worker.file(request)
-    process = worker._process
+    process = worker.process
     assert process is not None
     process.kill()
     process.wait()
@@ -262,7 +263,7 @@ def test_a_worker_that_died_is_replaced_and_its_chunk_filed_here(worker: ChunkWo
 
 def test_filing_that_raises_in_the_worker_raises_here(worker: ChunkWorker) -> None:
     broken = large_request()._replace(near=None)  # type: ignore[arg-type]
-    with pytest.raises(ChunkWorkerError, match="AttributeError"):
+    with pytest.raises(ChildFailed, match="AttributeError"):
         worker.file(broken)
     request = large_request()
     assert worker.file(request) == file_request(request)  # the child lives on
@@ -270,7 +271,7 @@ def test_filing_that_raises_in_the_worker_raises_here(worker: ChunkWorker) -> No
 
 def test_close_ends_the_worker(worker: ChunkWorker) -> None:
     worker.file(large_request())
-    process = worker._process
+    process = worker.process
     assert process is not None
     worker.close()
     assert process.poll() == 0
@@ -282,7 +283,7 @@ def test_a_worker_idle_long_enough_is_ended_and_the_next_chunk_starts_another() 
     try:
         request = large_request()
         chunk_worker.file(request)
-        process = chunk_worker._process
+        process = chunk_worker.process
         assert process is not None
         now[0] += 29.0
         assert chunk_worker.close_if_idle(30.0)
@@ -357,7 +358,7 @@ def test_the_worker_ends_when_the_broker_is_killed(tmp_path: Path) -> None:
         "from tests.broker.test_delay_chunks import large_request\n"
         "worker = ChunkWorker(min_bytes=1)\n"
         "worker.file(large_request())\n"
-        "print(worker._process.pid, flush=True)\n"
+        "print(worker.process.pid, flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
     # The worker's standard error is the broker's: not captured, or run() would wait for it.

@@ -12,7 +12,7 @@ import pytest
 
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.full_view.worker import NotTheLockHolder, _start_in_child
+from kshim.broker.full_view.worker import NotTheLockHolder, applying_handler
 from kshim.protocol.record_batch import read_header
 from kshim.protocol.records import BatchSpec, Record, build_batch
 from kshim.storage.data_directory_lock import DataDirectoryInUse, DataDirectoryLock, held_by
@@ -111,10 +111,10 @@ async def test_a_second_broker_on_a_directory_is_refused_and_changes_nothing(
 def test_the_view_child_writes_only_for_a_parent_holding_the_lock(tmp_path: Path) -> None:
     view_dir = str(tmp_path / "full_view")
     with pytest.raises(NotTheLockHolder):
-        _start_in_child(view_dir, str(tmp_path), os.getpid())  # nobody holds it
+        applying_handler(view_dir, str(tmp_path), str(os.getpid()))  # nobody holds it
     lock = DataDirectoryLock.acquire(str(tmp_path))
     try:
         with pytest.raises(NotTheLockHolder):
-            _start_in_child(view_dir, str(tmp_path), os.getpid() + 1)  # not the holder
+            applying_handler(view_dir, str(tmp_path), str(os.getpid() + 1))  # not the holder
     finally:
         lock.release()

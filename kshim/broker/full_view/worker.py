@@ -7,30 +7,24 @@ loop needs, and a lagging view slowed produce to a third of its rate
 the same LMDB environment, which LMDB supports (its lock file serialises writers): the
 child writes the view, the broker reads it for Fetch.
 
-The child is spawned, not forked (an LMDB environment must not cross a fork), on the
-first chunk to apply, and exits by itself when the broker dies (kill -9 included): a
-watchdog thread compares its parent's pid. It writes only for a parent that holds the
-data directory's lock (storage/data_directory_lock.py).
+The child (kshim/broker/child_process.py) is started on the first chunk to apply and
+ends with the broker, kill -9 included. It writes only for a parent that holds the data
+directory's lock (storage/data_directory_lock.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import NamedTuple, Protocol
 
+from kshim.broker.child_process import ChildProcess, Handler
 from kshim.broker.full_view.changes import view_changes
 from kshim.storage.data_directory_lock import held_by
 from kshim.storage.full_view_store import FullViewStore
 from kshim.storage.interface import TopicPartition
 from kshim.storage.transaction_store import AbortedTransaction
-
-if TYPE_CHECKING:
-    from concurrent.futures import ProcessPoolExecutor
-
-PARENT_CHECK_INTERVAL_S = 1.0
 
 
 class ChunkApplier(Protocol):
@@ -68,18 +62,28 @@ class ThreadApplier:
         pass
 
 
+class ChunkToApply(NamedTuple):
+    """What the child needs to apply one chunk (ChunkApplier.apply's arguments)."""
+
+    topic_partition: TopicPartition
+    data: bytes
+    aborted: list[AbortedTransaction]
+    tombstone_expiry_ms: int
+    next_position: int
+
+
 class ProcessApplier:
-    """In one spawned child process that owns its own handle on the view's LMDB files."""
+    """In one child process that owns its own handle on the view's LMDB files."""
 
     def __init__(self, directory: str, data_dir: str) -> None:
-        self._directory = directory
-        self._data_dir = data_dir
-        self._executor: ProcessPoolExecutor | None = None
+        self._child = ChildProcess(
+            f"{__name__}:applying_handler", (directory, data_dir, str(os.getpid()))
+        )
 
     @property
     def started(self) -> bool:
-        """Whether the child process was spawned (it is, on the first chunk to apply)."""
-        return self._executor is not None
+        """Whether the child process was started (it is, on the first chunk to apply)."""
+        return self._child.started > 0
 
     async def apply(
         self,
@@ -89,35 +93,13 @@ class ProcessApplier:
         tombstone_expiry_ms: int,
         next_position: int,
     ) -> None:
-        if self._executor is None:
-            self._executor = _spawn_executor(self._directory, self._data_dir)
-        await asyncio.get_running_loop().run_in_executor(
-            self._executor, _apply_in_child, topic_partition, data, list(aborted),
-            tombstone_expiry_ms, next_position,
-        )  # fmt: skip
+        chunk = ChunkToApply(topic_partition, data, list(aborted), tombstone_expiry_ms,
+                             next_position)  # fmt: skip
+        await asyncio.to_thread(self._child.call, chunk)
 
     def close(self) -> None:
         """Waits for the chunk in progress, if any, then stops the child."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
-
-
-def _spawn_executor(directory: str, data_dir: str) -> ProcessPoolExecutor:
-    # Imported on the first view to apply: multiprocessing costs about 1.6 MB of RSS that
-    # a broker whose views nobody reads would carry for nothing.
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    return ProcessPoolExecutor(
-        1,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_start_in_child,
-        initargs=(directory, data_dir, os.getpid()),
-    )
-
-
-_child_store: FullViewStore | None = None  # the child's own handle, opened once
+        self._child.close()
 
 
 class NotTheLockHolder(RuntimeError):
@@ -125,28 +107,17 @@ class NotTheLockHolder(RuntimeError):
     broker started the child): the child must not write a view another broker owns."""
 
 
-def _start_in_child(directory: str, data_dir: str, parent_pid: int) -> None:
-    global _child_store
-    if not held_by(data_dir, parent_pid):
+def applying_handler(directory: str, data_dir: str, parent_pid: str) -> Handler:
+    """The child's handler: each chunk decoded into view changes, written to the view."""
+    if not held_by(data_dir, int(parent_pid)):
         raise NotTheLockHolder(f"pid {parent_pid} does not hold the lock of {data_dir}")
-    _child_store = FullViewStore(directory)
-    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
+    store = FullViewStore(directory)  # the child's own handle, opened once
 
+    def apply(request: object) -> object:
+        if not isinstance(request, ChunkToApply):
+            raise TypeError(f"a chunk to apply was expected, not {type(request).__name__}")
+        changes = view_changes(request.data, request.aborted, request.tombstone_expiry_ms)
+        store.apply(request.topic_partition, changes, request.next_position)
+        return None
 
-def _exit_when_orphaned(parent_pid: int) -> None:
-    # LMDB aborts a write transaction left by a dead process, so exiting at once is safe.
-    while os.getppid() == parent_pid:
-        threading.Event().wait(PARENT_CHECK_INTERVAL_S)
-    os._exit(0)
-
-
-def _apply_in_child(
-    topic_partition: TopicPartition,
-    data: bytes,
-    aborted: list[AbortedTransaction],
-    tombstone_expiry_ms: int,
-    next_position: int,
-) -> None:
-    assert _child_store is not None
-    changes = view_changes(data, aborted, tombstone_expiry_ms)
-    _child_store.apply(topic_partition, changes, next_position)
+    return apply
