@@ -79,17 +79,30 @@ async def serve_connection(
         # kshim's own fault, not the peer's: this connection ends, the broker goes on.
         log.exception("closing connection from %s: reading its requests failed", peer)
     finally:
-        try:
-            await in_flight.put(None)
-            with contextlib.suppress(Exception):
-                await writer_task
-            if refused:
-                await _linger(stream)
+        await _close(stream, in_flight, writer_task, linger=refused)
+
+
+async def _close(
+    stream: RequestStream,
+    in_flight: asyncio.Queue[InFlight | None],
+    writer_task: asyncio.Task[None],
+    linger: bool,
+) -> None:
+    """Answers what was read, then closes; ``linger``: the peer was refused, and is given
+    a moment to read why before the close (sasl_gate.py)."""
+    transport = stream.transport
+    try:
+        await in_flight.put(None)
+        with contextlib.suppress(Exception):
+            await writer_task
+        if linger:
+            await _linger(stream)
+        if transport is not None:
             transport.close()
-            with contextlib.suppress(Exception):
-                await stream.wait_closed()
-        finally:
-            stream.release_all()  # the budget's bytes no request of this connection holds
+        with contextlib.suppress(Exception):
+            await stream.wait_closed()
+    finally:
+        stream.release_all()  # the budget's bytes no request of this connection holds
 
 
 async def _read_requests(

@@ -20,7 +20,7 @@ from kshim.protocol.apis import API_VERSIONS_KEY
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.framing import frame
 from kshim.protocol.headers import RequestHeader
-from kshim.server.dispatch import ProtocolViolation, decode, respond
+from kshim.server.dispatch import Call, ProtocolViolation, decode, respond
 from kshim.server.request_stream import RequestStream
 
 SASL_HANDSHAKE_KEY = 17
@@ -63,37 +63,45 @@ async def authenticate(
             header = RAW_TOKEN
             task = asyncio.create_task(_raw_token(session, bytes(request_frame)))
         else:
-            call = decode(request_frame)
+            call = _allowed_before_authentication(request_frame, session, versions_answered)
             header = call.header
-            if header.api_key not in ALLOWED_BEFORE_AUTHENTICATION:
-                raise ProtocolViolation(
-                    f"api {header.api_key} before SASL authentication completed"
-                )
-            if header.api_key == API_VERSIONS_KEY and session.mechanism is None:
-                if versions_answered:  # Kafka: an IllegalStateException, no answer
-                    raise ProtocolViolation("a second ApiVersions before SaslHandshake")
-                versions_answered = call.request is not None
+            versions_answered |= header.api_key == API_VERSIONS_KEY and call.request is not None
             task = asyncio.create_task(respond(call, broker, client_host, None, session))
         await asyncio.wait([task])
         if session.failed:
             if ended is not None:
                 ended(True)
-            # The failure's answer itself waits out the delay, as Kafka's
-            # (Selector.maybeDelayCloseOnAuthenticationFailure): a client told at once would
-            # retry at once.
-            delay_ms = int(
-                broker.config.listener_value(
-                    session.listener, "connection.failed.authentication.delay.ms"
-                )
-                or 0
-            )
-            await asyncio.sleep(delay_ms / 1000)
+            await _delay_failure(broker, session)
             await in_flight.put((header, task))
             raise AuthenticationEnded(f"authentication failed ({session.mechanism or 'SASL'})")
         await in_flight.put((header, task))
     if ended is not None:
         ended(False)
     stream.limit_frames(broker.config.get_int("socket.request.max.bytes"))
+
+
+def _allowed_before_authentication(
+    request_frame: bytes | bytearray, session: Session, versions_answered: bool
+) -> Call:
+    """The request decoded, if a client may send it before it has authenticated."""
+    call = decode(request_frame)
+    api_key = call.header.api_key
+    if api_key not in ALLOWED_BEFORE_AUTHENTICATION:
+        raise ProtocolViolation(f"api {api_key} before SASL authentication completed")
+    if api_key == API_VERSIONS_KEY and session.mechanism is None and versions_answered:
+        raise ProtocolViolation("a second ApiVersions before SaslHandshake")  # Kafka: no answer
+    return call
+
+
+async def _delay_failure(broker: Broker, session: Session) -> None:
+    # The failure's answer itself waits out the delay, as Kafka's
+    # (Selector.maybeDelayCloseOnAuthenticationFailure): a client told at once would
+    # retry at once.
+    delay_ms = int(
+        broker.config.listener_value(session.listener, "connection.failed.authentication.delay.ms")
+        or 0
+    )
+    await asyncio.sleep(delay_ms / 1000)
 
 
 async def _raw_token(session: Session, token: bytes) -> list[Part] | None:
