@@ -18,7 +18,6 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 START_TIMEOUT_S = 20.0
 METRICS_LISTEN = "kshim.metrics.listen"
@@ -294,7 +293,7 @@ def running_broker(
             broker.stop()
 
 
-def fetch_fields(topic: str, partition: int, offset: int, max_wait_ms: int) -> dict[str, Any]:
+def fetch_fields(topic: str, partition: int, offset: int, max_wait_ms: int) -> dict[str, object]:
     """A consumer's Fetch of one partition from ``offset`` (kio field names, any version):
     answered as soon as one byte is there, or after ``max_wait_ms``, with up to 1 MiB."""
     return {

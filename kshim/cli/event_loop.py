@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -32,7 +32,7 @@ def loop_factory(name: str) -> LoopFactory | None:
     return factory
 
 
-def run_on(name: str, main: Coroutine[Any, Any, Result]) -> Result:
+def run_on(name: str, main: Coroutine[object, None, Result]) -> Result:
     """Runs ``main`` to completion on a new loop of the named kind; returns its result."""
     with asyncio.Runner(loop_factory=loop_factory(name)) as runner:
         return runner.run(main)

@@ -27,10 +27,12 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TypeVar, cast
 
 from kshim.protocol.framing import FrameError, FrameReceiver
 from kshim.server.request_budget import Grant, RequestBudget, Waiting
+
+_Result = TypeVar("_Result")  # what a task handling a request returns: anything
 
 MAX_QUEUED = 16  # frames received but not yet taken before reading pauses
 SMALL_FRAME_BYTES = 1 << 14  # frames up to this size are outside the budget
@@ -158,7 +160,7 @@ class RequestStream(asyncio.BufferedProtocol):
         self._maybe_resume_reading()
         return frame
 
-    def hold_until(self, task: asyncio.Future[Any]) -> None:
+    def hold_until(self, task: asyncio.Future[_Result]) -> None:
         """The frame last taken stays counted in the budget until ``task`` (handling its
         request) is done, whether it succeeds, fails or is cancelled."""
         grant, self._taken = self._taken, None

@@ -22,7 +22,6 @@ import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +29,9 @@ COMMIT, ABORT, UNKNOWN = "commit", "abort", "unknown"
 DECISIONS = frozenset({COMMIT, ABORT, UNKNOWN})
 HTTP_TIMEOUT_S = 10.0
 
-ReviewHook = Callable[[dict[str, Any]], Awaitable[str]]
+# What a hook is told, as JSON (reviewer.py's review_request).
+ReviewRequest = dict[str, object]
+ReviewHook = Callable[[ReviewRequest], Awaitable[str]]
 
 
 class ReviewHookError(ValueError):
@@ -54,11 +55,11 @@ def load_review_hook(spec: str) -> ReviewHook | None:
     return _callable_hook(function)
 
 
-def _callable_hook(function: Callable[[dict[str, Any]], Any]) -> ReviewHook:
-    async def review(request: dict[str, Any]) -> str:
+def _callable_hook(function: Callable[[ReviewRequest], object]) -> ReviewHook:
+    async def review(request: ReviewRequest) -> str:
         try:
             if inspect.iscoroutinefunction(function):
-                answer = await function(request)
+                answer: object = await function(request)
             else:
                 answer = await asyncio.to_thread(function, request)
         except Exception:
@@ -74,18 +75,19 @@ def _http_hook(url: str) -> ReviewHook:
     # 3 MB of RSS a broker without one would carry for nothing.
     import urllib.request
 
-    def post(request: dict[str, Any]) -> Any:
+    def post(request: ReviewRequest) -> object:
         body = json.dumps(request).encode()
         http_request = urllib.request.Request(
             url, data=body, headers={"Content-Type": "application/json"}, method="POST"
         )
         with urllib.request.urlopen(http_request, timeout=HTTP_TIMEOUT_S) as response:
-            return json.loads(response.read()).get("decision")
+            answer: object = json.loads(response.read())
+        return answer.get("decision") if isinstance(answer, dict) else None
 
     return _callable_hook(post)
 
 
-def _decision(answer: Any) -> str:
+def _decision(answer: object) -> str:
     decision = str(answer).strip().lower() if answer is not None else UNKNOWN
     if decision not in DECISIONS:
         log.warning("review hook answered %r; treating it as unknown", answer)

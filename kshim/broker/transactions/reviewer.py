@@ -18,11 +18,10 @@ import asyncio
 import collections
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from kshim.broker.alarms.registry import Alarms
 from kshim.broker.transactions.coordinator import TransactionCoordinator
-from kshim.broker.transactions.review_hooks import ABORT, COMMIT, ReviewHook
+from kshim.broker.transactions.review_hooks import ABORT, COMMIT, ReviewHook, ReviewRequest
 from kshim.storage.interface import TopicPartition
 from kshim.storage.transaction_store import TransactionRecord
 
@@ -52,7 +51,7 @@ class TransactionReviewer:
         # Reviews by outcome (commit, abort, unknown: asked again later), for the metrics.
         self.outcomes: collections.Counter[str] = collections.Counter()
 
-    def review_request(self, record: TransactionRecord, reason: str) -> dict[str, Any]:
+    def review_request(self, record: TransactionRecord, reason: str) -> ReviewRequest:
         """What the hook is told: who, which epoch, and the offsets written per partition."""
         partitions = []
         for topic, index in record.partitions:

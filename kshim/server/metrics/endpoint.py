@@ -14,15 +14,13 @@ import asyncio
 import socket
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
+from wsgiref.types import StartResponse, WSGIEnvironment
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 READY_TIMEOUT_S = 1.0
-
-StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
 class _ThreadingWSGIServerV6(ThreadingWSGIServer):
@@ -30,7 +28,7 @@ class _ThreadingWSGIServerV6(ThreadingWSGIServer):
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: object) -> None:
         """No access log: a scrape every few seconds would fill the broker's log."""
 
 
@@ -71,7 +69,7 @@ class MetricsEndpoint:
             self._thread.join()
         self._server = None
 
-    def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    def _app(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         if path == "/healthz":
             ready = self._ready()
