@@ -31,7 +31,8 @@ import struct
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any
+
+from kio.static.protocol import Entity
 
 from kshim.protocol.primitives import DecodeError
 
@@ -85,10 +86,10 @@ class Layout:
     fixed: bool
 
 
-_STRUCTS: dict[type[Any], Layout] = {}
+_STRUCTS: dict[type[Entity], Layout] = {}
 
 
-def check_body(cls: type[Any], data: Buffer, offset: int = 0) -> int:
+def check_body(cls: type[Entity], data: Buffer, offset: int = 0) -> int:
     """Checks that ``data[offset:]`` can be decoded as ``cls`` without over-reading.
 
     Returns the position just after the body; trailing bytes are the caller's
@@ -100,7 +101,7 @@ def check_body(cls: type[Any], data: Buffer, offset: int = 0) -> int:
     return struct_layout(cls).step(data, offset, len(data))
 
 
-def struct_layout(cls: type[Any]) -> Layout:
+def struct_layout(cls: type[Entity]) -> Layout:
     """Returns the compiled check of kio dataclass ``cls``, cached per class."""
     layout = _STRUCTS.get(cls)
     if layout is None:
@@ -111,7 +112,7 @@ def struct_layout(cls: type[Any]) -> Layout:
 # --- compiling --------------------------------------------------------------------------
 
 
-def _compile_struct(cls: type[Any]) -> Layout:
+def _compile_struct(cls: type[Entity]) -> Layout:
     hints = typing.get_type_hints(cls)
     flexible = bool(cls.__flexible__)
     positional: list[tuple[str, Layout]] = []
@@ -162,7 +163,9 @@ def _merged(run: list[tuple[str, Layout]]) -> Step:
     return _fixed(names, sum(layout.minimum for _, layout in run)).step
 
 
-def _compile_field(name: str, hint: Any, metadata: Mapping[str, Any], flexible: bool) -> Layout:
+def _compile_field(
+    name: str, hint: object, metadata: Mapping[str, object], flexible: bool
+) -> Layout:
     nullable = False
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         inner = [arg for arg in typing.get_args(hint) if arg is not type(None)]
@@ -174,14 +177,22 @@ def _compile_field(name: str, hint: Any, metadata: Mapping[str, Any], flexible: 
     if dataclasses.is_dataclass(hint):
         nested = struct_layout(hint)  # type: ignore[arg-type]
         return _nullable_struct(name, nested) if nullable else nested
-    return _scalar(name, metadata.get("kafka_type"), nullable, flexible)
+    return _scalar(name, _kafka_type(metadata), nullable, flexible)
 
 
-def _compile_item(name: str, hint: Any, metadata: Mapping[str, Any], flexible: bool) -> Layout:
+def _compile_item(
+    name: str, hint: object, metadata: Mapping[str, object], flexible: bool
+) -> Layout:
     if dataclasses.is_dataclass(hint):
         return struct_layout(hint)  # type: ignore[arg-type]
     # Items of a scalar array are never null: nullability belongs to the array (kio writers).
-    return _scalar(f"{name}[]", metadata.get("kafka_type"), nullable=False, flexible=flexible)
+    return _scalar(f"{name}[]", _kafka_type(metadata), nullable=False, flexible=flexible)
+
+
+def _kafka_type(metadata: Mapping[str, object]) -> str | None:
+    """The field's wire type as kio's field metadata names it (``int16``, ``string``...)."""
+    kafka_type = metadata.get("kafka_type")
+    return kafka_type if isinstance(kafka_type, str) else None
 
 
 def _scalar(name: str, kafka_type: str | None, nullable: bool, flexible: bool) -> Layout:

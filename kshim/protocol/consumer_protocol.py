@@ -14,47 +14,74 @@ bytes are ignored, as Kafka's ConsumerProtocol does.
 from __future__ import annotations
 
 import struct
-from functools import cache
-from typing import Any
+from collections.abc import Sequence
+from typing import TypeVar
 
-from kio.index import load_entity_schema
+from kio.schema.consumer_protocol_assignment import v0 as assignment_v0
+from kio.schema.consumer_protocol_assignment import v1 as assignment_v1
+from kio.schema.consumer_protocol_assignment import v2 as assignment_v2
+from kio.schema.consumer_protocol_assignment import v3 as assignment_v3
+from kio.schema.consumer_protocol_subscription import v0 as subscription_v0
+from kio.schema.consumer_protocol_subscription import v1 as subscription_v1
+from kio.schema.consumer_protocol_subscription import v2 as subscription_v2
+from kio.schema.consumer_protocol_subscription import v3 as subscription_v3
 from kio.serial import entity_reader
-from kio.static.constants import EntityType
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 _VERSION = struct.Struct(">h")
-_NEWEST_VERSION = 3
+
+Subscription = (
+    subscription_v0.ConsumerProtocolSubscription
+    | subscription_v1.ConsumerProtocolSubscription
+    | subscription_v2.ConsumerProtocolSubscription
+    | subscription_v3.ConsumerProtocolSubscription
+)
+Assignment = (
+    assignment_v0.ConsumerProtocolAssignment
+    | assignment_v1.ConsumerProtocolAssignment
+    | assignment_v2.ConsumerProtocolAssignment
+    | assignment_v3.ConsumerProtocolAssignment
+)
+# Each version's class, by version number.
+_SUBSCRIPTIONS: Sequence[type[Subscription]] = (
+    subscription_v0.ConsumerProtocolSubscription,
+    subscription_v1.ConsumerProtocolSubscription,
+    subscription_v2.ConsumerProtocolSubscription,
+    subscription_v3.ConsumerProtocolSubscription,
+)
+_ASSIGNMENTS: Sequence[type[Assignment]] = (
+    assignment_v0.ConsumerProtocolAssignment,
+    assignment_v1.ConsumerProtocolAssignment,
+    assignment_v2.ConsumerProtocolAssignment,
+    assignment_v3.ConsumerProtocolAssignment,
+)
+_Payload = TypeVar("_Payload", Subscription, Assignment)
 
 
-@cache
-def _reader(schema_name: str, version: int) -> Any:
-    return entity_reader(load_entity_schema(schema_name, version, EntityType.data))
-
-
-def _decode(schema_name: str, payload: bytes) -> Any | None:
+def _decode(versions: Sequence[type[_Payload]], payload: bytes) -> _Payload | None:
     if len(payload) < _VERSION.size:
         return None
     (version,) = _VERSION.unpack_from(payload, 0)
     if version < 0:
         return None
+    reader = entity_reader(versions[min(version, len(versions) - 1)])
     try:
-        entity, _ = _reader(schema_name, min(version, _NEWEST_VERSION))(
-            memoryview(payload)[_VERSION.size :], 0
-        )
+        entity, _ = reader(memoryview(payload)[_VERSION.size :], 0)
     except Exception:  # a malformed payload is the client's business, not an error here
         return None
-    return entity
+    decoded: _Payload = entity
+    return decoded
 
 
 def subscribed_topics(metadata: bytes) -> frozenset[str] | None:
     """The topics of a ConsumerProtocolSubscription, or None when it does not parse."""
-    subscription = _decode("consumer_protocol_subscription", metadata)
+    subscription = _decode(_SUBSCRIPTIONS, metadata)
     return None if subscription is None else frozenset(subscription.topics)
 
 
 def assigned_partitions(assignment: bytes) -> list[tuple[str, int]] | None:
     """The (topic, partition) pairs of a ConsumerProtocolAssignment, or None."""
-    decoded = _decode("consumer_protocol_assignment", assignment)
+    decoded = _decode(_ASSIGNMENTS, assignment)
     if decoded is None:
         return None
     return [
