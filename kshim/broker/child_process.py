@@ -1,10 +1,8 @@
 """CPU work on a core the event loop does not use: one child process fed over a pipe.
 
 Python runs one thread at a time, so decoding records in worker threads takes the core
-that Produce and Fetch need: a lagging full-data view slowed produce to a third of its
-rate (benchmarks/full_view.py), and filing ``T.delay`` chunks took more of the loop's core
-than Produce itself (benchmarks/results/README.md). A child process has an interpreter of
-its own. The full-data view (full_view/worker.py) and the delay ingest
+that Produce and Fetch need (docs/design.md, "Where the CPU goes, and why"); a child
+process has an interpreter of its own. The full-data view (full_view/worker.py) and the delay ingest
 (delay/chunk_worker.py) both run their work here.
 
 The child is this module run by the same interpreter (``python -m``): spawned, never

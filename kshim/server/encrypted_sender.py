@@ -14,9 +14,8 @@ new bytes object, which reaches the socket only when the loop next runs. A fetch
 
 Written in pieces of PIECE_BYTES, with the loop let run after each, the buffers come from
 the heap again and again, each piece goes to the socket while the next is encrypted, and
-other connections get their turn meanwhile. Measured with confluent-kafka consuming 1 KiB
-records over SASL_SSL (benchmarks/results/README.md, "2026-11-27: TLS fetch in pieces"):
-1.4-2.0 µs of broker CPU a record written whole, 1.1-1.5 in pieces, the same day.
+other connections get their turn meanwhile: about a quarter less broker CPU a record
+(docs/design.md, "Where the CPU goes, and why").
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ next one). A produce request touching 1,000 partitions thus costs one fsync, not
 
 A round that has batches of one partition only (a single busy partition, or one producer
 at a time) writes them straight to that partition's segment files and fsyncs those
-instead: logging them first would write every byte twice, which cost a single topic
-1.35x the broker CPU per 1 KiB record produced (benchmarks/results/README.md). Recovery
+instead: logging them first would write every byte twice (docs/design.md, "Where the CPU
+goes, and why"). Recovery
 needs nothing more for them (recovery.py scans a segment's bytes past its index), as long
 as the partition's earlier batches are in its files before them (``may_write_directly``).
 

@@ -4,8 +4,7 @@
 
 Decoding a delayed record, reading its headers, packing it and filing it cost the broker
 several microseconds of Python each, all under the one interpreter lock that Produce also
-needs: while a producer goes flat out, reading into the schedule took more of the event
-loop's core than Produce itself (benchmarks/results/README.md, 2026-11-27). The child
+needs (docs/design.md, "Where the CPU goes, and why"). The child
 holds no state: a request carries what the store said (read position, next seq, topic
 id, near buckets), the answer is what the store commits (DelayStore.commit_chunk) in the
 broker, under the schedule's lock as before. So exactly-once and recovery do not change:
