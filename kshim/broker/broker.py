@@ -29,6 +29,7 @@ from kshim.broker.full_view.view import FullView
 from kshim.broker.full_view.worker import ProcessApplier, ThreadApplier
 from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.settings import GroupSettings
+from kshim.broker.partitions.service import PartitionService
 from kshim.broker.producer_state import PartitionProducerState
 from kshim.broker.refusal_log import RefusalLog
 from kshim.broker.security.acls.service import Acls
@@ -97,7 +98,6 @@ class Broker:
         # with the metadata.
         self.credentials = Credentials(self.metadata.scram, config)
         self.acls = Acls(self.metadata.acls, config)
-        self.producer_states: dict[TopicPartition, PartitionProducerState] = {}
         self.append_waiters = AppendWaiters()
         # Incremental fetch sessions (KIP-227), in memory: a restart forgets them all. Their
         # eviction goes by idle time, a duration: on the monotonic clock.
@@ -129,6 +129,9 @@ class Broker:
         )
         self.transactions.on_complete.append(self._apply_transaction_offsets)
         self.resolver = TopicResolver(self.topics, self.transactions, self.full_view, self.delays)
+        self.partitions = PartitionService(
+            self.resolver, self.topics, self.transactions, self.groups, clock, self.traffic
+        )
         self.topic_descriptions = TopicDescriptions(self.resolver, self.topics)
         self.reviewer = TransactionReviewer(
             self.transactions,
@@ -171,7 +174,7 @@ class Broker:
 
     def _prepare_partition(self, topic_partition: TopicPartition) -> Callable[[BatchHeader], None]:
         producers = PartitionProducerState()
-        self.producer_states[topic_partition] = producers
+        self.partitions.producer_states[topic_partition] = producers
         transactions = self.transactions.recovery_callback(topic_partition)
 
         def replay(header: BatchHeader) -> None:
@@ -212,19 +215,10 @@ class Broker:
         if self.resolver.keeps_view(topic_partition.topic):
             self.full_view.notify(topic_partition)
 
-    def producer_state(self, topic_partition: TopicPartition) -> PartitionProducerState:
-        state = self.producer_states.get(topic_partition)
-        if state is None:
-            state = self.producer_states[topic_partition] = PartitionProducerState()
-        return state
-
     def expire_idle_producers(self) -> int:
         """Applies producer.id.expiration.ms to every partition's idempotence state."""
         cutoff = self.clock.expiry_now() - self.config.get_int("producer.id.expiration.ms")
-        return sum(
-            state.expire(cutoff, set(self.transactions.partition(topic_partition).open))
-            for topic_partition, state in self.producer_states.items()
-        )
+        return self.partitions.expire_idle_producers(cutoff)
 
     async def close(self) -> None:
         try:

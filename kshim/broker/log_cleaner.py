@@ -47,7 +47,7 @@ async def compact_partition(
     transactions = broker.transactions.partition(topic_partition)
     stable = transactions.last_stable_offset(partition_log.high_watermark)
     limit = await partition.log_start_limit()
-    producers = broker.producer_states.get(topic_partition)
+    producers = broker.partitions.producer_states.get(topic_partition)
     last_batches = frozenset(
         entry.batches[-1].last_offset
         for entry in ([] if producers is None else producers.producers.values())

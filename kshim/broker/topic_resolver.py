@@ -378,17 +378,20 @@ class TopicResolver:
             # Follows a growth already allowed: not counted against the request's batch.
             await self._topics.add_partitions(companion.record.name, partitions, room=partitions)
 
-    async def forget_companions(self, topic: str) -> None:
-        """Deletes what belonged to the deleted topic ``topic``: its view data, its delay
-        companion and its pending delayed records (nothing to do for those it never had)."""
-        await self._full_view.forget_topic(topic)
+    def stored_companions(self, topic: str) -> list[str]:
+        """The stored topics that go when the stored topic ``topic`` goes: its delay
+        companion, if it has one."""
         if not delay_naming.may_have_delay(topic):
-            return
+            return []
         companion = delay_naming.delay_name(topic)
-        if self._topics.get(companion) is not None:
-            await self._topics.delete(companion)
-            self._transactions.forget_topic(companion)
-        await self._delays.forget_topic(topic, companion)
+        return [companion] if self._topics.get(companion) is not None else []
+
+    async def forget_derived(self, topic: str) -> None:
+        """Deletes what the deleted topic ``topic`` had beside its stored companions: its
+        view's data and its pending delayed records (nothing for those it never had)."""
+        await self._full_view.forget_topic(topic)
+        if delay_naming.may_have_delay(topic):
+            await self._delays.forget_topic(topic, delay_naming.delay_name(topic))
 
     def derived_names(self, topic: str) -> list[str]:
         """The names that belong to the stored topic ``topic`` and go when it goes: its

@@ -10,7 +10,6 @@ import uuid
 
 from kshim.broker.broker import Broker
 from kshim.broker.context import RequestContext
-from kshim.broker.groups.admin import drop_topic_offsets
 from kshim.broker.topic_resolver import NO_TOPIC_ID
 from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
@@ -57,11 +56,7 @@ async def _delete(
         return _result(name, topic_id, ErrorCode(error.code), str(error))
     topic_id = resolved.topic_id
     try:
-        await broker.topics.delete(resolved.name)
-        broker.transactions.forget_topic(resolved.name)
-        derived = broker.resolver.derived_names(resolved.name)
-        await drop_topic_offsets(broker.groups, resolved.name, *derived)
-        await broker.resolver.forget_companions(resolved.name)
+        await broker.partitions.delete_topic(resolved.name)
     except TopicError as error:
         return _result(name, topic_id, ErrorCode(error.code), str(error))
     return _result(name, topic_id, ErrorCode.none)

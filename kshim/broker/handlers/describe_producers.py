@@ -44,6 +44,7 @@ def _partition(broker: Broker, topic_partition: TopicPartition) -> PartitionResp
             active_producers=[],
         )
     transactions = broker.transactions.partition(topic_partition)
+    state = broker.partitions.producer_state(topic_partition)
     producers = [
         ProducerState(
             producer_id=producer_id,
@@ -53,7 +54,7 @@ def _partition(broker: Broker, topic_partition: TopicPartition) -> PartitionResp
             coordinator_epoch=NO_COORDINATOR_EPOCH,
             current_txn_start_offset=transactions.transaction_start_offset(producer_id),
         )
-        for producer_id, entry in broker.producer_state(topic_partition).producers.items()
+        for producer_id, entry in state.producers.items()
     ]
     return PartitionResponse(
         partition_index=topic_partition.partition,
