@@ -34,12 +34,12 @@ from typing import Any
 
 from kio.serial import entity_reader
 
+from kshim.api.context import RequestContext
+from kshim.api.records import fetch
+from kshim.api.records import produce as produce_handler
 from kshim.broker.broker import Broker
 from kshim.broker.clock import wall_clock_ms
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.context import RequestContext
-from kshim.broker.handlers import fetch
-from kshim.broker.handlers import produce as produce_handler
 from kshim.protocol import codec
 from kshim.protocol.headers import RequestHeader
 from kshim.protocol.messages.fetch import FetchRequest

@@ -4,7 +4,7 @@ https://cwiki.apache.org/confluence/display/KAFKA/KIP-227%3A+Introduce+Increment
 
 Sans-io: requests' fields in, what to read and what to answer out, time from an injected
 clock (milliseconds) and session ids from an injected random source. The Fetch handler
-(handlers/fetch.py) drives it; nothing here reads a log, decodes a record or waits. One
+(api/records/fetch.py) drives it; nothing here reads a log, decodes a record or waits. One
 cache per broker process, in memory: after a restart no session is known, and a client's
 next incremental fetch gets FETCH_SESSION_ID_NOT_FOUND and opens a new one, as after a
 Kafka restart.

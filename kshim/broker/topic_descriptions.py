@@ -2,7 +2,7 @@
 stays as it is.
 
 Metadata for all topics lists every stored topic (views are answered only when named:
-handlers/metadata.py), and clients ask for it again and again (librdkafka refreshes what
+api/records/metadata.py), and clients ask for it again and again (librdkafka refreshes what
 it knows every ``topic.metadata.refresh.interval.ms``, and sooner after errors and new
 topics; every pattern subscription asks for all topics): at 10,000 topics (20,000
 entries while views were listed too), describing and encoding them took most of a second

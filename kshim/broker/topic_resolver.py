@@ -14,7 +14,7 @@ they never look at a name's suffix themselves (docs/architecture.md).
 Only stored topics are listed (``listed``, Metadata for all topics); a view or a delay
 companion is answered when asked for by name. Pattern subscriptions match the all-topics
 answer, so a view listed there would be matched by ``T.*`` along with ``T`` and its records
-read twice (handlers/metadata.py says why the views are left out rather than marked internal).
+read twice (api/records/metadata.py says why the views are left out rather than marked internal).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def base_topic(name: str) -> str:
     """The stored topic a name belongs to, read from the name alone: ``T`` for the view
     ``T.full`` and for the delay companion ``T.delay``, the name itself otherwise; whether
     or not any of them exists. Access to a special topic is decided by its base topic's
-    ACLs (access/permissions.py), so an operator writes ACLs for ``T`` only."""
+    ACLs (api/access/permissions.py), so an operator writes ACLs for ``T`` only."""
     source = naming.source_name(name)
     if source is not None:
         return source

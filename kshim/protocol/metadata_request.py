@@ -24,7 +24,7 @@ Layout from MetadataRequest.json (https://kafka.apache.org/protocol#The_Messages
     topic    topic_id uuid (v10+; KIP-516), name string (nullable v10+)
 
 Kafka 3.9 looks topics up by id from v12 only; a v10 or v11 request naming an id or a
-null name is answered INVALID_REQUEST (handlers/metadata.py), so both are kept here.
+null name is answered INVALID_REQUEST (api/records/metadata.py), so both are kept here.
 
 v9 is the first flexible version (KIP-482): compact strings and arrays (length + 1 as an
 unsigned varint, 0 for null) and a tagged-field section closing every structure; the

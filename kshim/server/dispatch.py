@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kshim.api.context import RequestContext
+from kshim.api.routes import ROUTES, Route
 from kshim.broker.broker import Broker
-from kshim.broker.context import RequestContext
-from kshim.broker.registry import ROUTES, Route
 from kshim.broker.security.session import Session
 from kshim.protocol import codec
 from kshim.protocol.apis import ADVERTISED, API_VERSIONS_KEY, serves
@@ -49,7 +49,7 @@ class DecodingFailed(Exception):
 @dataclass(frozen=True, slots=True)
 class Call:
     header: RequestHeader
-    # The API's typed request (registry.py's route says which), or None for the
+    # The API's typed request (api/routes.py's route says which), or None for the
     # ApiVersions fallback.
     request: object
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from kio.serial import entity_reader
 
+from kshim.api.context import RequestContext
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.context import RequestContext
 from kshim.protocol import codec
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.headers import RequestHeader

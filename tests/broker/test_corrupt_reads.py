@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kshim.api.records import fetch, list_offsets
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.handlers import fetch, list_offsets
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from kshim.protocol.messages.list_offsets import (

@@ -18,6 +18,10 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from kshim.api.admin import create_topics, delete_topics
+from kshim.api.records import fetch, list_offsets, metadata
+from kshim.api.records import produce as produce_api
+from kshim.api.transactions import add_partitions_to_txn, end_txn, init_producer_id
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.keys import ConfigError
@@ -44,17 +48,6 @@ from kshim.broker.delay.requests import (
     read_request,
 )
 from kshim.broker.delay.runner import run_delays
-from kshim.broker.handlers import (
-    add_partitions_to_txn,
-    create_topics,
-    delete_topics,
-    end_txn,
-    fetch,
-    init_producer_id,
-    list_offsets,
-    metadata,
-)
-from kshim.broker.handlers import produce as produce_api
 from kshim.broker.retention import enforce_retention_once
 from kshim.broker.topic_resolver import DeletablePartition
 from kshim.broker.topics import TopicError

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
+from kshim.api.records import produce
 from kshim.broker.alarms.checks import FSYNC_P99, MIN_ROUNDS, AlarmSettings, CheckState, check_once
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.handlers import produce
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.records import Record, build_batch

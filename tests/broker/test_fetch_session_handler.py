@@ -1,5 +1,5 @@
 """The Fetch handler in fetch sessions (KIP-227), over the in-memory log store: what an
-incremental fetch reads, answers and waits for (handlers/fetch.py, broker/fetch_sessions.py)."""
+incremental fetch reads, answers and waits for (api/records/fetch.py, broker/fetch_sessions.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from kshim.api.records import fetch, produce
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.handlers import fetch, produce
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.fetch import (
     FetchPartition,

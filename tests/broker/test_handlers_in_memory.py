@@ -13,16 +13,9 @@ from typing import Any
 
 import pytest
 
+from kshim.api.records import fetch, list_offsets, metadata, produce
+from kshim.api.transactions import add_partitions_to_txn, end_txn, init_producer_id
 from kshim.broker.broker import Broker
-from kshim.broker.handlers import (
-    add_partitions_to_txn,
-    end_txn,
-    fetch,
-    init_producer_id,
-    list_offsets,
-    metadata,
-    produce,
-)
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader
 
+from kshim.api.context import RequestContext
+from kshim.api.records import metadata
 from kshim.broker import topic_descriptions
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.context import RequestContext
-from kshim.broker.handlers import metadata
 from kshim.broker.topic_descriptions import TopicDescriptions
 from kshim.broker.topic_resolver import NO_TOPIC_ID, ResolvedTopic
 from kshim.protocol import codec
@@ -123,7 +123,7 @@ def decoded(version: int, body: bytes) -> Any:
     return response
 
 
-# Stored topics only: a view is answered when named, never listed (handlers/metadata.py).
+# Stored topics only: a view is answered when named, never listed (api/records/metadata.py).
 EVERY_TOPIC = [
     ("orders", ErrorCode.none),
     ("plain", ErrorCode.none),

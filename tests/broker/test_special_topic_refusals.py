@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from kshim.api.records import fetch, metadata
+from kshim.api.records import produce as produce_api
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.delay.naming import DELIVER_AT_HEADER
-from kshim.broker.handlers import fetch, metadata
-from kshim.broker.handlers import produce as produce_api
 from kshim.broker.refusal_log import INTERVAL_MS, REMEMBERED, RefusalLog
 from kshim.broker.topic_resolver import TopicKind
 from kshim.protocol.errors import ErrorCode

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from kshim.api import api_versions
 from kshim.broker.broker import Broker
 from kshim.broker.config.describe import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
-from kshim.broker.handlers import api_versions
 from kshim.protocol.apis import ADVERTISED
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.record_batch import read_header

@@ -155,7 +155,7 @@ def test_kafka_python_reads_view_and_writes_are_refused(shared_broker: BrokerPro
     consumer.close()
     assert view == EXPECTED
     # Named, the view is answered; it is left out of the listing of every topic, which
-    # pattern subscriptions match (handlers/metadata.py).
+    # pattern subscriptions match (api/records/metadata.py).
     lister = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
     named = lister.list_topics(topic + ".full", timeout=10).topics[topic + ".full"]
     assert named.error is None and list(named.partitions) == [0]

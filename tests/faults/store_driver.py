@@ -67,7 +67,7 @@ class Boot:
         history.complete(op, Kind.INFO if self.crashed else Kind.OK, offset, committed)
 
     async def produce(self, partition: TopicPartition, batch: bytearray) -> int:
-        """The partition service's append (kshim/broker/handlers/produce.py): a retried
+        """The partition service's append (kshim/api/records/produce.py): a retried
         batch answers its first offset; returns once durable; raises Refused, LogFailed."""
         header = validate_produced(batch)
         state = self.states[partition]

@@ -6,10 +6,11 @@ The handlers are called directly with typed requests, and their typed answers ch
 
 from __future__ import annotations
 
+from kshim.api.admin import delete_topics
+from kshim.api.context import RequestContext
+from kshim.api.groups import offset_commit, offset_delete, offset_fetch
 from kshim.broker.broker import Broker
-from kshim.broker.context import RequestContext
 from kshim.broker.groups.maintenance import expire_broker_offsets_once
-from kshim.broker.handlers import delete_topics, offset_commit, offset_delete, offset_fetch
 from kshim.protocol.apis import ADVERTISED
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.headers import RequestHeader

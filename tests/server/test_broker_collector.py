@@ -9,9 +9,9 @@ from pathlib import Path
 
 from prometheus_client.metrics_core import Metric
 
+from kshim.api.records import fetch
 from kshim.broker.broker import Broker
 from kshim.broker.full_view.applier import catch_up
-from kshim.broker.handlers import fetch
 from kshim.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from kshim.server.metrics.broker_collector import BrokerCollector
 from kshim.testing import FakeClock

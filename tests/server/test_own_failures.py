@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kshim.broker.registry import ROUTES, Route
+from kshim.api.routes import ROUTES, Route
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.metadata_request import MetadataRequest
 from kshim.wire_client import ConnectionClosedError, WireConnection, decode_response, encode_request

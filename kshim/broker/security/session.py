@@ -3,7 +3,7 @@
 Kafka names the client by a principal string, ``User:<name>`` (KafkaPrincipal): the
 user a SASL exchange authenticated, the subject of a TLS client certificate mapped by
 ``ssl.principal.mapping.rules``, or ``User:ANONYMOUS`` on a listener that asks neither.
-Handlers read it; the SASL handlers (handlers/sasl_*.py) set it.
+Handlers read it; the SASL handlers (api/security/sasl_*.py) set it.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import itertools
 
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 
-from kshim.broker.registry import ROUTES
+from kshim.api.routes import ROUTES
 from kshim.protocol.errors import ErrorCode
 
 # Seconds: from a sub-millisecond Metadata to a long-polling Fetch (fetch.max.wait.ms is

@@ -1,15 +1,15 @@
 """A broker with ACLs on, over the in-memory log store, and requests sent through the
-registry (so through each API's access rule) as a given principal."""
+route table (so through each API's access rule) as a given principal."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from kshim.api.context import RequestContext
+from kshim.api.routes import ROUTES
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.context import RequestContext
-from kshim.broker.registry import ROUTES
 from kshim.broker.security.acls.model import (
     CLUSTER_NAME,
     AclBinding,
@@ -106,7 +106,7 @@ async def call(
     principal: str = ALICE,
     host: str = HOST,
 ) -> Any:
-    """The answer of the registry's route for ``api_key`` (the handler behind its access
+    """The answer of the route table's route for ``api_key`` (the handler behind its access
     rule) to ``request`` sent by ``principal`` from ``host``; encoded answers are read back
     with kio."""
     route = ROUTES[api_key]

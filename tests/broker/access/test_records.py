@@ -153,6 +153,32 @@ async def test_a_fetch_of_refused_topics_only_does_not_wait(broker: Broker) -> N
     assert fetched[TOPIC].error_code == TAF
 
 
+async def test_fetch_answers_refused_and_unknown_partitions_in_the_order_asked(
+    broker: Broker,
+) -> None:
+    """Read partitions first, then the refused and the unknown together in the order the
+    request names them (Kafka's ``erroneous``)."""
+    grant_topic(broker, TOPIC, Operation.WRITE, Operation.READ)
+    grant_topic(broker, "missing-a", Operation.READ)
+    grant_topic(broker, "missing-b", Operation.READ)
+    await produce(broker, TOPIC)
+    request = fetch_request("missing-a", OTHER, TOPIC, "missing-b")
+    answer = await call(broker, FETCH, FETCH_VERSION, request)
+    unknown = ErrorCode.unknown_topic_or_partition
+    assert [(topic.topic, topic.partitions[0].error_code) for topic in answer.responses] == [
+        (TOPIC, ErrorCode.none),
+        ("missing-a", unknown),
+        (OTHER, TAF),
+        ("missing-b", unknown),
+    ]
+
+
+async def test_produce_answers_the_refused_topics_after_the_others(broker: Broker) -> None:
+    grant_topic(broker, TOPIC, Operation.WRITE)
+    answer = await call(broker, PRODUCE, PRODUCE_VERSION, produce_request(OTHER, TOPIC))
+    assert [topic.name for topic in answer.responses] == [TOPIC, OTHER]
+
+
 async def test_a_follower_fetch_needs_cluster_action(broker: Broker) -> None:
     grant_topic(broker, TOPIC, Operation.READ)
     refused = await fetch(broker, fetch_request(TOPIC, replica_id=0))

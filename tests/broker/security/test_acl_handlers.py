@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from kshim.api.context import RequestContext
+from kshim.api.security import create_acls, delete_acls, describe_acls
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.context import RequestContext
-from kshim.broker.handlers import create_acls, delete_acls, describe_acls
 from kshim.broker.security.acls.model import (
     CLUSTER_NAME,
     Operation,

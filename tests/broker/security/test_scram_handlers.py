@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader
 
+from kshim.api.context import RequestContext
+from kshim.api.security import alter_user_scram_credentials, describe_user_scram_credentials
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.context import RequestContext
-from kshim.broker.handlers import alter_user_scram_credentials, describe_user_scram_credentials
 from kshim.broker.security.scram_credential import new_salt, salted_password
 from kshim.protocol import codec
 from kshim.protocol.errors import ErrorCode

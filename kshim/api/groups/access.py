@@ -1,0 +1,344 @@
+"""The access rules of the consumer group APIs and of FindCoordinator (KafkaApis'
+group handlers: handleJoinGroupRequest, handleOffsetCommitRequest, handleOffsetFetchRequest
+and the rest).
+
+A member needs READ on its group to join, sync, heartbeat, leave and commit; DESCRIBE to
+find its coordinator or fetch its offsets; an admin DESCRIBE to describe a group or see
+it listed, DELETE to delete it or its offsets. Offsets of a topic are committed with READ
+on the topic, fetched with DESCRIBE, and deleted with READ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kshim.api.access.permissions import GROUP_REFUSED, TRANSACTIONAL_ID_REFUSED, Permissions
+from kshim.api.access.rule import Handler
+from kshim.api.context import RequestContext
+from kshim.api.groups import describe_groups, find_coordinator, join_group
+from kshim.broker.security.acls.model import Operation, ResourceType
+from kshim.protocol.errors import ErrorCode
+from kshim.protocol.messages.delete_groups import (
+    DeletableGroupResult,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+)
+from kshim.protocol.messages.describe_groups import (
+    DescribedGroup,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
+from kshim.protocol.messages.find_coordinator import (
+    Coordinator,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from kshim.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from kshim.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from kshim.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from kshim.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from kshim.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from kshim.protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from kshim.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from kshim.protocol.metadata_response import UNKNOWN_AUTHORIZED_OPERATIONS
+
+FIRST_BATCHED_FIND_COORDINATOR = 4  # KIP-699
+NO_GENERATION = -1
+NO_MEMBER = ""
+NO_NODE, NO_HOST, NO_PORT = -1, "", -1  # Kafka's Node.noNode()
+UNKNOWN_STATE = UNKNOWN_PROTOCOL = ""  # DescribeGroupsResponse.groupError's
+# FindCoordinator v0-3 answers a refusal with the error's message (prepareOldResponse).
+_COORDINATOR_REFUSALS = {
+    ErrorCode.group_authorization_failed: GROUP_REFUSED,
+    ErrorCode.transactional_id_authorization_failed: TRANSACTIONAL_ID_REFUSED,
+}
+
+
+async def join_group_rule(
+    request: JoinGroupRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[JoinGroupRequest, JoinGroupResponse],
+) -> JoinGroupResponse:
+    if permissions.allows_group(Operation.READ, request.group_id):
+        return await handle(request, context)
+    # JoinGroupRequest.getErrorResponse: no member id, leader, generation or members.
+    nullable_protocol = context.version >= join_group.FIRST_NULLABLE_PROTOCOL_VERSION
+    return JoinGroupResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.group_authorization_failed,
+        generation_id=NO_GENERATION,
+        protocol_type=None,
+        protocol_name=None if nullable_protocol else UNKNOWN_PROTOCOL,
+        leader=NO_MEMBER,
+        member_id=NO_MEMBER,
+        members=[],
+    )
+
+
+async def sync_group_rule(
+    request: SyncGroupRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[SyncGroupRequest, SyncGroupResponse],
+) -> SyncGroupResponse:
+    if permissions.allows_group(Operation.READ, request.group_id):
+        return await handle(request, context)
+    return SyncGroupResponse(
+        throttle_time_ms=0, error_code=ErrorCode.group_authorization_failed, assignment=b""
+    )
+
+
+async def heartbeat_rule(
+    request: HeartbeatRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[HeartbeatRequest, HeartbeatResponse],
+) -> HeartbeatResponse:
+    if permissions.allows_group(Operation.READ, request.group_id):
+        return await handle(request, context)
+    return HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.group_authorization_failed)
+
+
+async def leave_group_rule(
+    request: LeaveGroupRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[LeaveGroupRequest, LeaveGroupResponse],
+) -> LeaveGroupResponse:
+    if permissions.allows_group(Operation.READ, request.group_id):
+        return await handle(request, context)
+    # One error for the request, none per member (LeaveGroupRequest.getErrorResponse).
+    return LeaveGroupResponse(
+        throttle_time_ms=0, error_code=ErrorCode.group_authorization_failed, members=[]
+    )
+
+
+async def find_coordinator_rule(
+    request: FindCoordinatorRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[FindCoordinatorRequest, FindCoordinatorResponse],
+) -> FindCoordinatorResponse:
+    """A group's coordinator is found with DESCRIBE on the group, a transactional id's with
+    DESCRIBE on the id; v4+ batches keys (KIP-699), each refused on its own."""
+    if context.version < FIRST_BATCHED_FIND_COORDINATOR:
+        refusal = _coordinator_refusal(request.key_type, request.key, permissions)
+        if refusal is not None:
+            return FindCoordinatorResponse(
+                throttle_time_ms=0,
+                coordinators=[],
+                error_code=refusal,
+                error_message=_COORDINATOR_REFUSALS[refusal],
+                node_id=NO_NODE,
+                host=NO_HOST,
+                port=NO_PORT,
+            )
+        return await handle(request, context)
+    response = await handle(request, context)
+    response.coordinators = [
+        _checked_coordinator(found, request.key_type, permissions)
+        for found in response.coordinators
+    ]
+    return response
+
+
+def _coordinator_refusal(key_type: int, key: str, permissions: Permissions) -> ErrorCode | None:
+    if key_type == find_coordinator.GROUP_KEY_TYPE and not permissions.allows_group(
+        Operation.DESCRIBE, key
+    ):
+        return ErrorCode.group_authorization_failed
+    if key_type == find_coordinator.TRANSACTION_KEY_TYPE and not (
+        permissions.allows_transactional_id(Operation.DESCRIBE, key)
+    ):
+        return ErrorCode.transactional_id_authorization_failed
+    return None
+
+
+def _checked_coordinator(
+    found: Coordinator, key_type: int, permissions: Permissions
+) -> Coordinator:
+    """The handler's answer for one key of a batch, or its refusal; KafkaApis' v4+ answer
+    sets no message for a refused key, so it is sent as the default, ""."""
+    refusal = _coordinator_refusal(key_type, found.key, permissions)
+    if refusal is None:
+        return found
+    return Coordinator(
+        key=found.key,
+        node_id=NO_NODE,
+        host=NO_HOST,
+        port=NO_PORT,
+        error_code=refusal,
+        error_message=find_coordinator.UNSET_MESSAGE,
+    )
+
+
+async def describe_groups_rule(
+    request: DescribeGroupsRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[DescribeGroupsRequest, DescribeGroupsResponse],
+) -> DescribeGroupsResponse:
+    """Each group needs DESCRIBE, or it is described as Kafka's groupError. KIP-430's
+    operations, when asked for, are the principal's on each group described."""
+    allowed: list[str] = []
+    refused: list[DescribedGroup] = []
+    for group in request.groups:
+        if permissions.allows_group(Operation.DESCRIBE, group):
+            allowed.append(group)
+        else:
+            refused.append(_refused_group(group))
+    if not allowed:
+        return DescribeGroupsResponse(throttle_time_ms=0, groups=refused)
+    # The handler is not asked for operations: they are the principal's, put in here.
+    narrowed = dataclasses.replace(request, groups=allowed, include_authorized_operations=False)
+    response = await handle(narrowed, context)
+    if describe_groups.asks_operations(request, context.version):
+        response.groups[:] = describe_groups.with_operations(
+            response.groups, lambda group_id: permissions.operations(ResourceType.GROUP, group_id)
+        )
+    response.groups.extend(refused)
+    return response
+
+
+def _refused_group(group_id: str) -> DescribedGroup:
+    return DescribedGroup(
+        error_code=ErrorCode.group_authorization_failed,
+        group_id=group_id,
+        group_state=UNKNOWN_STATE,
+        protocol_type=UNKNOWN_PROTOCOL,
+        protocol_data=UNKNOWN_PROTOCOL,
+        members=[],
+        authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+    )
+
+
+async def list_groups_rule(
+    request: ListGroupsRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[ListGroupsRequest, ListGroupsResponse],
+) -> ListGroupsResponse:
+    """DESCRIBE on the cluster lists every group; otherwise the groups the client may
+    DESCRIBE are listed, and no others."""
+    response = await handle(request, context)
+    if not permissions.allows_cluster(Operation.DESCRIBE):
+        response.groups = [
+            group
+            for group in response.groups
+            if permissions.allows_group(Operation.DESCRIBE, group.group_id)
+        ]
+    return response
+
+
+async def delete_groups_rule(
+    request: DeleteGroupsRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[DeleteGroupsRequest, DeleteGroupsResponse],
+) -> DeleteGroupsResponse:
+    """Each group needs DELETE, or it is GROUP_AUTHORIZATION_FAILED."""
+    allowed: list[str] = []
+    refused: list[DeletableGroupResult] = []
+    for group in request.groups_names:
+        if permissions.allows_group(Operation.DELETE, group):
+            allowed.append(group)
+        else:
+            refused.append(
+                DeletableGroupResult(
+                    group_id=group, error_code=ErrorCode.group_authorization_failed
+                )
+            )
+    if not allowed:
+        return DeleteGroupsResponse(throttle_time_ms=0, results=refused)
+    response = await handle(dataclasses.replace(request, groups_names=allowed), context)
+    response.results.extend(refused)
+    return response
+
+
+async def offset_commit_rule(
+    request: OffsetCommitRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[OffsetCommitRequest, OffsetCommitResponse],
+) -> OffsetCommitResponse:
+    """READ on the group, or every partition is GROUP_AUTHORIZATION_FAILED; then READ on
+    each topic, or its partitions are TOPIC_AUTHORIZATION_FAILED. With nothing left to
+    commit, the group coordinator is not asked."""
+    if not permissions.allows_group(Operation.READ, request.group_id):
+        return OffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=_commit_errors(request.topics, ErrorCode.group_authorization_failed),
+        )
+    readable = permissions.topics(Operation.READ, (topic.name for topic in request.topics))
+    allowed = [topic for topic in request.topics if topic.name in readable]
+    denied = [topic for topic in request.topics if topic.name not in readable]
+    refused = _commit_errors(denied, ErrorCode.topic_authorization_failed)
+    if not allowed:
+        return OffsetCommitResponse(throttle_time_ms=0, topics=refused)
+    response = await handle(dataclasses.replace(request, topics=allowed), context)
+    response.topics.extend(refused)
+    return response
+
+
+def _commit_errors(
+    topics: list[OffsetCommitRequestTopic], error: ErrorCode
+) -> list[OffsetCommitResponseTopic]:
+    return [
+        OffsetCommitResponseTopic(
+            name=topic.name,
+            partitions=[
+                OffsetCommitResponsePartition(
+                    partition_index=partition.partition_index, error_code=error
+                )
+                for partition in topic.partitions
+            ],
+        )
+        for topic in topics
+    ]
+
+
+async def offset_delete_rule(
+    request: OffsetDeleteRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[OffsetDeleteRequest, OffsetDeleteResponse],
+) -> OffsetDeleteResponse:
+    """DELETE on the group, or the request is GROUP_AUTHORIZATION_FAILED; then READ on
+    each topic, or its partitions are TOPIC_AUTHORIZATION_FAILED (unless the group
+    coordinator answers an error for the whole group)."""
+    if not permissions.allows_group(Operation.DELETE, request.group_id):
+        return OffsetDeleteResponse(
+            error_code=ErrorCode.group_authorization_failed, throttle_time_ms=0, topics=[]
+        )
+    readable = permissions.topics(Operation.READ, (topic.name for topic in request.topics))
+    allowed = [topic for topic in request.topics if topic.name in readable]
+    narrowed = dataclasses.replace(request, topics=allowed)
+    response = await handle(narrowed, context)
+    if response.error_code == ErrorCode.none:
+        response.topics.extend(
+            OffsetDeleteResponseTopic(
+                name=topic.name,
+                partitions=[
+                    OffsetDeleteResponsePartition(
+                        partition_index=partition.partition_index,
+                        error_code=ErrorCode.topic_authorization_failed,
+                    )
+                    for partition in topic.partitions
+                ],
+            )
+            for topic in request.topics
+            if topic.name not in readable
+        )
+    return response

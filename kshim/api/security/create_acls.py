@@ -1,0 +1,57 @@
+"""CreateAcls (key 30): add ACL bindings, durable before the answer.
+
+As Kafka's AclApis: a broker without an authoriser answers SECURITY_DISABLED, a caller
+without ALTER on the cluster CLUSTER_AUTHORIZATION_FAILED, each for every binding; else
+each binding gets its own result, INVALID_REQUEST for one Kafka refuses
+(security/acls/model.py binding_problem), NONE once stored (a binding already there too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from kshim.api.context import RequestContext
+from kshim.broker.security.acls.model import (
+    AclBinding,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+    from_code,
+)
+from kshim.protocol.messages.create_acls import (
+    AclCreation,
+    AclCreationResult,
+    CreateAclsRequest,
+    CreateAclsResponse,
+)
+
+
+async def handle(request: CreateAclsRequest, context: RequestContext) -> CreateAclsResponse:
+    acls = context.broker.acls
+    session = context.session
+    refusal = acls.refusal(session.principal, session.client_address, Operation.ALTER)
+    if refusal is not None:
+        created = [refusal] * len(request.creations)
+    else:
+        bindings = [_binding(creation) for creation in request.creations]
+        created = await asyncio.to_thread(acls.create, bindings)
+    return CreateAclsResponse(
+        throttle_time_ms=0,
+        results=[
+            AclCreationResult(error_code=error_code, error_message=message)
+            for error_code, message in created
+        ],
+    )
+
+
+def _binding(creation: AclCreation) -> AclBinding:
+    return AclBinding(
+        resource_type=from_code(ResourceType, creation.resource_type),
+        resource_name=creation.resource_name,
+        pattern_type=from_code(PatternType, creation.resource_pattern_type),
+        principal=creation.principal,
+        host=creation.host,
+        operation=from_code(Operation, creation.operation),
+        permission=from_code(Permission, creation.permission_type),
+    )

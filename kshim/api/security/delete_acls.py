@@ -1,0 +1,81 @@
+"""DeleteAcls (key 31): delete the ACL bindings each filter matches, durable before the
+answer.
+
+As Kafka's AclApis: a broker without an authoriser answers SECURITY_DISABLED, a caller
+without ALTER on the cluster CLUSTER_AUTHORIZATION_FAILED, each for every filter; else
+each filter lists the bindings it matched, all deleted in one commit, or says
+INVALID_REQUEST for an UNKNOWN part (security/acls/model.py filter_problem).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from kshim.api.context import RequestContext
+from kshim.broker.security.acls.model import (
+    AclBinding,
+    AclFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+    from_code,
+)
+from kshim.broker.security.acls.service import DeleteResult
+from kshim.protocol.errors import ErrorCode
+from kshim.protocol.messages.delete_acls import (
+    DeleteAclsFilter,
+    DeleteAclsFilterResult,
+    DeleteAclsMatchingAcl,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+)
+
+
+async def handle(request: DeleteAclsRequest, context: RequestContext) -> DeleteAclsResponse:
+    acls = context.broker.acls
+    session = context.session
+    refusal = acls.refusal(session.principal, session.client_address, Operation.ALTER)
+    if refusal is not None:
+        error_code, message = refusal
+        deleted = [DeleteResult(error_code, message, [])] * len(request.filters)
+    else:
+        filters = [_filter(requested) for requested in request.filters]
+        deleted = await asyncio.to_thread(acls.delete, filters)
+    return DeleteAclsResponse(
+        throttle_time_ms=0,
+        filter_results=[
+            DeleteAclsFilterResult(
+                error_code=result.error_code,
+                error_message=result.error_message,
+                matching_acls=[_matching(binding) for binding in result.deleted],
+            )
+            for result in deleted
+        ],
+    )
+
+
+def _filter(requested: DeleteAclsFilter) -> AclFilter:
+    return AclFilter(
+        resource_type=from_code(ResourceType, requested.resource_type_filter),
+        resource_name=requested.resource_name_filter,
+        pattern_type=from_code(PatternType, requested.pattern_type_filter),
+        principal=requested.principal_filter,
+        host=requested.host_filter,
+        operation=from_code(Operation, requested.operation),
+        permission=from_code(Permission, requested.permission_type),
+    )
+
+
+def _matching(binding: AclBinding) -> DeleteAclsMatchingAcl:
+    return DeleteAclsMatchingAcl(
+        error_code=ErrorCode.none,
+        error_message=None,
+        resource_type=binding.resource_type,
+        resource_name=binding.resource_name,
+        pattern_type=binding.pattern_type,
+        principal=binding.principal,
+        host=binding.host,
+        operation=binding.operation,
+        permission_type=binding.permission,
+    )

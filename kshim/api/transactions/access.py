@@ -1,0 +1,247 @@
+"""The access rules of the transaction APIs (KafkaApis.handleInitProducerIdRequest,
+handleAddPartitionsToTxnRequest, handleAddOffsetsToTxnRequest, handleEndTxnRequest,
+handleTxnOffsetCommitRequest, handleDescribeTransactionsRequest,
+handleListTransactionsRequest).
+
+A transactional producer needs WRITE on its transactional id for every step, and WRITE
+on the topics it writes to; the group whose offsets it commits needs READ, and so do
+their topics. An idempotent producer's id needs IDEMPOTENT_WRITE on the cluster or WRITE
+on some topic (KIP-679). Transactions are described and listed with DESCRIBE on their
+ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kshim.api.access.permissions import Permissions
+from kshim.api.access.rule import Handler
+from kshim.api.context import RequestContext
+from kshim.api.transactions import add_partitions_to_txn
+from kshim.broker.security.acls.model import Operation, ResourceType
+from kshim.protocol.errors import ErrorCode
+from kshim.protocol.messages.add_offsets_to_txn import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+)
+from kshim.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+)
+from kshim.protocol.messages.describe_transactions import (
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    TransactionState,
+)
+from kshim.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+from kshim.protocol.messages.init_producer_id import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+from kshim.protocol.messages.list_transactions import (
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
+from kshim.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestTopic,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
+from kshim.storage.interface import TopicPartition
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+async def init_producer_id_rule(
+    request: InitProducerIdRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[InitProducerIdRequest, InitProducerIdResponse],
+) -> InitProducerIdResponse:
+    transactional_id = request.transactional_id
+    if transactional_id is not None:
+        if not permissions.allows_transactional_id(Operation.WRITE, transactional_id):
+            return _no_producer_id(ErrorCode.transactional_id_authorization_failed)
+    elif not (
+        permissions.allows_cluster(Operation.IDEMPOTENT_WRITE)
+        or permissions.allows_some(Operation.WRITE, ResourceType.TOPIC)
+    ):
+        return _no_producer_id(ErrorCode.cluster_authorization_failed)
+    return await handle(request, context)
+
+
+def _no_producer_id(error: ErrorCode) -> InitProducerIdResponse:
+    return InitProducerIdResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        producer_id=NO_PRODUCER_ID,
+        producer_epoch=NO_PRODUCER_EPOCH,
+    )
+
+
+async def add_partitions_to_txn_rule(
+    request: AddPartitionsToTxnRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[AddPartitionsToTxnRequest, AddPartitionsToTxnResponse],
+) -> AddPartitionsToTxnResponse:
+    """WRITE on the transactional id, or every partition is
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on every topic, or the transaction adds
+    none: a refused topic's partitions are TOPIC_AUTHORIZATION_FAILED, a partition Produce
+    could not write to UNKNOWN_TOPIC_OR_PARTITION, and the rest OPERATION_NOT_ATTEMPTED."""
+    partitions = [
+        TopicPartition(topic.name, index)
+        for topic in request.v3_and_below_topics
+        for index in topic.partitions
+    ]
+    if not permissions.allows_transactional_id(
+        Operation.WRITE, request.v3_and_below_transactional_id
+    ):
+        error = ErrorCode.transactional_id_authorization_failed
+        return add_partitions_to_txn.added(dict.fromkeys(partitions, error))
+    writable = permissions.topics(Operation.WRITE, (partition.topic for partition in partitions))
+    if all(partition.topic in writable for partition in partitions):
+        return await handle(request, context)
+    resolver = context.broker.resolver
+    errors = {}
+    for partition in partitions:
+        if partition.topic not in writable:
+            errors[partition] = ErrorCode.topic_authorization_failed
+        elif not resolver.is_writable(partition):
+            errors[partition] = ErrorCode.unknown_topic_or_partition
+        else:
+            errors[partition] = ErrorCode.operation_not_attempted
+    return add_partitions_to_txn.added(errors)
+
+
+async def add_offsets_to_txn_rule(
+    request: AddOffsetsToTxnRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[AddOffsetsToTxnRequest, AddOffsetsToTxnResponse],
+) -> AddOffsetsToTxnResponse:
+    if not permissions.allows_transactional_id(Operation.WRITE, request.transactional_id):
+        error = ErrorCode.transactional_id_authorization_failed
+    elif not permissions.allows_group(Operation.READ, request.group_id):
+        error = ErrorCode.group_authorization_failed
+    else:
+        return await handle(request, context)
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=error)
+
+
+async def end_txn_rule(
+    request: EndTxnRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[EndTxnRequest, EndTxnResponse],
+) -> EndTxnResponse:
+    if permissions.allows_transactional_id(Operation.WRITE, request.transactional_id):
+        return await handle(request, context)
+    return EndTxnResponse(
+        throttle_time_ms=0, error_code=ErrorCode.transactional_id_authorization_failed
+    )
+
+
+async def txn_offset_commit_rule(
+    request: TxnOffsetCommitRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[TxnOffsetCommitRequest, TxnOffsetCommitResponse],
+) -> TxnOffsetCommitResponse:
+    """WRITE on the transactional id and READ on the group, or every partition carries the
+    refusal; then READ on each topic, or its partitions are TOPIC_AUTHORIZATION_FAILED. With
+    nothing left to commit, the transaction is not asked."""
+    if not permissions.allows_transactional_id(Operation.WRITE, request.transactional_id):
+        error = ErrorCode.transactional_id_authorization_failed
+        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=_errors(request.topics, error))
+    if not permissions.allows_group(Operation.READ, request.group_id):
+        error = ErrorCode.group_authorization_failed
+        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=_errors(request.topics, error))
+    readable = permissions.topics(Operation.READ, (topic.name for topic in request.topics))
+    allowed = [topic for topic in request.topics if topic.name in readable]
+    denied = [topic for topic in request.topics if topic.name not in readable]
+    refused = _errors(denied, ErrorCode.topic_authorization_failed)
+    if not allowed:
+        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=refused)
+    narrowed = dataclasses.replace(request, topics=allowed)
+    response = await handle(narrowed, context)
+    response.topics.extend(refused)
+    return response
+
+
+def _errors(
+    topics: list[TxnOffsetCommitRequestTopic], error: ErrorCode
+) -> list[TxnOffsetCommitResponseTopic]:
+    return [
+        TxnOffsetCommitResponseTopic(
+            name=topic.name,
+            partitions=[
+                TxnOffsetCommitResponsePartition(
+                    partition_index=partition.partition_index, error_code=error
+                )
+                for partition in topic.partitions
+            ],
+        )
+        for topic in topics
+    ]
+
+
+async def describe_transactions_rule(
+    request: DescribeTransactionsRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[DescribeTransactionsRequest, DescribeTransactionsResponse],
+) -> DescribeTransactionsResponse:
+    """Each transactional id needs DESCRIBE, or it is TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    (every other field left at the schema's default); a described transaction lists only
+    the topics the client may DESCRIBE."""
+    ids = request.transactional_ids
+    allowed = [
+        transactional_id
+        for transactional_id in ids
+        if permissions.allows_transactional_id(Operation.DESCRIBE, transactional_id)
+    ]
+    refused = set(ids).difference(allowed)
+    states: list[TransactionState] = []
+    if allowed:
+        narrowed = dataclasses.replace(request, transactional_ids=allowed)
+        states = (await handle(narrowed, context)).transaction_states
+    for state in states:
+        describable = permissions.topics(
+            Operation.DESCRIBE, (topic.topic for topic in state.topics)
+        )
+        state.topics = [topic for topic in state.topics if topic.topic in describable]
+    states.extend(
+        TransactionState(
+            error_code=ErrorCode.transactional_id_authorization_failed,
+            transactional_id=transactional_id,
+            transaction_state="",
+            transaction_timeout_ms=0,
+            transaction_start_time_ms=0,
+            producer_id=0,
+            producer_epoch=0,
+            topics=[],
+        )
+        for transactional_id in ids
+        if transactional_id in refused
+    )
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
+
+
+async def list_transactions_rule(
+    request: ListTransactionsRequest,
+    context: RequestContext,
+    permissions: Permissions,
+    handle: Handler[ListTransactionsRequest, ListTransactionsResponse],
+) -> ListTransactionsResponse:
+    """Only the transactional ids the client may DESCRIBE are listed."""
+    response = await handle(request, context)
+    response.transaction_states = [
+        state
+        for state in response.transaction_states
+        if permissions.allows_transactional_id(Operation.DESCRIBE, state.transactional_id)
+    ]
+    return response
