@@ -130,7 +130,13 @@ class Broker:
         self.transactions.on_complete.append(self._apply_transaction_offsets)
         self.resolver = TopicResolver(self.topics, self.transactions, self.full_view, self.delays)
         self.partitions = PartitionService(
-            self.resolver, self.topics, self.transactions, self.groups, clock, self.traffic
+            self.resolver,
+            self.topics,
+            self.transactions,
+            self.groups,
+            clock,
+            self.traffic,
+            self.refusals,
         )
         self.topic_descriptions = TopicDescriptions(self.resolver, self.topics)
         self.reviewer = TransactionReviewer(

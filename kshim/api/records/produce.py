@@ -9,19 +9,28 @@ and topic a minute, in the broker's log (refusal_log.py).
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from kshim.api.context import RequestContext
 from kshim.broker.partitions.service import AppendResult, PartitionService
-from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.produce_request import PartitionData, ProduceRequest
 from kshim.protocol.produce_response import PartitionAnswer, TopicAnswers, encode_produce_response
 from kshim.storage.interface import TopicPartition
 
+
+class Appends(Protocol):
+    """What Produce uses of the broker: its partition service, nothing else."""
+
+    @property
+    def partitions(self) -> PartitionService: ...
+
+
 # Each topic's partitions' results (partition index, result), in the order of the request.
 Appended = list[tuple[str, list[tuple[int, AppendResult]]]]
 
 
-async def handle(request: ProduceRequest, context: RequestContext) -> list[Part] | None:
+async def handle(request: ProduceRequest, context: RequestContext[Appends]) -> list[Part] | None:
     """Appends every partition of ``request`` and answers for them, once every appended
     batch is durable; None for acks=0."""
     appended = append_all(request, context)
@@ -31,7 +40,7 @@ async def handle(request: ProduceRequest, context: RequestContext) -> list[Part]
     return encode(context, answers(appended))
 
 
-def append_all(request: ProduceRequest, context: RequestContext) -> Appended:
+def append_all(request: ProduceRequest, context: RequestContext[Appends]) -> Appended:
     """Appends each partition's batch of ``request``, or says why not."""
     return [
         (topic.name, [(data.index, _append(context, topic.name, data, request))
@@ -57,28 +66,20 @@ def answers(appended: Appended) -> list[TopicAnswers]:
     ]
 
 
-def encode(context: RequestContext, topics: list[TopicAnswers]) -> list[Part]:
+def encode(context: RequestContext[Appends], topics: list[TopicAnswers]) -> list[Part]:
     """The response's body, answering ``topics`` in their order."""
     return [encode_produce_response(context.header.api_version, topics)]
 
 
 def _append(
-    context: RequestContext, topic_name: str, data: PartitionData, request: ProduceRequest
+    context: RequestContext[Appends], topic_name: str, data: PartitionData, request: ProduceRequest
 ) -> AppendResult:
-    """Appends one partition's batch, or answers why not (the reason logged too)."""
-    topic_partition = TopicPartition(topic_name, data.index)
-    result = context.broker.partitions.append(
-        topic_partition, data.records, request.transactional_id
+    return context.broker.partitions.append(
+        TopicPartition(topic_name, data.index),
+        data.records,
+        request.transactional_id,
+        context.header.client_id,
     )
-    # A failed log is the broker's own failure, logged where the storage fails; the rest
-    # with a message are the client's batch or topic refused, which librdkafka shows by
-    # the code alone (refusal_log.py).
-    if result.error_message is not None and result.error_code != ErrorCode.kafka_storage_error:
-        client_id = context.header.client_id
-        context.broker.refusals.refused(
-            "Produce", topic_name, client_id, result.error_code, result.error_message
-        )
-    return result
 
 
 def _answer(index: int, result: AppendResult) -> PartitionAnswer:

@@ -27,6 +27,7 @@ from kshim.broker.partitions.batch_checks import (
     checked_batch,
 )
 from kshim.broker.producer_state import Duplicate, PartitionProducerState
+from kshim.broker.refusal_log import RefusalLog
 from kshim.broker.topic_resolver import TopicResolver, WritablePartition
 from kshim.broker.topics import TopicError, TopicManager
 from kshim.broker.traffic import TopicTraffic
@@ -65,6 +66,7 @@ class PartitionService:
         groups: GroupCoordinator,
         clock: BrokerClock,
         traffic: TopicTraffic,
+        refusals: RefusalLog,
     ) -> None:
         self._resolver = resolver
         self._topics = topics
@@ -72,6 +74,7 @@ class PartitionService:
         self._groups = groups
         self._clock = clock
         self._traffic = traffic
+        self._refusals = refusals
         self.producer_states: dict[TopicPartition, PartitionProducerState] = {}
 
     def producer_state(self, topic_partition: TopicPartition) -> PartitionProducerState:
@@ -94,8 +97,26 @@ class PartitionService:
         topic_partition: TopicPartition,
         records: memoryview | None,
         transactional_id: str | None,
+        client_id: str | None,
     ) -> AppendResult:
-        """Appends the partition's one batch ``records`` or says why not."""
+        """Appends the partition's one batch ``records`` or says why not; a reason given to
+        the client is logged too (refusal_log.py)."""
+        result = self._append_or_refuse(topic_partition, records, transactional_id)
+        # A failed log is the broker's own failure, logged where the storage fails; the rest
+        # with a message are the client's batch or topic refused, which librdkafka shows by
+        # the code alone.
+        if result.error_message is not None and result.error_code != ErrorCode.kafka_storage_error:
+            self._refusals.refused(
+                "Produce", topic_partition.topic, client_id, result.error_code, result.error_message
+            )
+        return result
+
+    def _append_or_refuse(
+        self,
+        topic_partition: TopicPartition,
+        records: memoryview | None,
+        transactional_id: str | None,
+    ) -> AppendResult:
         result = AppendResult()
         try:
             writable = self._resolver.writable_partition(topic_partition)
