@@ -21,7 +21,7 @@ from kshim.broker.access.permissions import (
     Permissions,
 )
 from kshim.broker.access.rule import Handler
-from kshim.broker.config.changes import ConfigResource, ResourceAnswer
+from kshim.broker.config_changes import ConfigResource, ResourceAnswer
 from kshim.broker.context import RequestContext
 from kshim.broker.security.acls.model import Operation
 from kshim.protocol.errors import ErrorCode

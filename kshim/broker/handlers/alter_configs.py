@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kshim.broker.config.changes import change_resource
+from kshim.broker.config_changes import change_resource
 from kshim.broker.context import RequestContext
 from kshim.broker.topic_resolver import ResolvedTopic
 from kshim.broker.topics import TopicError

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import collections
 
-from kshim.broker.config.changes import change_resource
 from kshim.broker.config.keys import LIST, TOPIC_CONFIGS
+from kshim.broker.config_changes import change_resource
 from kshim.broker.context import RequestContext
 from kshim.broker.topic_resolver import ResolvedTopic
 from kshim.broker.topics import (
