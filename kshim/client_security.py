@@ -306,7 +306,7 @@ def jaas_credentials(text: str, mechanism: str) -> tuple[str, str]:
 
 # Kafka's JaasConfig tokenises with Java's StreamTokenizer: words of letters, digits,
 # ". - _ $" and anything from U+00A0; strings in " or ' with Java's escapes; // and /* */
-# comments. (kshim/broker/security/jaas.py reads a broker's, in the broker layer, which the
+# comments. (kshim/broker/config/jaas.py reads a broker's, in the broker layer, which the
 # raw client must not import.)
 JAAS_TOKEN = re.compile(
     r"""(?P<space>\s+|//[^\n]*|/\*.*?\*/)

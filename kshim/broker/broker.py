@@ -3,7 +3,7 @@ Metadata entries kept encoded, groups, transactions and their review, the full-d
 idempotence state).
 
 Handlers receive this object and return responses; they never touch sockets. Starting
-the background work and stopping it in order is ``lifecycle.py``'s.
+the background jobs (``jobs/``) and stopping them in order is ``lifecycle.py``'s.
 """
 
 from __future__ import annotations
@@ -107,16 +107,25 @@ class Broker:
         self.full_view = self._open_full_view(os.path.join(data_dir, "full_view"))
         self.traffic = TopicTraffic()  # records and bytes in and out per topic (the metrics)
         self.refusals = RefusalLog(clock.monotonic)  # refusal reasons, rate-limited
-        self.webhook = alarm_webhook(config)
-        self.alarms = Alarms(None if self.webhook is None else self.webhook.notify)
-        self.flush_rounds = RecentRounds()  # for the alarm on slow group-commit rounds
-        if isinstance(self.logs, DiskLogStore):
-            self.logs.observe_rounds(self.flush_rounds.add)
+        self._open_alarms()
         # Opened lazily: a broker nobody delays anything on has no delays/ directory.
         self.delays = DelaySchedule(
             DelayStore(os.path.join(data_dir, "delays"), filesystem=filesystem),
             config.get_int("kshim.delay.max.ms"),
         )
+        self._open_services(clock)
+
+    def _open_alarms(self) -> None:
+        self.webhook = alarm_webhook(self.config)
+        self.alarms = Alarms(None if self.webhook is None else self.webhook.notify)
+        self.flush_rounds = RecentRounds()  # for the alarm on slow group-commit rounds
+        if isinstance(self.logs, DiskLogStore):
+            self.logs.observe_rounds(self.flush_rounds.add)
+
+    def _open_services(self, clock: BrokerClock) -> None:
+        """Topics and what their names mean, the group and transaction coordinators, and the
+        review of transactions, over the stores opened before."""
+        config = self.config
         self.topics = TopicManager(
             config, self.metadata, self.logs, self._prepare_partition, self._watch_partition
         )

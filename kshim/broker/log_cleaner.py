@@ -1,14 +1,16 @@
 """The log cleaner: compaction of every topic with ``cleanup.policy=compact`` (Kafka's LogCleaner).
 
-A background job (lifecycle.py) looks at each compacted partition in turn and has its log
-run a pass when one is due (storage/compaction.py says when, storage/cleaner.py what goes;
-the log's store does the file work in worker threads). When a round found nothing to do it
-waits ``log.cleaner.backoff.ms``. Per partition the broker supplies what the log cannot
-know: where the last pass stopped (durable in LMDB, Kafka's cleaner-offset-checkpoint), the
-last stable offset (an open transaction's records are never cleaned), how far the
-topic's full-data view has applied (a record the view has not seen is never removed: the
-view would miss a tombstone), the aborted transactions and the last batch of each
-idempotent producer. ``compact_partition`` is also what tools and tests call.
+A background job (kshim/broker/jobs/) looks at each compacted partition in turn and has its
+log run a pass when one is due (storage/compaction.py says when, storage/cleaner.py what
+goes; the log's store does the file work in worker threads). A round that compacted
+something is followed by another at once, as Kafka's cleaner threads do; otherwise the next
+waits ``log.cleaner.backoff.ms`` (none runs when ``log.cleaner.enable`` is false). Per
+partition the broker supplies what the log cannot know: where the last pass stopped
+(durable in LMDB, Kafka's cleaner-offset-checkpoint), the last stable offset (an open
+transaction's records are never cleaned), how far the topic's full-data view has applied
+(a record the view has not seen is never removed: the view would miss a tombstone), the
+aborted transactions and the last batch of each idempotent producer. ``compact_partition``
+is also what tools and tests call.
 """
 
 from __future__ import annotations
@@ -86,19 +88,3 @@ async def clean_once(broker: Broker) -> int:
         if compacts(partition.topic.configs) and await compact_partition(broker, partition):
             compacted += 1
     return compacted
-
-
-async def run_log_cleaner(broker: Broker) -> None:
-    """Cleans forever (unless log.cleaner.enable is false); cancel to stop. A round that
-    compacted something is followed by another at once, as Kafka's cleaner threads do;
-    otherwise the next waits log.cleaner.backoff.ms."""
-    if not broker.config.get_bool("log.cleaner.enable"):
-        return
-    backoff_s = broker.config.get_int("log.cleaner.backoff.ms") / 1000
-    while True:
-        try:
-            compacted = await clean_once(broker)
-        except Exception:
-            log.exception("log cleaner round failed; retrying after the backoff")
-            compacted = 0
-        await asyncio.sleep(0 if compacted else backoff_s)

@@ -1,6 +1,6 @@
-"""Moving a partition's log start forward: retention's background task and DeleteRecords.
+"""Moving a partition's log start forward: retention's background pass and DeleteRecords.
 
-Every ``log.retention.check.interval.ms`` the task plans each partition with
+Every ``log.retention.check.interval.ms`` a background job plans each partition with
 the pure ``plan_retention`` and drops whole old segments; DeleteRecords moves
 the log start to an offset and leaves whole segments to the next pass. Both
 go through ``advance_log_start``, which makes the new log start durable in
@@ -97,12 +97,8 @@ def applied_segments(segments: list[SegmentSummary], applied: int) -> list[Segme
     return segments[: done + 1]
 
 
-async def run_retention(broker: Broker, interval_s: float) -> None:
-    """Applies retention forever, every ``interval_s`` seconds; cancel to stop."""
-    while True:
-        await asyncio.sleep(interval_s)
-        try:
-            await enforce_retention_once(broker)
-            broker.expire_idle_producers()
-        except Exception:
-            log.exception("retention pass failed; retrying next interval")
+async def retention_pass(broker: Broker) -> None:
+    """One pass of the background job (every ``log.retention.check.interval.ms``): every
+    partition's retention, then idle producers' idempotence state."""
+    await enforce_retention_once(broker)
+    broker.expire_idle_producers()

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kshim.broker.compacted_records import compacts, keyless_refusal
+from kshim.broker.config.topic_configs import TopicConfigs
 from kshim.broker.delay import naming as delay_naming
 from kshim.broker.delay.requests import check_batch
 from kshim.broker.delay.service import DelaySchedule
@@ -59,17 +60,6 @@ class TopicKind(enum.Enum):
     LOG = "log"  # a stored topic: produce, fetch, configure, delete
     VIEW = "view"  # a full-data view: fetch and describe only
     DELAY = "delay"  # a delay companion: produce and describe only
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfigs:
-    values: dict[str, str]  # every effective config
-    overridden: frozenset[str]  # the names set on the topic rather than by broker defaults
-    read_only: bool
-
-    def overrides(self) -> dict[str, str]:
-        """The configs set on the topic itself (what AlterConfigs replaces)."""
-        return {name: self.values[name] for name in self.overridden}
 
 
 @dataclass(frozen=True, slots=True)

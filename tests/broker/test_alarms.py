@@ -30,6 +30,7 @@ from kshim.broker.alarms.registry import CLEARED, HAPPENED, RAISED, Alarm, Alarm
 from kshim.broker.alarms.webhook import Webhook, WebhookSettings
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.jobs.broker_jobs import watched
 from kshim.protocol.record_batch import read_header
 from kshim.protocol.records import Record, build_batch
 from kshim.storage.committed_offsets import CommittedOffset
@@ -121,29 +122,29 @@ async def test_group_lag_raises_only_once_sustained_and_clears(broker: Broker) -
     state = CheckState()
     await produce(broker, 10)
     await commit(broker, "billing", 3)  # 7 behind, over 5
-    await check_once(broker, settings, state)
+    await check_once(watched(broker), settings, state)
     assert not broker.alarms.active  # over, but not for 2 s yet
     advance(broker, 1999)
-    await check_once(broker, settings, state)
+    await check_once(watched(broker), settings, state)
     assert not broker.alarms.active
     advance(broker, 1)
-    await check_once(broker, settings, state)
+    await check_once(watched(broker), settings, state)
     [alarm] = broker.alarms.active.values()
     assert (alarm.kind, alarm.subject, alarm.value, alarm.threshold) == (
         GROUP_LAG, "billing orders-0", 7, 5,
     )  # fmt: skip
     await commit(broker, "billing", 6)  # 4 behind: cleared at the next check
-    await check_once(broker, settings, state)
+    await check_once(watched(broker), settings, state)
     assert not broker.alarms.active
     assert broker.alarms.raised[GROUP_LAG] == 1
 
 
 async def test_disk_free_below_the_threshold_raises(broker: Broker) -> None:
     settings = AlarmSettings(1, 0, 0, 0, 0, 1 << 62, 0)  # more than any disk has
-    await check_once(broker, settings, CheckState())
+    await check_once(watched(broker), settings, CheckState())
     assert list(broker.alarms.active) == [(DISK_FREE, broker.config.data_dir)]
-    await check_once(broker, OFF, CheckState())  # a check turned off leaves it as it is
-    await check_once(broker, AlarmSettings(1, 0, 0, 0, 0, 1, 0), CheckState())
+    await check_once(watched(broker), OFF, CheckState())  # a check turned off leaves it as it is
+    await check_once(watched(broker), AlarmSettings(1, 0, 0, 0, 0, 1, 0), CheckState())
     assert not broker.alarms.active
 
 
@@ -151,18 +152,18 @@ async def test_slow_group_commit_rounds_raise_at_the_99th_percentile(broker: Bro
     settings = AlarmSettings(1, 0, 0, 0, 0, 0, 0.5)
     for _ in range(MIN_ROUNDS - 1):
         broker.flush_rounds.add(2.0, 1)
-    await check_once(broker, settings, CheckState())
+    await check_once(watched(broker), settings, CheckState())
     assert not broker.alarms.active  # too few rounds to judge
     for _ in range(98):
         broker.flush_rounds.add(0.001, 1)
     for _ in range(2):
         broker.flush_rounds.add(2.0, 1)
-    await check_once(broker, settings, CheckState())
+    await check_once(watched(broker), settings, CheckState())
     [alarm] = broker.alarms.active.values()
     assert (alarm.kind, alarm.value) == (FSYNC_P99, 2.0)
     for _ in range(100):
         broker.flush_rounds.add(0.001, 1)
-    await check_once(broker, settings, CheckState())
+    await check_once(watched(broker), settings, CheckState())
     assert not broker.alarms.active
 
 

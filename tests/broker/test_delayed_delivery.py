@@ -47,7 +47,7 @@ from kshim.broker.delay.requests import (
     check_batch,
     read_request,
 )
-from kshim.broker.delay.runner import run_delays
+from kshim.broker.jobs.broker_jobs import delayed_delivery
 from kshim.broker.retention import enforce_retention_once
 from kshim.broker.topic_resolver import DeletablePartition
 from kshim.broker.topics import TopicError
@@ -304,7 +304,7 @@ async def transaction(
 @contextlib.asynccontextmanager
 async def running(broker: Broker) -> AsyncIterator[asyncio.Task[None]]:
     """The delayed delivery job, running for the block and cancelled after it."""
-    task = asyncio.create_task(run_delays(broker))
+    task = asyncio.create_task(delayed_delivery(broker).run())
     try:
         yield task
     finally:
@@ -816,7 +816,7 @@ def failing(error: Exception) -> Callable[..., None]:
     return fail
 
 
-async def test_run_delays_settles_a_delivery_under_way_before_anything_else(
+async def test_the_delay_job_settles_a_delivery_under_way_before_anything_else(
     broker: Broker,
 ) -> None:
     due = await due_in_t0(broker, b"a", b"b")
@@ -1042,7 +1042,7 @@ async def test_a_backlog_is_read_a_turn_of_chunks_at_a_time_through_the_worker(
 # == the runner ===============================================================================
 
 
-async def test_run_delays_creates_nothing_when_nothing_is_delayed(
+async def test_the_delay_job_creates_nothing_when_nothing_is_delayed(
     broker: Broker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await produce(broker, T0, [record((), b"plain")])

@@ -27,6 +27,7 @@ from kshim.api.records import produce
 from kshim.broker.alarms.checks import FSYNC_P99, MIN_ROUNDS, AlarmSettings, CheckState, check_once
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.jobs.broker_jobs import watched
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.records import Record, build_batch
@@ -146,8 +147,8 @@ async def _phase(broker: Broker, fsync_delay_s: float, faulty: FaultyFileSystem)
         store.unobserve_rounds(observe)
     assert sum(rounds) == appended  # every batch in exactly one round, and acknowledged
     settings = AlarmSettings.of(broker.config)
-    await check_once(broker, dataclasses.replace(NO_ALARMS, fsync_p99_s=settings.fsync_p99_s),
-                     CheckState())  # fmt: skip
+    only_fsync = dataclasses.replace(NO_ALARMS, fsync_p99_s=settings.fsync_p99_s)
+    await check_once(watched(broker), only_fsync, CheckState())
     return appended / len(rounds)
 
 

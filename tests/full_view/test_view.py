@@ -8,8 +8,9 @@ import contextlib
 from pathlib import Path
 
 from kshim.broker.broker import Broker
-from kshim.broker.full_view.applier import catch_up, purge_tombstones_once, run_full_view
+from kshim.broker.full_view.applier import catch_up, purge_tombstones_once
 from kshim.broker.full_view.reader import read_view, view_offsets
+from kshim.broker.jobs.broker_jobs import full_data_views
 from kshim.broker.retention import enforce_retention_once
 from kshim.protocol.record_batch import crc_of, read_header
 from kshim.protocol.records import Record, decode_records
@@ -213,7 +214,7 @@ async def test_a_view_turned_on_is_built_without_a_further_write(tmp_path: Path)
     broker = await open_broker(tmp_path, FakeClock())
     await broker.topics.create(TOPIC, 1, {"kshim.full.view": "false"})
     await append(broker, [(b"a", b"1"), (b"b", b"1")])
-    applier = asyncio.create_task(run_full_view(broker))
+    applier = asyncio.create_task(full_data_views(broker).run())
     try:
         await broker.topics.set_configs(TOPIC, {"kshim.full.view": "true"})
         for _ in range(100):  # the applier looks at every view once a second

@@ -18,8 +18,8 @@ import pytest
 
 from kshim.broker.broker import Broker
 from kshim.broker.full_view import applier
-from kshim.broker.full_view.applier import run_full_view
 from kshim.broker.full_view.worker import ProcessApplier
+from kshim.broker.jobs.broker_jobs import full_data_views
 from kshim.broker.partition_reads import ReadablePartition
 from kshim.broker.retention import enforce_retention_once
 from kshim.protocol.records import Record, decode_records
@@ -57,7 +57,7 @@ async def fetch_everything(broker: Broker) -> list[Record]:
 
 async def run_applier_a_while(broker: Broker) -> None:
     """The background applier through its start and two periodic ticks."""
-    applier = asyncio.create_task(run_full_view(broker))
+    applier = asyncio.create_task(full_data_views(broker).run())
     await asyncio.sleep(2.2)
     applier.cancel()
     with contextlib.suppress(asyncio.CancelledError):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kshim.api.admin.config_changes import change_resource
 from kshim.api.context import RequestContext
-from kshim.broker.config.changes import change_resource
 from kshim.broker.topic_resolver import ResolvedTopic
 from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode

@@ -21,8 +21,8 @@ from kshim.api.access.permissions import (
     Permissions,
 )
 from kshim.api.access.rule import Handler
+from kshim.api.admin.config_changes import ConfigResource, ResourceAnswer
 from kshim.api.context import RequestContext
-from kshim.broker.config.changes import ConfigResource, ResourceAnswer
 from kshim.broker.security.acls.model import Operation
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages import alter_configs as legacy

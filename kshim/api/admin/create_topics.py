@@ -18,7 +18,8 @@ import uuid
 from kshim.api.context import RequestContext
 from kshim.broker.broker import Broker
 from kshim.broker.config.describe import describe_created_topic_configs
-from kshim.broker.topic_resolver import NO_TOPIC_ID, TopicConfigs
+from kshim.broker.config.topic_configs import TopicConfigs
+from kshim.broker.topic_resolver import NO_TOPIC_ID
 from kshim.broker.topics import (
     INVALID_REPLICATION_FACTOR,
     MAX_RECORDS_PER_REQUEST,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import collections
 
+from kshim.api.admin.config_changes import change_resource
 from kshim.api.context import RequestContext
-from kshim.broker.config.changes import change_resource
 from kshim.broker.config.keys import LIST, TOPIC_CONFIGS
 from kshim.broker.topic_resolver import ResolvedTopic
 from kshim.broker.topics import (

@@ -9,15 +9,12 @@ import asyncio
 import collections
 import math
 import shutil
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from kshim.broker.alarms.registry import Alarms
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.storage.interface import TopicPartition
-
-if TYPE_CHECKING:
-    from kshim.broker.broker import Broker
 
 GROUP_LAG, VIEW_LAG, DISK_FREE, FSYNC_P99 = "group_lag", "view_lag", "disk_free", "fsync_p99"
 MIN_ROUNDS = 20  # a percentile of fewer rounds says little
@@ -62,6 +59,21 @@ class RecentRounds:
         return taken
 
 
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """What the checks read, each passed in: alarms know none of the services they watch
+    (the background job's wiring, kshim/broker/jobs/, says where each comes from)."""
+
+    alarms: Alarms
+    monotonic_ms: Callable[[], int]
+    data_dir: str
+    flush_rounds: RecentRounds
+    # (group, partition, records behind) of each committed partition of a stored topic.
+    group_lags: Callable[[], Iterable[tuple[str, TopicPartition, int]]]
+    # (partition, records not applied yet) of each kept full-data view.
+    view_lags: Callable[[], Awaitable[Iterable[tuple[TopicPartition, int]]]]
+
+
 @dataclass
 class CheckState:
     """When each lag first went above its threshold (the duration counts from there)."""
@@ -69,69 +81,47 @@ class CheckState:
     above_since: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
-async def run_alarm_checks(broker: Broker) -> None:
-    """Checks every interval until cancelled."""
-    settings = AlarmSettings.of(broker.config)
-    state = CheckState()
-    while True:
-        await asyncio.sleep(settings.interval_s)
-        await check_once(broker, settings, state)
-
-
-async def check_once(broker: Broker, settings: AlarmSettings, state: CheckState) -> None:
-    now_s = broker.clock.monotonic() / 1000  # "sustained for": a duration, steps aside
-    alarms = broker.alarms
+async def check_once(watched: Watched, settings: AlarmSettings, state: CheckState) -> None:
+    now_s = watched.monotonic_ms() / 1000  # "sustained for": a duration, steps aside
+    alarms = watched.alarms
     if settings.group_lag_records:
-        _group_lag(broker, settings, state, now_s)
+        _group_lag(watched, settings, state, now_s)
     if settings.view_lag_records:
-        await _view_lag(broker, settings, state, now_s)
+        await _view_lag(watched, settings, state, now_s)
     if settings.disk_free_bytes:
-        free = (await asyncio.to_thread(shutil.disk_usage, broker.config.data_dir)).free
-        alarms.check(DISK_FREE, broker.config.data_dir, free, settings.disk_free_bytes,
-                     f"{free} bytes free for {broker.config.data_dir}, fewer than "
+        data_dir = watched.data_dir
+        free = (await asyncio.to_thread(shutil.disk_usage, data_dir)).free
+        alarms.check(DISK_FREE, data_dir, free, settings.disk_free_bytes,
+                     f"{free} bytes free for {data_dir}, fewer than "
                      f"{settings.disk_free_bytes}", free < settings.disk_free_bytes)  # fmt: skip
     if settings.fsync_p99_s:
-        _fsync(alarms, broker.flush_rounds.take(), settings.fsync_p99_s)
+        _fsync(alarms, watched.flush_rounds.take(), settings.fsync_p99_s)
 
 
-def _group_lag(broker: Broker, settings: AlarmSettings, state: CheckState, now_s: float) -> None:
-    offsets = broker.groups.offsets
+def _group_lag(watched: Watched, settings: AlarmSettings, state: CheckState, now_s: float) -> None:
     seen = set()
-    for group in offsets.group_ids():
-        for topic_partition, committed in offsets.committed(group).items():
-            log = broker.topics.log(topic_partition)
-            if log is None:
-                continue
-            subject = f"{group} {topic_partition}"
-            seen.add(subject)
-            lag = max(log.high_watermark - committed.offset, 0)
-            message = (f"consumer group {group} is {lag} records behind on {topic_partition}, "
-                       f"more than {settings.group_lag_records}")  # fmt: skip
-            _sustained(broker.alarms, state, GROUP_LAG, subject, lag, settings.group_lag_records,
-                       settings.group_lag_s, now_s, message)  # fmt: skip
-    broker.alarms.forget(GROUP_LAG, seen.__contains__)
+    for group, topic_partition, lag in watched.group_lags():
+        subject = f"{group} {topic_partition}"
+        seen.add(subject)
+        message = (f"consumer group {group} is {lag} records behind on {topic_partition}, "
+                   f"more than {settings.group_lag_records}")  # fmt: skip
+        _sustained(watched.alarms, state, GROUP_LAG, subject, lag, settings.group_lag_records,
+                   settings.group_lag_s, now_s, message)  # fmt: skip
+    watched.alarms.forget(GROUP_LAG, seen.__contains__)
 
 
 async def _view_lag(
-    broker: Broker, settings: AlarmSettings, state: CheckState, now_s: float
+    watched: Watched, settings: AlarmSettings, state: CheckState, now_s: float
 ) -> None:
-    view = broker.full_view
     seen = set()
-    for name, topic in list(broker.topics.by_name.items()):
-        if not view.keeps(topic):
-            continue
-        for index, log in enumerate(topic.logs):
-            topic_partition = TopicPartition(name, index)
-            subject = str(topic_partition)
-            seen.add(subject)
-            transactions = broker.transactions.partition(topic_partition)
-            stable = transactions.last_stable_offset(log.high_watermark)
-            lag = max(stable - await view.applied_position(topic_partition), 0)
-            message = (f"the full-data view of {topic_partition} is {lag} records behind, more "
-                       f"than {settings.view_lag_records}")  # fmt: skip
-            _sustained(broker.alarms, state, VIEW_LAG, subject, lag, settings.view_lag_records,
-                       settings.view_lag_s, now_s, message)  # fmt: skip
-    broker.alarms.forget(VIEW_LAG, seen.__contains__)
+    for topic_partition, lag in await watched.view_lags():
+        subject = str(topic_partition)
+        seen.add(subject)
+        message = (f"the full-data view of {topic_partition} is {lag} records behind, more "
+                   f"than {settings.view_lag_records}")  # fmt: skip
+        _sustained(watched.alarms, state, VIEW_LAG, subject, lag, settings.view_lag_records,
+                   settings.view_lag_s, now_s, message)  # fmt: skip
+    watched.alarms.forget(VIEW_LAG, seen.__contains__)
 
 
 def _sustained(alarms: Alarms, state: CheckState, kind: str, subject: str, value: float,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from kshim.broker.config.keys import BROKER_DEFAULTS, TOPIC_CONFIGS
-from kshim.broker.topic_resolver import TopicConfigs
+from kshim.broker.config.topic_configs import TopicConfigs
 from kshim.protocol.messages.create_topics import CreatableTopicConfigs
 from kshim.protocol.messages.describe_configs import (
     DescribeConfigsResourceResult,

@@ -1,10 +1,10 @@
-"""The background job of delayed delivery: read new ``T.delay`` records into the
-schedule, deliver what is due, sleep until the next due time or a new record."""
+"""The work of delayed delivery's background job (kshim/broker/jobs/ runs it when woken):
+read new ``T.delay`` records into the schedule, deliver what is due, and say how long to
+sleep until the next due time or a new record."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from kshim.broker.delay.chunk_worker import WORKER_IDLE_S
 from kshim.broker.delay.dispatcher import deliver_due, settle_deliveries
@@ -14,36 +14,39 @@ from kshim.broker.delay.service import MAX_SLEEP_S
 from kshim.storage.interface import TopicPartition
 
 
-async def run_delays(host: DelayHost) -> None:
-    """Runs until cancelled. Sleeps on the event loop's monotonic clock and decides on
-    wall-clock due times, waking at least every MAX_SLEEP_S while anything is pending, so
-    a record is never delivered before its due time by the broker's clock."""
-    schedule = host.delays
+async def resume_delays(host: DelayHost) -> None:
+    """What the job does first: settles a delivery under way, then has every ``T.delay``
+    partition looked at, so reading resumes where it stopped."""
     await settle_deliveries(host)
-    for name, topic in list(host.topics.by_name.items()):  # resume where reading stopped
+    for name, topic in list(host.topics.by_name.items()):
         if reserved_for_delay(name):
             for index in range(topic.record.partitions):
-                schedule.notify(TopicPartition(name, index))
-    while True:
-        schedule.wake_up.clear()
-        # A few chunks of each partition with new records (ingest.CHUNKS_PER_TURN), then
-        # one delivery, in turn: a large backlog must not hold back records already due.
-        for delay_partition in schedule.take_all_new():
-            if await ingest_partition(host, delay_partition):
-                schedule.notify(delay_partition)  # more may follow: read on next turn
-        async with schedule.lock:  # load the minutes falling due, split what comes near
-            splitting = await asyncio.to_thread(schedule.store.maintain, host.clock())
-        delivered = await deliver_due(host)
-        await asyncio.to_thread(schedule.store.release)  # storage/delay_store.py says why
-        if delivered or splitting or schedule.wake_up.is_set():
-            continue
-        next_wake = await asyncio.to_thread(schedule.store.next_wake)
-        timeout = None
-        if next_wake is not None:
-            timeout = min(MAX_SLEEP_S, max(0.0, (next_wake - host.clock()) / 1000))
-        if schedule.chunk_worker.running and await asyncio.to_thread(
-            schedule.chunk_worker.close_if_idle
-        ):  # look again once it may have been idle long enough
-            timeout = min(timeout if timeout is not None else WORKER_IDLE_S, WORKER_IDLE_S)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(schedule.wake_up.wait(), timeout)
+                host.delays.notify(TopicPartition(name, index))
+
+
+async def delay_turn(host: DelayHost) -> float | None:
+    """One turn of reading and delivering; returns how long the job may sleep before the
+    next, in seconds (0: not at all; None: until a new record). Due times are decided on
+    the wall clock and the sleep is at most MAX_SLEEP_S while anything is pending, so a
+    record is never delivered before its due time by the broker's clock."""
+    schedule = host.delays
+    # A few chunks of each partition with new records (ingest.CHUNKS_PER_TURN), then
+    # one delivery, in turn: a large backlog must not hold back records already due.
+    for delay_partition in schedule.take_all_new():
+        if await ingest_partition(host, delay_partition):
+            schedule.notify(delay_partition)  # more may follow: read on next turn
+    async with schedule.lock:  # load the minutes falling due, split what comes near
+        splitting = await asyncio.to_thread(schedule.store.maintain, host.clock())
+    delivered = await deliver_due(host)
+    await asyncio.to_thread(schedule.store.release)  # storage/delay_store.py says why
+    if delivered or splitting or schedule.wake_up.is_set():
+        return 0
+    next_wake = await asyncio.to_thread(schedule.store.next_wake)
+    timeout = None
+    if next_wake is not None:
+        timeout = min(MAX_SLEEP_S, max(0.0, (next_wake - host.clock()) / 1000))
+    if schedule.chunk_worker.running and await asyncio.to_thread(
+        schedule.chunk_worker.close_if_idle
+    ):  # look again once it may have been idle long enough
+        timeout = min(timeout if timeout is not None else WORKER_IDLE_S, WORKER_IDLE_S)
+    return timeout

@@ -1,6 +1,6 @@
 """The schedule's in-memory side: which ``T.delay`` partitions have something new, the
 read positions (cached; the store is the truth), and the wake-up of the one task that
-reads them into the schedule and delivers what is due (``run_delays``).
+reads them into the schedule and delivers what is due (``runner.py``'s turns).
 
 Nothing runs for a broker nobody delays anything on: the task sleeps on its event until
 a ``T.delay`` partition is written, and the store's LMDB environment is created with

@@ -1,4 +1,4 @@
-"""The background task that keeps every ``T.full`` up to date with ``T``.
+"""Keeping every ``T.full`` up to date with ``T`` (the work of a background job).
 
 For each source partition with something new it reads ``T`` from the view's
 applied position up to the last stable offset (so only decided transactions),
@@ -13,9 +13,7 @@ stored position.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
 from typing import Protocol
 
 from kshim.broker.append_waiters import AppendWaiters
@@ -160,38 +158,41 @@ def _every_viewed_partition(broker: ViewHost) -> set[TopicPartition]:
     }
 
 
-async def run_full_view(broker: ViewHost) -> None:
-    """Applies forever; cancel to stop. A partition that fails is retried at the next
-    periodic tick, not at once, so a persistent error never spins."""
-    view = broker.full_view
-    view.pending |= _every_viewed_partition(broker)
-    view.wake_up.set()
-    retry: set[TopicPartition] = set()
-    next_tick = time.monotonic()
-    while True:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(view.wake_up.wait(), max(next_tick - time.monotonic(), 0))
-        view.wake_up.clear()
-        if time.monotonic() >= next_tick:
-            next_tick = time.monotonic() + TOMBSTONE_PURGE_INTERVAL_S
-            # Failed partitions again once a tick. Views are woken by appends, by being
-            # turned on (broker.py) and by their first read (view.py); no tick visits every
-            # view, which at 10,000 topics would cost a fifth of a core.
-            view.pending |= retry
-            retry = set()
-            await _purge_logged(broker)
+class ViewUpkeep:
+    """The work of the background job that keeps every view current (kshim/broker/jobs/
+    runs ``apply_pending`` when woken and ``tick`` every TOMBSTONE_PURGE_INTERVAL_S). A
+    partition that fails is retried at the next tick, not at once, so a persistent error
+    never spins."""
+
+    def __init__(self, broker: ViewHost) -> None:
+        self._broker = broker
+        self._retry: set[TopicPartition] = set()
+
+    def resume(self) -> None:
+        """Has every kept view's partitions looked at: each resumes from its stored position."""
+        self._broker.full_view.pending |= _every_viewed_partition(self._broker)
+
+    async def tick(self) -> None:
+        """Failed partitions again, and expired tombstones purged. Views are woken by
+        appends, by being turned on (broker.py) and by their first read (view.py); no
+        tick visits every view, which at 10,000 topics would cost a fifth of a core."""
+        view = self._broker.full_view
+        view.pending |= self._retry
+        self._retry = set()
+        try:
+            await purge_tombstones_once(self._broker)
+        except Exception:
+            log.exception("purging full-view tombstones failed; retrying")
+
+    async def apply_pending(self) -> None:
+        """A chunk of each partition with something new; one with more left is looked at
+        again after the others."""
+        view = self._broker.full_view
         pending, view.pending = view.pending, set()
         for topic_partition in sorted(pending):
             try:
-                if await apply_partition_once(broker, topic_partition):
+                if await apply_partition_once(self._broker, topic_partition):
                     view.notify(topic_partition)  # more may remain: come back after the others
             except Exception:
                 log.exception("%s: applying the full view failed; retrying", topic_partition)
-                retry.add(topic_partition)
-
-
-async def _purge_logged(broker: ViewHost) -> None:
-    try:
-        await purge_tombstones_once(broker)
-    except Exception:
-        log.exception("purging full-view tombstones failed; retrying")
+                self._retry.add(topic_partition)

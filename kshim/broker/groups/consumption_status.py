@@ -10,11 +10,12 @@ Kafka's kafka-consumer-groups tool; unknown values print as ``-``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from kshim.broker.broker import Broker
 from kshim.broker.groups.admin import list_groups
+from kshim.broker.groups.host import GroupsHost
+from kshim.broker.groups.offsets import OffsetManager
 from kshim.broker.text_table import fixed_width_table
 from kshim.storage.interface import TopicPartition
 
@@ -74,7 +75,7 @@ def group_status(
     ]
 
 
-async def broker_status(broker: Broker, group_id: str | None = None) -> list[PartitionStatus]:
+async def broker_status(broker: GroupsHost, group_id: str | None = None) -> list[PartitionStatus]:
     """The status of one group, or of every group, from the broker's own state (on the
     event loop: a full-data view's log end is read through its partition)."""
     coordinator = broker.groups
@@ -92,7 +93,7 @@ async def broker_status(broker: Broker, group_id: str | None = None) -> list[Par
 
 
 async def _log_ends(
-    broker: Broker, partitions: Iterable[TopicPartition]
+    broker: GroupsHost, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, int]:
     """The high watermark of each partition that exists (a topic's or a full-data view's)."""
     ends = {}
@@ -101,6 +102,18 @@ async def _log_ends(
         if partition is not None:
             ends[topic_partition] = (await partition.offsets()).high_watermark
     return ends
+
+
+def committed_lags(
+    offsets: OffsetManager, high_watermark: Callable[[TopicPartition], int | None]
+) -> Iterator[tuple[str, TopicPartition, int]]:
+    """Each group's committed partitions with the records after its commit, up to the
+    ``high_watermark`` of each partition that has one (the alarm on group lag reads it)."""
+    for group in offsets.group_ids():
+        for topic_partition, committed in offsets.committed(group).items():
+            end = high_watermark(topic_partition)
+            if end is not None:
+                yield group, topic_partition, max(end - committed.offset, 0)
 
 
 def format_table(rows: Sequence[PartitionStatus]) -> str:

@@ -1,27 +1,17 @@
-"""The coordinator's background work: its timers, and the offset retention pass.
-
-Started with the broker's other background jobs; cancelling the task stops both.
-"""
+"""The coordinator's offset retention pass over the broker's groups (a background job
+runs it every ``offsets.retention.check.interval.ms``: kshim/broker/jobs/)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-from kshim.broker.broker import Broker
 from kshim.broker.groups.admin import expire_offsets_once
+from kshim.broker.groups.host import GroupsHost
 
 log = logging.getLogger(__name__)
 
 
-async def run_group_coordinator(broker: Broker) -> None:
-    """Fires group timers and expires offsets every ``offsets.retention.check.interval.ms``."""
-    async with asyncio.TaskGroup() as tasks:
-        tasks.create_task(broker.groups.timers.run())
-        tasks.create_task(_expire_offsets_forever(broker))
-
-
-async def expire_broker_offsets_once(broker: Broker) -> int:
+async def expire_broker_offsets_once(broker: GroupsHost) -> int:
     """One offset retention pass over the broker's groups; returns how many offsets went.
 
     Offsets stay while their name resolves to something consumers can read (a
@@ -32,14 +22,8 @@ async def expire_broker_offsets_once(broker: Broker) -> int:
     return await expire_offsets_once(broker.groups, lambda name: resolver.resolve(name) is not None)
 
 
-async def _expire_offsets_forever(broker: Broker) -> None:
-    interval_s = broker.groups.settings.retention_check_interval_ms / 1000
-    while True:
-        await asyncio.sleep(interval_s)
-        try:
-            removed = await expire_broker_offsets_once(broker)
-        except Exception:
-            log.exception("offset retention pass failed; retrying next interval")
-            continue
-        if removed:
-            log.info("expired %d committed offsets", removed)
+async def offset_retention_pass(broker: GroupsHost) -> None:
+    """One pass, saying how many offsets went when any did."""
+    removed = await expire_broker_offsets_once(broker)
+    if removed:
+        log.info("expired %d committed offsets", removed)

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.config.jaas import JaasError, plain_users
 from kshim.broker.config.security_keys import listener_key
-from kshim.broker.security.jaas import JaasError, plain_users
 from kshim.broker.security.scram_credential import (
     MAX_ITERATIONS,
     MECHANISM_TYPES,

@@ -414,7 +414,7 @@ class TransactionCoordinator:
         return True
 
     async def run_marker_retries(self) -> None:
-        """The background job (lifecycle.py): retries failed markers until they land;
+        """The background job (kshim/broker/jobs/): retries failed markers until they land;
         runs until cancelled."""
         await self.marker_retries.run(self._retry_markers)
 

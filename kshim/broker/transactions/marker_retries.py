@@ -6,7 +6,7 @@ TransactionMarkerChannelManager keeps sending them until every partition has its
 marker, and the transaction stays prepared meanwhile, so its producer's next request
 gets CONCURRENT_TRANSACTIONS and retries. kshim writes markers itself (marker_writer.py);
 when that fails (a storage error, LogFailed), the transactional id is handed to this
-queue, and the broker's background job "transaction markers" (lifecycle.py) retries it
+queue, and the broker's background job "transaction markers" (kshim/broker/jobs/) retries it
 with a bounded exponential backoff until the markers land: Kafka's retry.backoff.ms (100
 ms) doubling up to retry.backoff.max.ms (1 s, KIP-580). A restart finds the same
 transactions prepared and completes them as well (TransactionCoordinator.load).

@@ -14,7 +14,6 @@ InitProducerId.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import logging
 from dataclasses import dataclass
@@ -113,12 +112,8 @@ class TransactionReviewer:
         # forward must not review every open transaction at once.
         return self._coordinator.review_due(record)
 
-    async def run(self) -> None:
-        """Reviews due transactions forever; cancel to stop."""
-        while True:
-            await asyncio.sleep(self.settings.check_interval_ms / 1000)
-            try:
-                await self.review_due()
-                await self._coordinator.expire_idle()
-            except Exception:
-                log.exception("transaction review pass failed; retrying next interval")
+    async def review_pass(self) -> None:
+        """One pass of the background job (every ``settings.check_interval_ms``): the due
+        transactions reviewed, then idle transactional ids expired."""
+        await self.review_due()
+        await self._coordinator.expire_idle()

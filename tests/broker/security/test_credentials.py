@@ -15,9 +15,9 @@ import pytest
 from scramp import ScramClient
 
 from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.config.jaas import JaasError
 from kshim.broker.config.keys import ConfigError
 from kshim.broker.security.credentials import Credentials
-from kshim.broker.security.jaas import JaasError
 from kshim.broker.security.sasl.factory import start_exchange
 from kshim.broker.security.scram_credential import (
     ScramCredential,

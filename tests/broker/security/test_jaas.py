@@ -1,11 +1,11 @@
-"""Kafka's JAAS config text (security/jaas.py): what Kafka's JaasConfig reads, read the
+"""Kafka's JAAS config text (broker/config/jaas.py): what Kafka's JaasConfig reads, read the
 same; what it refuses, refused with a message that says where and never shows a value."""
 
 from __future__ import annotations
 
 import pytest
 
-from kshim.broker.security.jaas import (
+from kshim.broker.config.jaas import (
     PLAIN_LOGIN_MODULE,
     JaasError,
     parse_jaas_config,
