@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from kshim.broker.delay.chunks import ChunkRequest, file_request
-from kshim.storage.delay_filing import FiledChunk
+from kshim.storage.schedule.delay_filing import FiledChunk
 
 log = logging.getLogger(__name__)
 

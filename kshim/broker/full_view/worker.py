@@ -10,7 +10,7 @@ child writes the view, the broker reads it for Fetch.
 The child is spawned, not forked (an LMDB environment must not cross a fork), on the
 first chunk to apply, and exits by itself when the broker dies (kill -9 included): a
 watchdog thread compares its parent's pid. It writes only for a parent that holds the
-data directory's lock (storage/data_directory_lock.py).
+data directory's lock (storage/files/data_directory_lock.py).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from kshim.broker.full_view.changes import view_changes
-from kshim.storage.data_directory_lock import held_by
-from kshim.storage.full_view_store import FullViewStore
+from kshim.storage.files.data_directory_lock import held_by
 from kshim.storage.interface import TopicPartition
-from kshim.storage.transaction_store import AbortedTransaction
+from kshim.storage.meta.transaction_store import AbortedTransaction
+from kshim.storage.views.full_view_store import FullViewStore
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
