@@ -44,7 +44,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks.brokers import RunningBroker, running, sampled
 from benchmarks.workloads import TIMEOUT_S, Headers, create_topic, send
-from kshim.storage.delay_store import DelayStore
+from kshim.storage.schedule.delay_store import DelayStore
 
 DAY_MS = 24 * 3600 * 1000
 YEAR_MS = 365 * DAY_MS

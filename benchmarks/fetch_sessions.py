@@ -46,7 +46,7 @@ from kshim.protocol.messages.fetch import FetchRequest
 from kshim.protocol.messages.serial import decode_request
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.records import BatchSpec, Record, build_batch
-from kshim.storage.memory_log import MemoryLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
 from kshim.wire_client import encode_body
 
 FETCH, FETCH_VERSION = 1, 12

@@ -12,14 +12,11 @@ from kshim.broker.delay.status import COLUMNS
 from kshim.cli.main import main
 from kshim.protocol.packed_record import pack_record
 from kshim.protocol.records import Record
-from kshim.storage.delay_filing import ScheduleChange
-from kshim.storage.delay_store import (
-    DelayedRecord,
-    DelayStore,
-    ScheduleLayoutError,
-)
 from kshim.storage.interface import TopicPartition
-from kshim.storage.metadata import MetadataStore
+from kshim.storage.meta.metadata import MetadataStore
+from kshim.storage.schedule.delay_filing import ScheduleChange
+from kshim.storage.schedule.delay_records import DelayedRecord, ScheduleLayoutError
+from kshim.storage.schedule.delay_store import DelayStore
 
 ORDERS = TopicPartition("orders", 0)
 FAR_MS = 4_000_000_000_000  # due in the 2090s: pending whenever the test runs

@@ -43,15 +43,15 @@ from kshim.broker.transactions.review_hooks import load_review_hook
 from kshim.broker.transactions.reviewer import TransactionReviewer
 from kshim.broker.transactions.settings import review_settings, transaction_settings
 from kshim.protocol.record_batch import BatchHeader
-from kshim.storage.committed_offsets import CommittedOffset
-from kshim.storage.data_directory_lock import DataDirectoryLock
-from kshim.storage.delay_store import DelayStore
-from kshim.storage.filesystem import FileSystem
-from kshim.storage.full_view_store import FullViewStore
+from kshim.storage.files.data_directory_lock import DataDirectoryLock
+from kshim.storage.files.filesystem import FileSystem
 from kshim.storage.interface import LogStore, PartitionLog, TopicPartition
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.metadata import MetadataStore
-from kshim.storage.transaction_store import TransactionRecord
+from kshim.storage.log.log_store import DiskLogStore
+from kshim.storage.meta.committed_offsets import CommittedOffset
+from kshim.storage.meta.metadata import MetadataStore
+from kshim.storage.meta.transaction_store import TransactionRecord
+from kshim.storage.schedule.delay_store import DelayStore
+from kshim.storage.views.full_view_store import FullViewStore
 
 
 class Broker:
@@ -64,7 +64,7 @@ class Broker:
     ) -> None:
         """A broker on ``config.data_dir``: its logs on disk through ``filesystem`` (the
         real one by default) unless another ``logs`` store is given (tests pass the
-        in-memory one, storage/memory_log.py); metadata, groups and transactions in LMDB
+        in-memory one, storage/log/memory_log.py); metadata, groups and transactions in LMDB
         there either way. ``clock``: the real clocks by default (kshim/broker/clock.py
         says which reads what); a test's fake is read as wall and monotonic time alike."""
         self.config = config

@@ -9,7 +9,7 @@ What reads which (a wall-clock step, NTP's or an operator's, must move only the 
   A step forward makes the records due in between due: that is what their producers
   asked for, and neither Kafka nor QMQ can tell a correction from an error. A step back
   leaves what was delivered delivered (the schedule's delivery marks are positions, not
-  times: kshim/storage/delay_store.py) and the rest falls due by the wall clock as it
+  times: kshim/storage/schedule/delay_store.py) and the rest falls due by the wall clock as it
   now reads. Holding the clock where it was until the wall clock caught up was
   considered and refused: after a correction it would deliver records produced for
   "five minutes from now" at once, early by up to the step, and after a day's mistake

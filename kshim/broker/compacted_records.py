@@ -2,7 +2,7 @@
 
 Kafka's LogValidator refuses a record without a key on a compacted topic
 (InvalidRecordException: INVALID_RECORD): the log cleaner could only throw it away
-(storage/cleaner.py does, as Kafka's does, with records written before the topic was
+(storage/log/cleaner.py does, as Kafka's does, with records written before the topic was
 compacted). Checking it decodes every batch produced to such a topic, which only
 compacted topics pay.
 """

@@ -1,7 +1,7 @@
 """The log cleaner: compaction of every topic with ``cleanup.policy=compact`` (Kafka's LogCleaner).
 
 A background job (kshim/broker/jobs/) looks at each compacted partition in turn and has its
-log run a pass when one is due (storage/compaction.py says when, storage/cleaner.py what
+log run a pass when one is due (storage/compaction.py says when, storage/log/cleaner.py what
 goes; the log's store does the file work in worker threads). A round that compacted
 something is followed by another at once, as Kafka's cleaner threads do; otherwise the next
 waits ``log.cleaner.backoff.ms`` (none runs when ``log.cleaner.enable`` is false). Per
@@ -23,7 +23,7 @@ from kshim.broker.broker import Broker
 from kshim.broker.compacted_records import compacts
 from kshim.broker.topic_resolver import DeletablePartition
 from kshim.storage.compaction import CompactionPolicy, CompactionRequest, CompactionResult
-from kshim.storage.offset_map import capacity_for
+from kshim.storage.log.offset_map import capacity_for
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from kshim.broker.topics import TopicManager
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.metadata import MetadataResponsePartition, MetadataResponseTopic
 from kshim.protocol.metadata_response import encode_topic
-from kshim.storage.metadata import TopicRecord
+from kshim.storage.meta.metadata import TopicRecord
 
 # Every current name is a stored topic or its view (kept once asked for by name): at most
 # two per stored topic. A table holding more than that plus this many is swept (every

@@ -23,7 +23,7 @@ from kshim.storage.interface import (
     PartitionToOpen,
     TopicPartition,
 )
-from kshim.storage.metadata import MetadataStore, TopicRecord
+from kshim.storage.meta.metadata import MetadataStore, TopicRecord
 
 LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 

@@ -13,8 +13,6 @@ import logging
 import os
 import sys
 
-import lmdb
-
 from kshim.broker.clock import wall_clock_ms
 from kshim.broker.delay.status import delay_status, format_delays
 from kshim.broker.groups.consumption_status import format_table
@@ -52,7 +50,9 @@ from kshim.cli.transactions_command import (
 )
 from kshim.cli.users import USERS_PROGRAM, add_users_parser, run_users
 from kshim.client_sasl import AuthenticationFailed
-from kshim.storage.delay_store import DelayStore, ScheduleLayoutError
+from kshim.storage.meta.lmdb_types import LmdbFailed
+from kshim.storage.schedule.delay_records import ScheduleLayoutError
+from kshim.storage.schedule.delay_store import DelayStore
 from kshim.wire_client import parse_bootstrap
 
 __all__ = ["build_parser", "load_config", "main", "serve", "stopped_line"]
@@ -155,7 +155,7 @@ def show_delays(arguments: argparse.Namespace) -> None:
     store = DelayStore(os.path.join(data_dir, "delays"), readonly=True)
     try:
         rows = delay_status(store.summary(), wall_clock_ms())
-    except (lmdb.Error, OSError, ScheduleLayoutError) as error:
+    except (LmdbFailed, OSError, ScheduleLayoutError) as error:
         raise CommandFailed(f"cannot read the delay schedule in {data_dir}: {error}") from error
     finally:
         store.close()

@@ -45,8 +45,8 @@ from kshim.server.descriptor_limit import raise_open_file_limit
 from kshim.server.listener import KafkaServer, ListenError
 from kshim.server.metrics.errors import MetricsUnavailable
 from kshim.server.security.tls import TlsConfigError
-from kshim.storage.data_directory_lock import DataDirectoryInUse
-from kshim.storage.log_store import DiskLogStore
+from kshim.storage.files.data_directory_lock import DataDirectoryInUse
+from kshim.storage.log.log_store import DiskLogStore
 
 log = logging.getLogger(__name__)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

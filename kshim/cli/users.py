@@ -29,8 +29,6 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 
-import lmdb
-
 from kshim.broker.security.scram_credential import (
     MAX_ITERATIONS,
     MECHANISM_TYPES,
@@ -53,9 +51,10 @@ from kshim.cli.errors import (
 )
 from kshim.cli.topic_admin import AdminError
 from kshim.cli.user_admin import CredentialListing, SaltedCredential, UserAdmin, user_admin
-from kshim.storage.data_directory_lock import DataDirectoryInUse, DataDirectoryLock
-from kshim.storage.metadata import MetadataStore
-from kshim.storage.scram_store import MAX_USER_BYTES, StoredScramCredential, read_credentials
+from kshim.storage.files.data_directory_lock import DataDirectoryInUse, DataDirectoryLock
+from kshim.storage.meta.lmdb_types import LmdbFailed
+from kshim.storage.meta.metadata import MetadataStore
+from kshim.storage.meta.scram_store import MAX_USER_BYTES, StoredScramCredential, read_credentials
 
 USERS_PROGRAM = "kshim users"
 METADATA_DIRECTORY = "meta"  # the broker's metadata store, inside its data directory
@@ -217,7 +216,7 @@ def add_offline(data_dir: str, user: str, mechanism: str, credential: SaltedCred
         raise CommandFailed(data_directory_problem(data_dir, error)) from None
     try:
         _store(os.path.join(data_dir, METADATA_DIRECTORY), user, mechanism, credential)
-    except (lmdb.Error, OSError) as error:
+    except (LmdbFailed, OSError) as error:
         raise CommandFailed(f"cannot write the metadata store in {data_dir}: {error}") from None
     finally:
         lock.release()
@@ -253,7 +252,7 @@ def list_offline(data_dir: str, names: list[str]) -> tuple[list[CredentialListin
         raise CommandFailed(f"{data_dir} is not a kshim data directory (no meta/ in it)")
     try:
         stored = read_credentials(directory)
-    except lmdb.Error as error:
+    except LmdbFailed as error:
         raise CommandFailed(f"cannot read the metadata store in {data_dir}: {error}") from None
     listings = [
         CredentialListing(user, MECHANISM_TYPES[mechanism], credential.iterations)

@@ -19,7 +19,7 @@ _FIXED_KEY = struct.Struct(">qHi")  # the same, then the key length
 _LENGTH = struct.Struct(">i")
 _NAME_LENGTH = struct.Struct(">H")
 _NULL = _LENGTH.pack(-1)
-# For writers that lay out many packed records in one pass (kshim/storage/delay_filing.py):
+# For writers that lay out many packed records in one pass (kshim/storage/schedule/delay_filing.py):
 # a record starts with RECORD_HEAD (timestamp, header count, key length), then the key,
 # then LENGTH (the value's, -1 for none) and the value, then per header its
 # ``header_prefix`` and value.

@@ -1,7 +1,7 @@
 """How many connections the broker accepts within its open-file limit (RLIMIT_NOFILE).
 
 Every connection is a file descriptor, and so is every file the store opens: segment and
-index files (at most ``kshim.max.open.files``, storage/descriptor_cache.py), the duplicates
+index files (at most ``kshim.max.open.files``, storage/log/descriptor_cache.py), the duplicates
 handed out for zero-copy reads (at most DEFAULT_REGION_CAPACITY), the write-ahead log, the
 LMDB environments. Were connections allowed to take the last descriptors, the next
 segment the store opens would fail, and a failed write stops the broker
@@ -24,7 +24,7 @@ import os
 import resource
 from dataclasses import dataclass
 
-from kshim.storage.descriptor_cache import DEFAULT_REGION_CAPACITY
+from kshim.storage.log.descriptor_cache import DEFAULT_REGION_CAPACITY
 
 log = logging.getLogger(__name__)
 # Descriptors kept for what opens later and is bounded by no cache: a new write-ahead log

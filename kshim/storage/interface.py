@@ -286,8 +286,8 @@ class LogStore(Protocol):
         would (with ``on_batch`` seeing every recovered producer batch), and returns them
         in order. Call it once, before any ``open``: whatever the store kept for a
         partition not listed (a topic deleted while the broker went down) is deleted.
-        The disk store raises CorruptLog (kshim.storage.recovery) or CorruptWriteAheadLog
-        (kshim.storage.write_ahead_log) when its files do not follow on."""
+        The disk store raises CorruptLog (kshim.storage.log.recovery) or CorruptWriteAheadLog
+        (kshim.storage.log.write_ahead_log) when its files do not follow on."""
         ...
 
     async def open(
@@ -305,7 +305,7 @@ class LogStore(Protocol):
         every recovered batch of an idempotent or transactional producer (producer id
         >= 0; others may be reported too), so producer and transaction state can be
         rebuilt. Assumes no log of the partition is open. The disk store raises
-        CorruptLog (kshim.storage.recovery) when its segments do not follow on.
+        CorruptLog (kshim.storage.log.recovery) when its segments do not follow on.
         """
         ...
 

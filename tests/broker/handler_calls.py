@@ -17,7 +17,7 @@ from kshim.broker.config.broker_config import BrokerConfig
 from kshim.protocol import codec
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.headers import RequestHeader
-from kshim.storage.memory_log import MemoryLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
 
 NOW_MS = 1_700_000_000_000  # the default clock's time: a fixed instant of November 2023
 

@@ -33,9 +33,9 @@ from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.jobs.broker_jobs import watched
 from kshim.protocol.record_batch import read_header
 from kshim.protocol.records import Record, build_batch
-from kshim.storage.committed_offsets import CommittedOffset
 from kshim.storage.interface import TopicPartition
-from kshim.storage.memory_log import MemoryLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
+from kshim.storage.meta.committed_offsets import CommittedOffset
 from kshim.testing import FakeClock, failure_lines, free_port
 
 NOW = 1_700_000_000_000

@@ -27,8 +27,8 @@ from kshim.protocol.errors import ErrorCode
 from kshim.protocol.record_batch import validate_produced
 from kshim.protocol.records import Record, build_batch, iter_records
 from kshim.storage.interface import PartitionLog, TopicPartition
-from kshim.storage.memory_log import MemoryLogStore
-from kshim.storage.transaction_store import TransactionRecord
+from kshim.storage.log.memory_log import MemoryLogStore
+from kshim.storage.meta.transaction_store import TransactionRecord
 from kshim.testing import FakeClock
 from tests.broker.stepped_clocks import DAY, HOUR, MINUTE, NOW, SECOND, SteppedClocks
 from tests.storage.support import read_everything

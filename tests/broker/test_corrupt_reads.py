@@ -24,9 +24,9 @@ from kshim.protocol.messages.list_offsets import (
 from kshim.protocol.record_batch import RECORDS_OFFSET, validate_produced
 from kshim.protocol.records import Record, build_batch, iter_records
 from kshim.server.metrics.broker_collector import BrokerCollector
-from kshim.storage.filesystem import FileSystem, OsFileSystem
+from kshim.storage.files.filesystem import FileSystem, OsFileSystem
 from kshim.storage.interface import FileRegion, TopicPartition, chunk_bytes
-from kshim.storage.log_store import DiskLogStore
+from kshim.storage.log.log_store import DiskLogStore
 from kshim.testing import FakeClock
 from tests.broker.handler_calls import context, decoded
 

@@ -43,16 +43,17 @@ from kshim.protocol.record_batch import (
     stamped,
 )
 from kshim.protocol.records import BatchSpec, Header, Record, build_batch, decode_records
-from kshim.storage.delay_buckets import MINUTE_MS
-from kshim.storage.delay_filing import (
+from kshim.storage.interface import TopicPartition
+from kshim.storage.meta.transaction_store import AbortedTransaction
+from kshim.storage.schedule.delay_buckets import MINUTE_MS
+from kshim.storage.schedule.delay_filing import (
     FiledChunk,
     NearBucket,
     ScheduleChange,
     file_chunk,
 )
-from kshim.storage.delay_store import DelayStore, StaleChunk
-from kshim.storage.interface import TopicPartition
-from kshim.storage.transaction_store import AbortedTransaction
+from kshim.storage.schedule.delay_records import StaleChunk
+from kshim.storage.schedule.delay_store import DelayStore
 
 NOW = 1_700_000_000_000
 SOURCE = TopicPartition("orders.delay", 3)

@@ -89,9 +89,10 @@ from kshim.protocol.records import (
     decode_records,
     iter_records,
 )
-from kshim.storage.delay_store import DelayedRecord, DelayStore, Turn
 from kshim.storage.interface import PartitionLog, TopicPartition
-from kshim.storage.memory_log import MemoryLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
+from kshim.storage.schedule.delay_records import DelayedRecord, Turn
+from kshim.storage.schedule.delay_store import DelayStore
 from kshim.testing import FakeClock
 from tests.broker.handler_calls import context, decoded
 from tests.storage.support import read_everything

@@ -5,7 +5,7 @@ fsync fails, and what a slow disk does to group commit and the ``fsync_p99`` ala
 A slow disk makes every fsync take ``SLOW_FSYNC_S``; producers keep appending at the same
 pace (an open loop, as many clients with linger and in-flight requests do), so each
 group-commit round covers what arrived while the previous one synced and batches per
-fsync grow with the fsync's time (kshim/storage/group_commit.py; LSMQ's group-committed
+fsync grow with the fsync's time (kshim/storage/log/group_commit.py; LSMQ's group-committed
 write-ahead log, docs/references.md). A closed loop, each producer waiting for its
 acknowledgement before its next append, would show no widening: every round would cover
 every producer whatever the disk. The pace is real time because the slowness is.
@@ -31,10 +31,10 @@ from kshim.broker.jobs.broker_jobs import watched
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.records import Record, build_batch
-from kshim.storage.faulty_filesystem import SYNC, FaultyFileSystem
+from kshim.storage.files.faulty_filesystem import SYNC, FaultyFileSystem
+from kshim.storage.files.simulated_filesystem import SimulatedFileSystem
 from kshim.storage.interface import PartitionLog, TopicPartition
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.simulated_filesystem import SimulatedFileSystem
+from kshim.storage.log.log_store import DiskLogStore
 from tests.broker.handler_calls import NOW_MS, context, decoded, fixed_clock
 from tests.storage.support import producer_batch, read_everything, values_of
 
@@ -98,7 +98,7 @@ async def test_a_produce_during_a_failed_fsync_is_answered_kafka_storage_error(
     first = await _produce(broker, b"acknowledged")
     assert first.error_code == ErrorCode.none
     faulty.fail_syncs(errno.EIO)
-    with caplog.at_level(logging.ERROR, "kshim.storage.log_store"):
+    with caplog.at_level(logging.ERROR, "kshim.storage.log.log_store"):
         failed = await _produce(broker, b"failed")
         later = await _produce(broker, b"later")
     assert (failed.error_code, later.error_code) == (KAFKA_STORAGE_ERROR, KAFKA_STORAGE_ERROR)

@@ -22,7 +22,7 @@ from kshim.protocol.messages.fetch import (
 )
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.records import BatchSpec, Record, build_batch, iter_records
-from kshim.storage.memory_log import MemoryLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
 from tests.broker.handler_calls import context, decoded, memory_broker
 
 NOW_MS = 1_700_000_000_000

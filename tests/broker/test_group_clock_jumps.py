@@ -16,9 +16,9 @@ from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.group_states import GroupState
 from kshim.broker.groups.settings import GroupSettings
 from kshim.protocol.errors import ErrorCode
-from kshim.storage.committed_offsets import CommittedOffset
 from kshim.storage.interface import TopicPartition
-from kshim.storage.metadata import MetadataStore
+from kshim.storage.meta.committed_offsets import CommittedOffset
+from kshim.storage.meta.metadata import MetadataStore
 from tests.broker.stepped_clocks import DAY, HOUR, MINUTE, NOW, SteppedClocks
 from tests.groups.support import GROUP, SESSION_MS, settle, stable_member
 

@@ -1,5 +1,5 @@
 """Handlers as functions of (request, broker state): real handlers over the in-memory log
-store, without a socket or a process (storage/memory_log.py; LMDB metadata in tmp_path).
+store, without a socket or a process (storage/log/memory_log.py; LMDB metadata in tmp_path).
 
 Answers that handlers encode themselves (Produce, Fetch, Metadata) are decoded with kio, as a
 client would read them.

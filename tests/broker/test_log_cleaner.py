@@ -24,7 +24,7 @@ from kshim.broker.topics import TopicError, validate_topic_configs
 from kshim.protocol.record_batch import validate_produced
 from kshim.protocol.records import Record, build_batch, decode_records
 from kshim.storage.interface import PartitionLog, TopicPartition
-from kshim.storage.log_store import DiskLogStore
+from kshim.storage.log.log_store import DiskLogStore
 from kshim.testing import FakeClock
 from tests.storage.compaction_support import read_records
 

@@ -36,7 +36,7 @@ from kshim.protocol.messages.metadata import (
 )
 from kshim.protocol.metadata_request import MetadataRequest
 from kshim.protocol.metadata_response import encode_topic
-from kshim.storage.memory_log import MemoryLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
 
 METADATA_KEY = 3
 VERSIONS = [version for key, version in served_versions() if key == METADATA_KEY]

@@ -13,8 +13,8 @@ from kshim.broker.retention import advance_log_start, enforce_retention_once
 from kshim.protocol.record_batch import validate_produced
 from kshim.protocol.records import Record, build_batch
 from kshim.storage.interface import OffsetOutOfRange, PartitionLog, TopicPartition, chunk_bytes
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.transaction_store import AbortedTransaction
+from kshim.storage.log.log_store import DiskLogStore
+from kshim.storage.meta.transaction_store import AbortedTransaction
 from kshim.testing import FakeClock
 
 TOPIC_PARTITION = TopicPartition("t", 0)

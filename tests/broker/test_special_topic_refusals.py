@@ -26,7 +26,7 @@ from kshim.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTop
 from kshim.protocol.metadata_request import MetadataRequest
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.records import Header, Record, build_batch
-from kshim.storage.memory_log import MemoryLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
 from kshim.testing import FakeClock
 from tests.broker.handler_calls import context, decoded
 

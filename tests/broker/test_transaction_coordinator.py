@@ -20,7 +20,7 @@ from kshim.broker.transactions.reviewer import ReviewSettings, TransactionReview
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK, BatchHeader, read_header
 from kshim.protocol.records import BatchSpec, Record, build_batch
-from kshim.storage.transaction_store import AbortedTransaction, TransactionRecord
+from kshim.storage.meta.transaction_store import AbortedTransaction, TransactionRecord
 from kshim.testing import FakeClock
 from tests.broker.transaction_support import (
     FIRST,

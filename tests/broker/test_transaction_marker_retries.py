@@ -20,7 +20,7 @@ from kshim.broker.transactions import transaction_states as states
 from kshim.broker.transactions.coordinator import TransactionSettings
 from kshim.broker.transactions.markers import ABORT, COMMIT
 from kshim.protocol.errors import ErrorCode
-from kshim.storage.transaction_store import AbortedTransaction, TransactionRecord
+from kshim.storage.meta.transaction_store import AbortedTransaction, TransactionRecord
 from kshim.testing import FakeClock
 from tests.broker.transaction_support import (
     FIRST,

@@ -1,7 +1,7 @@
 """A transaction coordinator built as kshim/broker/broker.py builds it, without a broker.
 
 LMDB metadata in a temporary directory; partition logs from the in-memory log store
-(kshim/storage/memory_log.py), looked up as the broker looks them up. ``restart`` builds a
+(kshim/storage/log/memory_log.py), looked up as the broker looks them up. ``restart`` builds a
 new coordinator on the same metadata and logs, as a broker restart does.
 """
 
@@ -19,9 +19,9 @@ from kshim.protocol.errors import ErrorCode
 from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK, iter_batches
 from kshim.protocol.records import BatchSpec, decode_records
 from kshim.storage.interface import LogConfig, TopicPartition
-from kshim.storage.memory_log import MemoryLogStore, MemoryPartitionLog
-from kshim.storage.metadata import MetadataStore
-from kshim.storage.transaction_store import TransactionRecord
+from kshim.storage.log.memory_log import MemoryLogStore, MemoryPartitionLog
+from kshim.storage.meta.metadata import MetadataStore
+from kshim.storage.meta.transaction_store import TransactionRecord
 from kshim.testing import FakeClock
 from tests.storage.support import producer_batch, read_everything
 

@@ -11,7 +11,7 @@ import errno
 import random
 from dataclasses import dataclass
 
-from kshim.storage.filesystem import SYNCFS_MIN_FILES
+from kshim.storage.files.filesystem import SYNCFS_MIN_FILES
 from kshim.storage.interface import LogConfig, StoreSettings
 
 

@@ -25,10 +25,10 @@ from kshim.broker.producer_state import Duplicate, PartitionProducerState
 from kshim.broker.transactions.markers import marker_batch
 from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK, read_header, validate_produced
 from kshim.protocol.records import BatchSpec, Record, build_batch
-from kshim.storage.faulty_filesystem import FaultyFileSystem
+from kshim.storage.files.faulty_filesystem import FaultyFileSystem
+from kshim.storage.files.simulated_filesystem import SimulatedFileSystem
 from kshim.storage.interface import LogFailed, PartitionLog, PartitionToOpen, TopicPartition
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.simulated_filesystem import SimulatedFileSystem
+from kshim.storage.log.log_store import DiskLogStore
 from tests.faults.checker import Violation, check_appends, check_compacted, check_transactions
 from tests.faults.history import History, Kind, Op, Write
 from tests.faults.observed import read_observed

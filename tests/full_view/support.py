@@ -14,7 +14,7 @@ from kshim.broker.transactions.markers import marker_batch
 from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK, iter_batches, read_header
 from kshim.protocol.records import BatchSpec, Record, build_batch, decode_records
 from kshim.storage.interface import TopicPartition
-from kshim.storage.transaction_store import AbortedTransaction
+from kshim.storage.meta.transaction_store import AbortedTransaction
 from kshim.testing import FakeClock
 
 START_MS = 1_000_000

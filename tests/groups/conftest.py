@@ -12,7 +12,7 @@ from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.settings import GroupSettings
-from kshim.storage.metadata import MetadataStore
+from kshim.storage.meta.metadata import MetadataStore
 from kshim.testing import FakeClock
 from tests.groups.support import TOPIC
 

@@ -6,7 +6,7 @@ from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.group_states import GroupState
 from kshim.broker.groups.settings import GroupSettings
 from kshim.protocol.errors import ErrorCode
-from kshim.storage.metadata import MetadataStore
+from kshim.storage.meta.metadata import MetadataStore
 from kshim.testing import FakeClock
 from tests.groups.support import (
     GROUP,

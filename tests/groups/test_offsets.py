@@ -10,10 +10,10 @@ from kshim.broker.groups.coordinator import GroupCoordinator
 from kshim.broker.groups.group_states import GroupState
 from kshim.broker.groups.settings import MINUTE_MS, GroupSettings
 from kshim.protocol.errors import ErrorCode
-from kshim.storage import lmdb_keys as keys
-from kshim.storage.committed_offsets import CommittedOffset
 from kshim.storage.interface import TopicPartition
-from kshim.storage.metadata import MetadataStore
+from kshim.storage.meta import lmdb_keys as keys
+from kshim.storage.meta.committed_offsets import CommittedOffset
+from kshim.storage.meta.metadata import MetadataStore
 from kshim.testing import FakeClock
 from tests.groups.support import (
     GROUP,

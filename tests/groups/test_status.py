@@ -10,8 +10,8 @@ from kshim.broker.groups.consumption_status import (
     group_status,
 )
 from kshim.broker.groups.member import JoinRequest, SyncRequest
-from kshim.storage.committed_offsets import CommittedOffset
 from kshim.storage.interface import TopicPartition
+from kshim.storage.meta.committed_offsets import CommittedOffset
 from tests.groups.support import assignment, subscription
 
 T0, T1, T2 = (TopicPartition("orders", index) for index in range(3))

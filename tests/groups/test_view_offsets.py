@@ -30,8 +30,8 @@ from kshim.protocol.messages.offset_fetch import (
     OffsetFetchRequestGroup,
     OffsetFetchRequestTopics,
 )
-from kshim.storage.committed_offsets import CommittedOffset
 from kshim.storage.interface import TopicPartition
+from kshim.storage.meta.committed_offsets import CommittedOffset
 from tests.groups.support import TOPIC
 
 OFFSET_COMMIT, OFFSET_FETCH, DELETE_TOPICS, OFFSET_DELETE = 8, 9, 20, 47

@@ -17,7 +17,7 @@ from kshim.storage.compaction import (
     CompactionResult,
 )
 from kshim.storage.interface import LogConfig, LogStore, PartitionLog
-from kshim.storage.log_store import DiskLogStore
+from kshim.storage.log.log_store import DiskLogStore
 from tests.storage.support import read_everything
 
 # Every batch in a segment of its own: the cleaner's unit is the segment.

@@ -14,10 +14,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kshim.protocol.record_batch import BatchHeader
+from kshim.storage.files.simulated_filesystem import SimulatedFileSystem
 from kshim.storage.interface import LogConfig, LogStore, PartitionLog, TopicPartition
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.memory_log import MemoryLogStore
-from kshim.storage.simulated_filesystem import SimulatedFileSystem
+from kshim.storage.log.log_store import DiskLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
 from kshim.testing import FakeClock
 from tests.storage.support import DEFAULT_CONFIG, TOPIC_PARTITION
 

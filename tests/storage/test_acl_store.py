@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kshim.storage import lmdb_keys
-from kshim.storage.acl_store import AclLayoutError, AclRecord
-from kshim.storage.metadata import MetadataStore
+from kshim.storage.meta import lmdb_keys
+from kshim.storage.meta.acl_store import AclLayoutError, AclRecord
+from kshim.storage.meta.metadata import MetadataStore
 
 TOPIC, CLUSTER, LITERAL, PREFIXED, READ, ALTER, ALLOW, DENY = 2, 4, 3, 4, 3, 7, 3, 2
 ORDERS = AclRecord(TOPIC, "orders", LITERAL, "User:alice", "*", READ, ALLOW)

@@ -27,10 +27,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kshim.storage.files.simulated_filesystem import SimulatedFileSystem
 from kshim.storage.interface import LogConfig, LogStore, PartitionLog, TopicPartition
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.memory_log import MemoryLogStore
-from kshim.storage.simulated_filesystem import SimulatedFileSystem
+from kshim.storage.log.log_store import DiskLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
 from kshim.testing import FakeClock
 from tests.storage.compaction_support import (
     StoredRecord,

@@ -10,7 +10,7 @@ from kshim.storage.compaction import (
     group_segments,
     plan_compaction,
 )
-from kshim.storage.offset_map import OffsetMap, capacity_for
+from kshim.storage.log.offset_map import OffsetMap, capacity_for
 from tests.storage.compaction_support import request
 
 

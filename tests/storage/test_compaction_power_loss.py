@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from kshim.storage.files.simulated_filesystem import SimulatedFileSystem
 from kshim.storage.interface import LogConfig, PartitionLog, TopicPartition
-from kshim.storage.log_store import DiskLogStore
+from kshim.storage.log.log_store import DiskLogStore
 from kshim.storage.retention import SegmentSummary
-from kshim.storage.simulated_filesystem import SimulatedFileSystem
 from kshim.testing import FakeClock
 from tests.storage.compaction_support import (
     StoredRecord,

@@ -11,9 +11,9 @@ import asyncio
 import threading
 import time
 
+from kshim.storage.files.simulated_filesystem import SimulatedFileSystem
 from kshim.storage.interface import LogConfig, TopicPartition
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.simulated_filesystem import SimulatedFileSystem
+from kshim.storage.log.log_store import DiskLogStore
 from kshim.testing import FakeClock
 from tests.storage.compaction_support import append_writes, read_records, request
 

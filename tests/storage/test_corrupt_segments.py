@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from kshim.protocol.record_batch import LENGTH_OFFSET, RECORDS_OFFSET, crc_of, iter_batches
-from kshim.storage.filesystem import OsFileSystem
-from kshim.storage.index_file import index_path_for
+from kshim.storage.files.filesystem import OsFileSystem
 from kshim.storage.interface import (
     CorruptRecords,
     FileRegion,
@@ -25,8 +24,9 @@ from kshim.storage.interface import (
     PartitionLog,
     StorageReadFailed,
 )
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.sealed_index import sealed_path_for
+from kshim.storage.log.index_file import index_path_for
+from kshim.storage.log.log_store import DiskLogStore
+from kshim.storage.log.sealed_index import sealed_path_for
 from kshim.testing import FakeClock
 from tests.storage.compaction_support import request as compaction_request
 from tests.storage.support import TOPIC_PARTITION, UNBOUNDED, append_durable, read_bytes
@@ -35,7 +35,7 @@ from tests.storage.support import TOPIC_PARTITION, UNBOUNDED, append_durable, re
 # a reopened log goes to the segment files.
 CONFIG = LogConfig(segment_bytes=270, memtable_bytes=0)
 BATCHES = 9
-CORRUPT_LOGGER = "kshim.storage.segment_check"
+CORRUPT_LOGGER = "kshim.storage.log.segment_check"
 
 
 @dataclass

@@ -15,13 +15,13 @@ from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.full_view.worker import NotTheLockHolder, applying_handler
 from kshim.protocol.record_batch import read_header
 from kshim.protocol.records import BatchSpec, Record, build_batch
-from kshim.storage.data_directory_lock import DataDirectoryInUse, DataDirectoryLock, held_by
+from kshim.storage.files.data_directory_lock import DataDirectoryInUse, DataDirectoryLock, held_by
 from kshim.storage.interface import TopicPartition
 
 ORDERS = TopicPartition("orders", 0)
 HOLD_LOCK = """
 import sys, time
-from kshim.storage.data_directory_lock import DataDirectoryLock
+from kshim.storage.files.data_directory_lock import DataDirectoryLock
 lock = DataDirectoryLock.acquire(sys.argv[1])
 print("locked", flush=True)
 time.sleep(60)

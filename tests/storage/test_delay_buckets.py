@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kshim.storage.delay_buckets import (
+from kshim.storage.schedule.delay_buckets import (
     DAY_MS,
     ENTRY,
     HOUR_MS,

@@ -14,9 +14,11 @@ import pytest
 
 from kshim.protocol.packed_record import pack_record, unpack_record
 from kshim.protocol.records import Header, Record
-from kshim.storage import delay_store as delay_store_module
-from kshim.storage import lmdb_keys
-from kshim.storage.delay_buckets import (
+from kshim.storage.files.simulated_filesystem import SimulatedFileSystem
+from kshim.storage.interface import TopicPartition
+from kshim.storage.meta import lmdb_keys
+from kshim.storage.schedule import delay_upkeep
+from kshim.storage.schedule.delay_buckets import (
     DAY_MS,
     HOUR_MS,
     LOAD_AHEAD_MS,
@@ -26,17 +28,15 @@ from kshim.storage.delay_buckets import (
     bucket_for,
     entry_parts,
 )
-from kshim.storage.delay_filing import ScheduleChange
-from kshim.storage.delay_store import (
+from kshim.storage.schedule.delay_filing import ScheduleChange
+from kshim.storage.schedule.delay_records import (
     LATENESS_BOUNDS_MS,
     DelayedRecord,
-    DelayStore,
     ScheduleLayoutError,
     TopicSummary,
     Turn,
 )
-from kshim.storage.interface import TopicPartition
-from kshim.storage.simulated_filesystem import SimulatedFileSystem
+from kshim.storage.schedule.delay_store import DelayStore
 
 NOW = 1_700_000_040_000  # the start of a minute
 TWO_YEARS_MS = 2 * 365 * DAY_MS
@@ -477,7 +477,7 @@ def test_split_moves_a_coarse_bucket_into_finer_ones(store: DelayStore, director
 def test_split_takes_bounded_steps(
     store: DelayStore, directory: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(delay_store_module, "SPLIT_BYTES", 300)
+    monkeypatch.setattr(delay_upkeep, "SPLIT_BYTES", 300)
     day = bucket_for(NOW + 5 * DAY_MS, NOW)
     records = [delayed(ORDERS_0, offset, day.start_ms + offset * HOUR_MS) for offset in range(12)]
     big = delayed(ORDERS_0, 12, day.start_ms + 13 * HOUR_MS, value=b"x" * 1000)
@@ -729,7 +729,7 @@ def test_replace_across_bucket_levels_keeps_only_the_new_record(store: DelayStor
 def test_cancellation_is_kept_while_an_older_record_is_pending(
     store: DelayStore, directory: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(delay_store_module, "PURGE_EVERY_S", 0.0)
+    monkeypatch.setattr(delay_upkeep, "PURGE_EVERY_S", 0.0)
     schedule(store, delayed(ORDERS_0, 0, NOW + 5 * HOUR_MS, key=b"a"))
     schedule(store, delayed(ORDERS_1, 0, NOW, key=b"b"))
     change(store, ORDERS_0, cancel(1, b"a"))
@@ -738,7 +738,7 @@ def test_cancellation_is_kept_while_an_older_record_is_pending(
         assert deliver(store, NOW + minute * MINUTE_MS) == []
     assert bucket_files(directory) == [bucket_for(NOW + 5 * HOUR_MS, NOW).file_name]
     assert cancellation_entries(store, directory) == 1
-    monkeypatch.setattr(delay_store_module, "PURGE_EVERY_S", 1e9)
+    monkeypatch.setattr(delay_upkeep, "PURGE_EVERY_S", 1e9)
     assert run_until_empty(store, NOW) == []
     assert counts(store) == {}
 

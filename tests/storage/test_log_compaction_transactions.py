@@ -12,7 +12,7 @@ from __future__ import annotations
 from kshim.broker.transactions.markers import marker_batch
 from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK, BatchHeader, iter_batches
 from kshim.protocol.records import BatchSpec
-from kshim.storage.transaction_store import AbortedTransaction
+from kshim.storage.meta.transaction_store import AbortedTransaction
 from tests.storage.compaction_support import (
     NOW_MS,
     ONE_BATCH_SEGMENTS,

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from kshim.storage.interface import LogConfig, LogFailed
-from kshim.storage.memory_log import MemoryLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
 from kshim.testing import FakeClock
 from tests.storage.support import DEFAULT_CONFIG, TOPIC_PARTITION, append_durable, producer_batch
 

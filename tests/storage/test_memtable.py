@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kshim.storage.memtable import Memtable
+from kshim.storage.log.memtable import Memtable
 
 UNBOUNDED = 1 << 40
 

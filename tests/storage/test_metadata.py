@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kshim.storage import lmdb_keys
 from kshim.storage.interface import TopicPartition
-from kshim.storage.metadata import MetadataStore, TopicRecord
-from kshim.storage.transaction_store import AbortedTransaction
+from kshim.storage.meta import lmdb_keys
+from kshim.storage.meta.metadata import MetadataStore, TopicRecord
+from kshim.storage.meta.transaction_store import AbortedTransaction
 
 ORDERS = TopicRecord("orders", bytes(range(16)), 3, {"retention.ms": "1000"})
 PAYMENTS = TopicRecord("payments", bytes(range(16, 32)), 1)

@@ -22,7 +22,8 @@ import pytest
 
 from kshim.protocol.record_batch import BatchHeader, validate_produced
 from kshim.protocol.records import BatchSpec, Record, build_batch
-from kshim.storage.filesystem import OsFileSystem
+from kshim.storage.files.filesystem import OsFileSystem
+from kshim.storage.files.simulated_filesystem import SimulatedFileSystem
 from kshim.storage.interface import (
     FileRegion,
     LogConfig,
@@ -30,11 +31,10 @@ from kshim.storage.interface import (
     StoreSettings,
     TopicPartition,
 )
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.partition_log import DiskPartitionLog
-from kshim.storage.segment import SEGMENT_SUFFIX, segment_file_name
-from kshim.storage.simulated_filesystem import SimulatedFileSystem
-from kshim.storage.write_ahead_log import WAL_SUFFIX
+from kshim.storage.log.log_store import DiskLogStore
+from kshim.storage.log.partition_log import DiskPartitionLog
+from kshim.storage.log.segment import SEGMENT_SUFFIX, segment_file_name
+from kshim.storage.log.write_ahead_log import WAL_SUFFIX
 from kshim.testing import FakeClock
 from tests.storage.support import (
     LARGE_MEMTABLE,

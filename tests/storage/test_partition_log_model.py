@@ -37,9 +37,9 @@ from kshim.storage.interface import (
     PartitionLog,
     TopicPartition,
 )
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.memory_log import MemoryLogStore
-from kshim.storage.segment import segment_file_name
+from kshim.storage.log.log_store import DiskLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
+from kshim.storage.log.segment import segment_file_name
 from tests.storage.support import materialize
 
 T = TypeVar("T")

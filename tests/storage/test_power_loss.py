@@ -21,6 +21,7 @@ import pytest
 
 from kshim.protocol.record_batch import RECORDS_OFFSET, iter_batches, validate_produced
 from kshim.protocol.records import Record, build_batch, decode_records, iter_records
+from kshim.storage.files.simulated_filesystem import SimulatedFileSystem
 from kshim.storage.interface import (
     LogConfig,
     PartitionLog,
@@ -29,8 +30,7 @@ from kshim.storage.interface import (
     TopicPartition,
     chunk_bytes,
 )
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.simulated_filesystem import SimulatedFileSystem
+from kshim.storage.log.log_store import DiskLogStore
 
 DATA_DIR = "/data"
 TRIALS = 30

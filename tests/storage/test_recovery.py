@@ -10,13 +10,13 @@ import pytest
 
 from kshim.protocol.record_batch import BatchHeader, read_header
 from kshim.protocol.records import BatchSpec, Record, build_batch
-from kshim.storage.filesystem import OsFileSystem
-from kshim.storage.index_file import index_path_for
+from kshim.storage.files.filesystem import OsFileSystem
 from kshim.storage.interface import LogConfig, TopicPartition
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.recovery import CorruptLog, recover_segments
-from kshim.storage.sealed_index import sealed_path_for
-from kshim.storage.segment import Segment, segment_file_name
+from kshim.storage.log.index_file import index_path_for
+from kshim.storage.log.log_store import DiskLogStore
+from kshim.storage.log.recovery import CorruptLog, recover_segments
+from kshim.storage.log.sealed_index import sealed_path_for
+from kshim.storage.log.segment import Segment, segment_file_name
 
 NOW_MS = 1_234_567
 

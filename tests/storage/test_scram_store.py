@@ -1,4 +1,4 @@
-"""SCRAM credentials in the metadata store (storage/scram_store.py): each write kept across
+"""SCRAM credentials in the metadata store (storage/meta/scram_store.py): each write kept across
 a reopen, an alter applied whole or not at all, and names of any text as keys."""
 
 from __future__ import annotations
@@ -8,13 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kshim.storage.metadata import MetadataStore
-from kshim.storage.scram_store import (
-    MAX_USER_BYTES,
-    StoredScramCredential,
-    scram_key,
-    split_scram_key,
-)
+from kshim.storage.meta.lmdb_keys import scram_key, split_scram_key
+from kshim.storage.meta.metadata import MetadataStore
+from kshim.storage.meta.scram_store import MAX_USER_BYTES, StoredScramCredential
 
 SHA_256, SHA_512 = 1, 2
 

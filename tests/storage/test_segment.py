@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kshim.storage.interface import LogConfig
-from kshim.storage.segment import Segment, segment_file_name, should_roll
+from kshim.storage.log.segment import Segment, segment_file_name, should_roll
 
 # (base offset, size in bytes, record count, max timestamp) of four consecutive batches.
 BATCHES = [(100, 80, 1, 1000), (101, 120, 4, 1500), (105, 70, 1, 1200), (106, 200, 10, 2000)]

@@ -1,4 +1,4 @@
-"""Failed writes and fsyncs of the log store, injected (kshim/storage/faulty_filesystem.py).
+"""Failed writes and fsyncs of the log store, injected (kshim/storage/files/faulty_filesystem.py).
 
 A FaultyFileSystem around a SimulatedFileSystem makes every write or every fsync fail from
 a chosen moment (``EIO``, ``ENOSPC``), in a flush round, a checkpoint, or the checkpoint a
@@ -25,7 +25,8 @@ from collections.abc import Collection, Sequence
 import pytest
 
 from kshim.protocol.record_batch import RECORDS_OFFSET, iter_batches
-from kshim.storage.faulty_filesystem import SYNC, WRITE, FaultyFileSystem
+from kshim.storage.files.faulty_filesystem import SYNC, WRITE, FaultyFileSystem
+from kshim.storage.files.simulated_filesystem import SimulatedFileSystem
 from kshim.storage.interface import (
     LogConfig,
     LogFailed,
@@ -34,8 +35,7 @@ from kshim.storage.interface import (
     StoreSettings,
     TopicPartition,
 )
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.simulated_filesystem import SimulatedFileSystem
+from kshim.storage.log.log_store import DiskLogStore
 from tests.storage.support import producer_batch, read_everything
 
 DATA_DIR = "/data"

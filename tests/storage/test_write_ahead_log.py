@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kshim.storage import log_store
-from kshim.storage.descriptor_cache import DescriptorCache
-from kshim.storage.filesystem import OsFileSystem
+from kshim.storage.files.filesystem import OsFileSystem
+from kshim.storage.files.simulated_filesystem import SimulatedFileSystem
 from kshim.storage.interface import (
     FileRegion,
     LogConfig,
@@ -25,10 +24,11 @@ from kshim.storage.interface import (
     StoreSettings,
     TopicPartition,
 )
-from kshim.storage.log_store import DiskLogStore
-from kshim.storage.segment import SEGMENT_SUFFIX
-from kshim.storage.simulated_filesystem import SimulatedFileSystem
-from kshim.storage.write_ahead_log import (
+from kshim.storage.log import log_store
+from kshim.storage.log.descriptor_cache import DescriptorCache
+from kshim.storage.log.log_store import DiskLogStore
+from kshim.storage.log.segment import SEGMENT_SUFFIX
+from kshim.storage.log.write_ahead_log import (
     BATCH_RECORD,
     WAL_SUFFIX,
     CorruptWriteAheadLog,

@@ -4,7 +4,7 @@ Latest is the high watermark (the last stable offset under read_committed),
 so it always agrees with what Fetch can return: Spark relies on that.
 
 A lookup by timestamp (KIP-79) and MAX_TIMESTAMP (KIP-734) search every visible record,
-transaction markers included (storage/timestamp_lookup.py), and, as Kafka's
+transaction markers included (storage/log/timestamp_lookup.py), and, as Kafka's
 Partition.fetchOffsetForTimestamp, answer only a record below what the isolation level
 may read: a hit at or past the last stable offset under read_committed is no answer
 (offset -1), not the next best record. No answer carries leader epoch -1, as Kafka's.

@@ -262,7 +262,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "kshim.write.inline.max.us": "5000",
     # Every partition's appends are made durable through one write-ahead log (one fsync per
     # flush round, however many partitions it covers), spilled to per-partition segment files
-    # later: see kshim/storage/checkpointer.py. Descriptors of segment and index files the
+    # later: see kshim/storage/log/checkpointer.py. Descriptors of segment and index files the
     # store keeps open, least recently used closed first (the process also holds one per
     # connection, and a few for LMDB and the write-ahead log).
     "kshim.max.open.files": "128",

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from kshim.broker.child_process import ChildFailed, ChildProcess, Handler
 from kshim.broker.delay.chunks import ChunkRequest, file_request
-from kshim.storage.delay_filing import FiledChunk
+from kshim.storage.schedule.delay_filing import FiledChunk
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from kshim.broker.transactions.partition_state import is_aborted
 from kshim.protocol.primitives import DecodeError
 from kshim.protocol.record_batch import iter_batches
 from kshim.protocol.records import RecordView, decode_views
-from kshim.storage.delay_filing import FiledChunk, Filer, NearBucket, Request
 from kshim.storage.interface import TopicPartition
-from kshim.storage.transaction_store import AbortedTransaction
+from kshim.storage.meta.transaction_store import AbortedTransaction
+from kshim.storage.schedule.delay_filing import FiledChunk, Filer, NearBucket, Request
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """From the schedule to ``T``: due records appended in due order, each exactly once.
 
-A turn takes the due records off the schedule (kshim/storage/delay_store.py), notes in
+A turn takes the due records off the schedule (kshim/storage/schedule/delay_store.py), notes in
 the store, durably, which they are and where each topic's log ended; appends them (no
 producer id, the original timestamps, keys, values and headers, plus
 ``kshim-delayed-from``) and waits until they are durable; then moves the schedule's
@@ -22,8 +22,8 @@ from kshim.broker.delay.naming import DELAYED_FROM_HEADER, delayed_from
 from kshim.protocol.packed_record import unpack_record
 from kshim.protocol.record_batch import iter_batches, read_header, set_log_append_time
 from kshim.protocol.records import Record, build_batch, decode_records
-from kshim.storage.delay_store import DelayedRecord
 from kshim.storage.interface import PartitionLog, TopicPartition, chunks_bytes
+from kshim.storage.schedule.delay_records import DelayedRecord
 
 log = logging.getLogger(__name__)
 

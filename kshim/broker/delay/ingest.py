@@ -19,10 +19,11 @@ from kshim.broker.delay.naming import target_of
 from kshim.broker.delay.service import DelaySchedule
 from kshim.broker.topics import TopicManager
 from kshim.broker.transactions.coordinator import TransactionCoordinator
-from kshim.storage.delay_filing import FiledChunk
-from kshim.storage.delay_store import DelayStore, StaleChunk
 from kshim.storage.interface import PartitionLog, TopicPartition, chunks_bytes
-from kshim.storage.transaction_store import AbortedTransaction
+from kshim.storage.meta.transaction_store import AbortedTransaction
+from kshim.storage.schedule.delay_filing import FiledChunk
+from kshim.storage.schedule.delay_records import StaleChunk
+from kshim.storage.schedule.delay_store import DelayStore
 
 CHUNK_BYTES = 1 << 20  # of T.delay per store transaction
 # Chunks read per turn of the runner, one filed while the one before it is committed; a

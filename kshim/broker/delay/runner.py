@@ -38,7 +38,7 @@ async def delay_turn(host: DelayHost) -> float | None:
     async with schedule.lock:  # load the minutes falling due, split what comes near
         splitting = await asyncio.to_thread(schedule.store.maintain, host.clock())
     delivered = await deliver_due(host)
-    await asyncio.to_thread(schedule.store.release)  # storage/delay_store.py says why
+    await asyncio.to_thread(schedule.store.release)  # storage/schedule/delay_store.py says why
     if delivered or splitting or schedule.wake_up.is_set():
         return 0
     next_wake = await asyncio.to_thread(schedule.store.next_wake)

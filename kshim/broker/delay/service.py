@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 
 from kshim.broker.delay.chunk_worker import ChunkWorker
-from kshim.storage.delay_store import DelayStore
 from kshim.storage.interface import TopicPartition
+from kshim.storage.schedule.delay_store import DelayStore
 
 # Longest sleep between looks at the schedule: a wall-clock jump forward (NTP, a resumed
 # VM) makes records due early by the clock, and they go out within this much of it.

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from kshim.broker.text_table import fixed_width_table
-from kshim.storage.delay_store import LATENESS_BOUNDS_MS, TopicSummary
+from kshim.storage.schedule.delay_records import LATENESS_BOUNDS_MS, TopicSummary
 
 COLUMNS = (
     "TOPIC", "PENDING", "NEXT-DUE (UTC)", "OVERDUE-MS",

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from kshim.broker.transactions.partition_state import is_aborted
 from kshim.protocol.keyed_records import KeyedRecord, keyed_records
 from kshim.protocol.record_batch import iter_batches
-from kshim.storage.full_view_store import ViewChange
-from kshim.storage.transaction_store import AbortedTransaction
+from kshim.storage.meta.transaction_store import AbortedTransaction
+from kshim.storage.views.full_view_store import ViewChange
 
 
 def view_changes(

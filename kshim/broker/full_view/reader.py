@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from kshim.broker.full_view.view import FullView
 from kshim.broker.partition_reads import PartitionOffsets, TimestampHit
 from kshim.protocol.record_batch import empty_batch, read_header, set_last_offset_delta
-from kshim.storage.full_view_store import FullViewStore
 from kshim.storage.interface import TopicPartition
+from kshim.storage.views.full_view_store import FullViewStore
 
 
 @dataclass(frozen=True, slots=True)

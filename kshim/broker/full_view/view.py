@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable
 from kshim.broker.full_view import naming
 from kshim.broker.full_view.worker import ChunkApplier
 from kshim.broker.topics import Topic
-from kshim.storage.full_view_store import FullViewStore
 from kshim.storage.interface import TopicPartition
+from kshim.storage.views.full_view_store import FullViewStore
 
 log = logging.getLogger(__name__)
 

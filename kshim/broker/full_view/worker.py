@@ -9,7 +9,7 @@ child writes the view, the broker reads it for Fetch.
 
 The child (kshim/broker/child_process.py) is started on the first chunk to apply and
 ends with the broker, kill -9 included. It writes only for a parent that holds the data
-directory's lock (storage/data_directory_lock.py).
+directory's lock (storage/files/data_directory_lock.py).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import NamedTuple, Protocol
 
 from kshim.broker.child_process import ChildProcess, Handler
 from kshim.broker.full_view.changes import view_changes
-from kshim.storage.data_directory_lock import held_by
-from kshim.storage.full_view_store import FullViewStore
+from kshim.storage.files.data_directory_lock import held_by
 from kshim.storage.interface import TopicPartition
-from kshim.storage.transaction_store import AbortedTransaction
+from kshim.storage.meta.transaction_store import AbortedTransaction
+from kshim.storage.views.full_view_store import FullViewStore
 
 
 class ChunkApplier(Protocol):

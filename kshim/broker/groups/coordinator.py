@@ -35,7 +35,7 @@ from kshim.broker.groups.rebalance import Rebalancer, current_generation
 from kshim.broker.groups.settings import GroupSettings
 from kshim.broker.groups.timers import Timers
 from kshim.protocol.errors import ErrorCode
-from kshim.storage.committed_offsets import CommittedOffsetStore
+from kshim.storage.meta.committed_offsets import CommittedOffsetStore
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from kshim.broker.groups.coordinator import GroupCoordinator, valid_group_id
 from kshim.broker.groups.group import Group
 from kshim.broker.groups.group_states import GroupState
 from kshim.protocol.errors import ErrorCode
-from kshim.storage.committed_offsets import NO_EXPIRY, CommittedOffset
 from kshim.storage.interface import TopicPartition
+from kshim.storage.meta.committed_offsets import NO_EXPIRY, CommittedOffset
 
 # What OffsetFetch answers for a partition the group committed nothing for.
 NOTHING_COMMITTED = CommittedOffset(offset=-1, leader_epoch=-1, metadata="", commit_timestamp=-1)

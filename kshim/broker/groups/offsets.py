@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
 
-from kshim.storage.committed_offsets import CommittedOffset, CommittedOffsetStore, GroupOffsets
 from kshim.storage.interface import TopicPartition
+from kshim.storage.meta.committed_offsets import CommittedOffset, CommittedOffsetStore, GroupOffsets
 
 
 class OffsetManager:

@@ -1,6 +1,6 @@
 """Who may log in, and with what: the SASL mechanisms' one source of users.
 
-- SCRAM users are stored credentials (storage/scram_store.py), managed with KIP-554's
+- SCRAM users are stored credentials (storage/meta/scram_store.py), managed with KIP-554's
   DescribeUserScramCredentials and AlterUserScramCredentials; as in Kafka, SCRAM users
   come from nowhere else (no JAAS option makes one).
 - PLAIN users of a listener are the ``user_<name>`` options of its
@@ -43,7 +43,7 @@ from kshim.protocol.messages.describe_user_scram_credentials import (
     CredentialInfo,
     DescribeUserScramCredentialsResult,
 )
-from kshim.storage.scram_store import MAX_USER_BYTES, ScramStore, StoredScramCredential
+from kshim.storage.meta.scram_store import MAX_USER_BYTES, ScramStore, StoredScramCredential
 
 PLAIN_JAAS_KEY = "plain.sasl.jaas.config"
 # scramp, which serves the exchanges, refuses a salt shorter than this; a credential with

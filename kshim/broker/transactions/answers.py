@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from kshim.broker.transactions.fencing import NO_EPOCH, NO_PRODUCER
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.interface import TopicPartition
-from kshim.storage.transaction_store import TransactionRecord
+from kshim.storage.meta.transaction_store import TransactionRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,8 +42,8 @@ from kshim.broker.transactions.partition_state import PartitionTransactions
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.interface import TopicPartition
-from kshim.storage.metadata import MetadataStore
-from kshim.storage.transaction_store import TransactionRecord
+from kshim.storage.meta.metadata import MetadataStore
+from kshim.storage.meta.transaction_store import TransactionRecord
 
 log = logging.getLogger(__name__)
 

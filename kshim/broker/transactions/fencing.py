@@ -12,7 +12,7 @@ from kshim.broker.transactions import transaction_states as states
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.interface import TopicPartition
-from kshim.storage.transaction_store import TransactionRecord
+from kshim.storage.meta.transaction_store import TransactionRecord
 
 MAX_EPOCH = 32767
 NO_PRODUCER = -1

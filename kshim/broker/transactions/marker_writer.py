@@ -16,7 +16,7 @@ from kshim.broker.transactions.markers import marker_batch
 from kshim.broker.transactions.partition_state import PartitionTransactions
 from kshim.protocol.record_batch import read_header
 from kshim.storage.interface import LogFailed, PartitionLog, TopicPartition
-from kshim.storage.transaction_store import (
+from kshim.storage.meta.transaction_store import (
     AbortedTransaction,
     TransactionRecord,
     TransactionStore,

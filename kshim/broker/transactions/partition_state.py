@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kshim.protocol.record_batch import BatchHeader
-from kshim.storage.transaction_store import AbortedTransaction
+from kshim.storage.meta.transaction_store import AbortedTransaction
 
 
 @dataclass(slots=True)

@@ -22,7 +22,7 @@ from kshim.broker.alarms.registry import Alarms
 from kshim.broker.transactions.coordinator import TransactionCoordinator
 from kshim.broker.transactions.review_hooks import ABORT, COMMIT, ReviewHook, ReviewRequest
 from kshim.storage.interface import TopicPartition
-from kshim.storage.transaction_store import TransactionRecord
+from kshim.storage.meta.transaction_store import TransactionRecord
 
 log = logging.getLogger(__name__)
 UNDECIDED = "transaction_undecided"  # the alarm: the review's last check could not decide

@@ -25,9 +25,9 @@ from prometheus_client.registry import Collector
 
 from kshim.broker.broker import Broker
 from kshim.broker.transactions import transaction_states
-from kshim.storage.delay_store import LATENESS_BOUNDS_MS, TopicSummary
 from kshim.storage.interface import TopicPartition
-from kshim.storage.log_store import DiskLogStore
+from kshim.storage.log.log_store import DiskLogStore
+from kshim.storage.schedule.delay_records import LATENESS_BOUNDS_MS, TopicSummary
 
 SCRAPE_TIMEOUT_S = 10.0
 

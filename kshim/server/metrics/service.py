@@ -19,7 +19,7 @@ from kshim.server.metrics.errors import MetricsUnavailable
 from kshim.server.metrics.process_tree import ProcessTreeCollector
 from kshim.server.metrics.request_metrics import RequestMetrics
 from kshim.server.request_budget import RequestBudget
-from kshim.storage.log_store import DiskLogStore
+from kshim.storage.log.log_store import DiskLogStore
 
 log = logging.getLogger(__name__)
 

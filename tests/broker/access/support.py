@@ -22,7 +22,7 @@ from kshim.broker.security.session import Session
 from kshim.protocol.headers import RequestHeader
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.records import BatchSpec, Record, build_batch
-from kshim.storage.memory_log import MemoryLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
 from tests.broker.handler_calls import decoded
 
 NOW_MS = 1_700_000_000_000

@@ -29,7 +29,7 @@ from kshim.protocol.messages import serial
 from kshim.protocol.messages.create_acls import AclCreation, CreateAclsRequest
 from kshim.protocol.messages.delete_acls import DeleteAclsFilter, DeleteAclsRequest
 from kshim.protocol.messages.describe_acls import DescribeAclsRequest
-from kshim.storage.memory_log import MemoryLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ADMIN, ALICE = "User:admin", "User:alice"

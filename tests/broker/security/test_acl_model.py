@@ -27,7 +27,7 @@ from kshim.broker.security.acls.model import (
 )
 from kshim.broker.security.acls.service import Acls
 from kshim.protocol.errors import ErrorCode
-from kshim.storage.metadata import MetadataStore
+from kshim.storage.meta.metadata import MetadataStore
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ALICE, BOB, EVERYONE = "User:alice", "User:bob", "User:*"

@@ -31,8 +31,8 @@ from kshim.protocol.messages.alter_user_scram_credentials import (
     ScramCredentialUpsertion,
 )
 from kshim.protocol.messages.describe_user_scram_credentials import CredentialInfo
-from kshim.storage.metadata import MetadataStore
-from kshim.storage.scram_store import MAX_USER_BYTES
+from kshim.storage.meta.metadata import MetadataStore
+from kshim.storage.meta.scram_store import MAX_USER_BYTES
 
 SHA_256, SHA_512 = 1, 2  # KIP-554's mechanism numbers
 NAMES = {SHA_256: "SCRAM-SHA-256", SHA_512: "SCRAM-SHA-512"}

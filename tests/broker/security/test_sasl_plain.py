@@ -14,8 +14,8 @@ from kshim.broker.security.sasl.errors import MAX_TOKEN_BYTES, AuthenticationFai
 from kshim.broker.security.sasl.factory import start_exchange
 from kshim.broker.security.scram_credential import ScramCredential, mechanism_type
 from kshim.broker.security.session import SaslExchange
-from kshim.storage.metadata import MetadataStore
-from kshim.storage.scram_store import StoredScramCredential
+from kshim.storage.meta.metadata import MetadataStore
+from kshim.storage.meta.scram_store import StoredScramCredential
 
 LISTENER = "SASL_PLAINTEXT"
 JAAS = (

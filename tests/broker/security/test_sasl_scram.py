@@ -24,8 +24,8 @@ from kshim.broker.security.sasl.factory import start_exchange
 from kshim.broker.security.sasl.scram import ScramExchange
 from kshim.broker.security.scram_credential import ScramCredential, mechanism_type
 from kshim.broker.security.session import SaslExchange
-from kshim.storage.metadata import MetadataStore
-from kshim.storage.scram_store import StoredScramCredential
+from kshim.storage.meta.metadata import MetadataStore
+from kshim.storage.meta.scram_store import StoredScramCredential
 
 SHA_256, SHA_512 = "SCRAM-SHA-256", "SCRAM-SHA-512"
 LISTENER = "SASL_PLAINTEXT"

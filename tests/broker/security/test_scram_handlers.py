@@ -24,7 +24,7 @@ from kshim.protocol.messages.alter_user_scram_credentials import AlterUserScramC
 from kshim.protocol.messages.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
 )
-from kshim.storage.memory_log import MemoryLogStore
+from kshim.storage.log.memory_log import MemoryLogStore
 from kshim.wire_client import encode_body
 
 DESCRIBE_KEY, ALTER_KEY = 50, 51

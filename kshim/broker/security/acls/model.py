@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TypeVar
 
-from kshim.storage.acl_store import AclRecord
+from kshim.storage.meta.acl_store import AclRecord
 
 CLUSTER_NAME = "kafka-cluster"  # the one name of the CLUSTER resource (Resource.CLUSTER_NAME)
 WILDCARD = "*"  # a literal resource name or a host matching every one

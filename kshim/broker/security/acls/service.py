@@ -31,7 +31,7 @@ from kshim.broker.security.acls.model import (
     filter_problem,
 )
 from kshim.protocol.errors import ErrorCode
-from kshim.storage.acl_store import AclStore
+from kshim.storage.meta.acl_store import AclStore
 
 # Authorizer.authorizeByResourceType first decides one made-up resource name, so that a
 # super user, a matching wildcard or prefix ACL, or allow.everyone.if.no.acl.found on a
