@@ -22,7 +22,7 @@ from kshim.broker.delay.dispatcher import deliver_due, settle_deliveries
 from kshim.broker.delay.ingest import ingest_partition
 from kshim.broker.delay.naming import DELIVER_AT_HEADER
 from kshim.broker.retention import enforce_retention_once
-from kshim.broker.transactions import transaction_states as states
+from kshim.broker.transactions.transaction_states import TransactionState as State
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.record_batch import validate_produced
 from kshim.protocol.records import Record, build_batch, iter_records
@@ -342,10 +342,10 @@ async def test_a_step_forward_a_day_times_no_transaction_out(
         clocks.step(DAY)
         clocks.advance(TIMEOUT_MS - 1)
         assert await broker.reviewer.review_due() == 0
-        assert record.state == states.ONGOING
+        assert record.state == State.ONGOING
         clocks.advance(1)
         assert await broker.reviewer.review_due() == 1  # no hook: aborted, as Kafka does
-        assert record.state == states.COMPLETE_ABORT
+        assert record.state == State.COMPLETE_ABORT
     finally:
         await broker.close()
 
@@ -361,7 +361,7 @@ async def test_a_step_back_an_hour_puts_no_transaction_off(
         assert await broker.reviewer.review_due() == 0
         clocks.advance(1)
         assert await broker.reviewer.review_due() == 1
-        assert record.state == states.COMPLETE_ABORT
+        assert record.state == State.COMPLETE_ABORT
     finally:
         await broker.close()
 
@@ -385,6 +385,6 @@ async def test_a_step_back_across_a_restart_puts_no_transaction_off_past_its_tim
         assert await broker.reviewer.review_due() == 0
         clocks.advance(1)
         assert await broker.reviewer.review_due() == 1
-        assert broker.transactions.records["tx"].state == states.COMPLETE_ABORT
+        assert broker.transactions.records["tx"].state == State.COMPLETE_ABORT
     finally:
         await broker.close()

@@ -21,8 +21,8 @@ from kshim.protocol.errors import ErrorCode
 from kshim.protocol.headers import RequestHeader
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.records import BatchSpec, Record, build_batch
-from kshim.storage.meta.committed_offsets import CommittedOffset
 from kshim.storage.interface import TopicPartition
+from kshim.storage.meta.committed_offsets import CommittedOffset
 from tests.broker.handler_calls import NOW_MS, decoded, memory_broker
 
 TOPIC = "orders"

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from kshim.broker.transactions import transaction_states as states
 from kshim.broker.transactions.answers import ProducerIdAndEpoch, TransactionalOffset
 from kshim.broker.transactions.coordinator import TransactionSettings
 from kshim.broker.transactions.fencing import MAX_EPOCH
 from kshim.broker.transactions.markers import ABORT, COMMIT
 from kshim.broker.transactions.review_hooks import UNKNOWN
 from kshim.broker.transactions.reviewer import ReviewSettings, TransactionReviewer
+from kshim.broker.transactions.transaction_states import TransactionState as State
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.record_batch import TRANSACTIONAL_FLAG_MASK, BatchHeader, read_header
 from kshim.protocol.records import BatchSpec, Record, build_batch
@@ -54,7 +54,7 @@ async def txn(tmp_path: Path) -> AsyncIterator[Transactions]:
 async def test_init_producer_gives_a_new_id_then_bumps_its_epoch(txn: Transactions) -> None:
     first = await txn.init()
     assert first == ProducerIdAndEpoch(ErrorCode.none, first.producer_id, 0)
-    assert txn.record().state == states.EMPTY
+    assert txn.record().state == State.EMPTY
     second = await txn.init()  # a new instance: same id, the older one fenced
     assert second == ProducerIdAndEpoch(ErrorCode.none, first.producer_id, 1)
     assert await txn.init(second) == ProducerIdAndEpoch(ErrorCode.none, first.producer_id, 2)
@@ -165,7 +165,7 @@ async def test_fencing_answers(txn: Transactions, request_: Request) -> None:
         ErrorCode.invalid_producer_id_mapping
     )
     assert txn.record().producer_epoch == before
-    assert txn.record().state == states.EMPTY
+    assert txn.record().state == State.EMPTY
 
 
 # --------------------------------------------------------------------------------------
@@ -179,7 +179,7 @@ async def test_add_partitions_opens_the_transaction(txn: Transactions) -> None:
     errors = await txn.add(producer, FIRST, FIRST, SECOND)
     assert errors == {FIRST: ErrorCode.none, SECOND: ErrorCode.none}
     record = txn.record()
-    assert record.state == states.ONGOING
+    assert record.state == State.ONGOING
     assert record.partitions == [("t", 0), ("t", 1)]  # each once
     assert (record.started_ms, record.next_review_ms) == (START_MS + 5, START_MS + 5 + TIMEOUT_MS)
     txn.clock.now_ms = START_MS + 50  # adding more keeps the start and review time
@@ -194,7 +194,7 @@ async def test_unknown_partition_adds_nothing(txn: Transactions) -> None:
         FIRST: ErrorCode.operation_not_attempted,
         UNKNOWN_PARTITION: ErrorCode.unknown_topic_or_partition,
     }
-    assert txn.record().state == states.EMPTY and txn.record().partitions == []
+    assert txn.record().state == State.EMPTY and txn.record().partitions == []
 
 
 async def test_transactional_offsets_need_add_offsets_and_apply_on_commit(
@@ -222,10 +222,10 @@ async def test_aborted_offsets_are_dropped(txn: Transactions) -> None:
     producer = await txn.init()
     pid, epoch = producer.producer_id, producer.producer_epoch
     assert await _add_offsets(txn, pid, epoch, True) == ErrorCode.none
-    assert txn.record().state == states.ONGOING  # offsets alone open a transaction
+    assert txn.record().state == State.ONGOING  # offsets alone open a transaction
     assert await _commit_offsets(txn, pid, epoch, True) == ErrorCode.none
     assert await txn.end(producer, commit=False) == ErrorCode.none
-    assert txn.record().state == states.COMPLETE_ABORT
+    assert txn.record().state == State.COMPLETE_ABORT
     assert txn.completed == [(False, [[GROUP, "t", 0, 5, -1, ""]])]
     assert txn.coordinator.pending_offsets(GROUP) == set()
 
@@ -239,7 +239,7 @@ async def test_commit_writes_a_marker_everywhere_and_a_retry_succeeds(txn: Trans
     producer = await txn.begin(FIRST, SECOND)
     assert txn.coordinator.partition(FIRST).last_stable_offset(txn.log(FIRST).high_watermark) == 0
     assert await txn.end(producer, commit=True) == ErrorCode.none
-    assert txn.record().state == states.COMPLETE_COMMIT
+    assert txn.record().state == State.COMPLETE_COMMIT
     for partition in (FIRST, SECOND):
         assert await txn.markers(partition) == [(1, COMMIT)]
         state = txn.coordinator.partition(partition)
@@ -248,7 +248,7 @@ async def test_commit_writes_a_marker_everywhere_and_a_retry_succeeds(txn: Trans
     assert await txn.end(producer, commit=True) == ErrorCode.none  # a retry: no new marker
     assert await txn.markers(FIRST) == [(1, COMMIT)]
     assert await txn.end(producer, commit=False) == ErrorCode.invalid_txn_state
-    assert txn.record().state == states.COMPLETE_COMMIT
+    assert txn.record().state == State.COMPLETE_COMMIT
 
 
 async def test_abort_indexes_the_aborted_transaction(txn: Transactions) -> None:
@@ -268,7 +268,7 @@ async def test_ending_a_transaction_that_added_nothing_is_refused(txn: Transacti
     producer = await txn.init()
     assert await txn.end(producer, commit=True) == ErrorCode.invalid_txn_state
     assert await txn.end(producer, commit=False) == ErrorCode.invalid_txn_state
-    assert txn.record().state == states.EMPTY
+    assert txn.record().state == State.EMPTY
     assert await txn.markers(FIRST) == []
 
 
@@ -287,7 +287,7 @@ async def test_preparing_answers_concurrent_transactions_until_restart_completes
     producer = await txn.begin(FIRST)
     await txn.fail_writes(FIRST)  # the marker's write fails: the transaction stays prepared
     assert await txn.end(producer, commit=True) == ErrorCode.none  # decided, as in Kafka
-    assert txn.record().state == states.PREPARE_COMMIT
+    assert txn.record().state == State.PREPARE_COMMIT
     pid, epoch = producer.producer_id, producer.producer_epoch
     assert await _add_partitions(txn, pid, epoch, True) == ErrorCode.concurrent_transactions
     assert await _add_offsets(txn, pid, epoch, True) == ErrorCode.concurrent_transactions
@@ -298,7 +298,7 @@ async def test_preparing_answers_concurrent_transactions_until_restart_completes
     assert await _init(txn, pid, epoch, True) == ErrorCode.concurrent_transactions
 
     await txn.restart()
-    assert txn.record().state == states.COMPLETE_COMMIT
+    assert txn.record().state == State.COMPLETE_COMMIT
     assert await txn.markers(FIRST) == [(1, COMMIT)]
     assert await txn.end(producer, commit=True) == ErrorCode.none  # the client's retry
 
@@ -327,13 +327,13 @@ async def test_new_instance_waits_for_the_review_then_fences_the_old_one(
     reviewer = _reviewer(txn, [UNKNOWN, "commit"])
     waiting = await txn.init(review=reviewer.resolve)
     assert waiting == ProducerIdAndEpoch(ErrorCode.concurrent_transactions, -1, -1)
-    assert txn.record().state == states.ONGOING and txn.record().reviews == 1
+    assert txn.record().state == State.ONGOING and txn.record().reviews == 1
 
     new = await txn.init(review=reviewer.resolve)
     # The review's decision bumped the epoch once, the new instance once more.
     assert new == ProducerIdAndEpoch(ErrorCode.none, old.producer_id, old.producer_epoch + 2)
     assert await txn.markers(FIRST) == [(1, COMMIT)]
-    assert txn.record().state == states.EMPTY
+    assert txn.record().state == State.EMPTY
     assert await txn.end(old, commit=False) == ErrorCode.producer_fenced  # too late
 
 
@@ -375,20 +375,20 @@ async def test_describe_and_list_transactions(txn: Transactions) -> None:
     producer = await txn.begin(FIRST, SECOND)
     described = txn.coordinator.describe(TRANSACTIONAL_ID)
     assert described is not None
-    assert (described.state, described.partitions) == (states.ONGOING, (FIRST, SECOND))
+    assert (described.state, described.partitions) == (State.ONGOING, (FIRST, SECOND))
     assert (described.producer_id, described.producer_epoch) == (producer.producer_id, 0)
     assert (described.timeout_ms, described.started_ms) == (TIMEOUT_MS, START_MS)
     listed = txn.coordinator.list_transactions
     assert [found.transactional_id for found in listed([], [])] == [TRANSACTIONAL_ID]
-    assert listed([states.ONGOING], [producer.producer_id]) == [described]
-    assert listed([states.EMPTY], []) == []
+    assert listed([State.ONGOING], [producer.producer_id]) == [described]
+    assert listed([State.EMPTY], []) == []
     assert listed([], [producer.producer_id + 1]) == []
 
 
 async def test_transactions_survive_a_restart(txn: Transactions) -> None:
     producer = await txn.begin(FIRST)
     await txn.restart()
-    assert txn.record().state == states.ONGOING
+    assert txn.record().state == State.ONGOING
     state = txn.coordinator.partition(FIRST)
     assert state.open[producer.producer_id].first_offset == 0
     assert state.transaction_start_offset(producer.producer_id) == 0  # DescribeProducers'

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from kshim.broker.transactions import transaction_states as states
 from kshim.broker.transactions.coordinator import TransactionSettings
 from kshim.broker.transactions.markers import ABORT, COMMIT
+from kshim.broker.transactions.transaction_states import TransactionState as State
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.meta.transaction_store import AbortedTransaction, TransactionRecord
 from kshim.testing import FakeClock
@@ -60,11 +60,11 @@ async def test_commit_markers_land_once_writes_work_again(
     await txn.fail_writes(FIRST)
 
     assert await txn.end(producer, commit=True) == ErrorCode.none  # decided: PrepareCommit
-    assert txn.record().state == states.PREPARE_COMMIT
+    assert txn.record().state == State.PREPARE_COMMIT
     assert txn.coordinator.marker_retries.pending() == [TRANSACTIONAL_ID]
     for _ in range(FAILED_ATTEMPTS):
         await txn.retry_markers()
-    assert txn.record().state == states.PREPARE_COMMIT
+    assert txn.record().state == State.PREPARE_COMMIT
     assert txn.coordinator.marker_retries.attempts == FAILED_ATTEMPTS
     assert await txn.end(producer, commit=True) == ErrorCode.concurrent_transactions
     new_instance = await txn.init()
@@ -74,7 +74,7 @@ async def test_commit_markers_land_once_writes_work_again(
     await txn.restore_writes(FIRST)
     await txn.retry_markers()
 
-    assert txn.record().state == states.COMPLETE_COMMIT
+    assert txn.record().state == State.COMPLETE_COMMIT
     assert txn.coordinator.marker_retries.pending() == []
     assert await txn.markers(FIRST) == [(1, COMMIT)]
     assert await txn.markers(SECOND) == [(1, COMMIT)]
@@ -94,11 +94,11 @@ async def test_abort_markers_and_their_index_land_once_writes_work_again(
 
     assert await txn.end(producer, commit=False) == ErrorCode.none
     await txn.retry_markers()
-    assert txn.record().state == states.PREPARE_ABORT
+    assert txn.record().state == State.PREPARE_ABORT
     await txn.restore_writes(FIRST)
     await txn.retry_markers()
 
-    assert txn.record().state == states.COMPLETE_ABORT
+    assert txn.record().state == State.COMPLETE_ABORT
     assert await txn.markers(FIRST) == [(1, ABORT)]
     expected = AbortedTransaction(producer.producer_id, 0, 1)
     assert expected in txn.coordinator.partition(FIRST).aborted
@@ -120,7 +120,7 @@ async def test_the_next_transaction_goes_through_once_the_markers_landed(
     await txn.retry_markers()
 
     assert await txn.add(producer, SECOND) == {SECOND: ErrorCode.none}
-    assert txn.record().state == states.ONGOING
+    assert txn.record().state == State.ONGOING
     pauses = len(txn.sleep.pauses_s)
     await asyncio.sleep(0)
     assert txn.coordinator.marker_retries.idle.is_set()  # waits for work, not on a timer
@@ -145,15 +145,15 @@ async def test_a_transaction_found_prepared_at_start_is_retried_until_it_complet
             raise OSError("injected: the offsets store cannot write")
 
     await txn.restart(first_callback=failing_offsets_store)
-    assert txn.record().state == states.PREPARE_COMMIT
+    assert txn.record().state == State.PREPARE_COMMIT
     assert txn.coordinator.marker_retries.pending() == [TRANSACTIONAL_ID]
 
     task = asyncio.create_task(txn.coordinator.run_marker_retries())
     await txn.retry_markers()
-    assert txn.record().state == states.PREPARE_COMMIT
+    assert txn.record().state == State.PREPARE_COMMIT
     await txn.retry_markers()
 
-    assert txn.record().state == states.COMPLETE_COMMIT
+    assert txn.record().state == State.COMPLETE_COMMIT
     assert await txn.markers(FIRST) == [(1, COMMIT)]  # written once, not per attempt
     assert txn.completed == [(True, [])]
     assert not task.done()

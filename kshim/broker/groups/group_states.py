@@ -8,15 +8,20 @@
 
 Dead is terminal: the group was deleted (DeleteGroups, or expiry of an empty
 group with no offsets left). ``ALLOWED_PREVIOUS`` lists, for each state, the
-states it may be entered from; anything else is a coordinator bug.
+states it may be entered from (state_machine.py); anything else is a coordinator bug.
 """
 
 from __future__ import annotations
 
 import enum
 
+from kshim.broker.state_machine import IllegalStateTransition
+from kshim.broker.state_machine import check_transition as check_move
 
-class GroupState(enum.Enum):
+__all__ = ["ALLOWED_PREVIOUS", "GroupState", "IllegalStateTransition", "check_transition"]
+
+
+class GroupState(enum.StrEnum):
     # Values are the names Kafka reports in ListGroups and DescribeGroups.
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
@@ -44,14 +49,9 @@ ALLOWED_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 }
 
 
-class IllegalStateTransition(RuntimeError):
-    """The coordinator tried a transition the table does not allow (a kshim bug)."""
-
-
 def check_transition(current: GroupState, target: GroupState) -> None:
     """Raises IllegalStateTransition unless ``current -> target`` is in the table."""
-    if current not in ALLOWED_PREVIOUS[target]:
-        raise IllegalStateTransition(f"{current.value} -> {target.value}")
+    check_move(ALLOWED_PREVIOUS, current, target)
 
 
 def state_named(name: str) -> GroupState | None:

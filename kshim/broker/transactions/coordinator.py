@@ -39,6 +39,7 @@ from kshim.broker.transactions.fencing import (
 from kshim.broker.transactions.marker_retries import MarkerRetries, MarkerRetrySettings, Sleep
 from kshim.broker.transactions.marker_writer import PartitionLookup, write_markers
 from kshim.broker.transactions.partition_state import PartitionTransactions
+from kshim.broker.transactions.transaction_states import TransactionState as State
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.interface import TopicPartition
@@ -114,7 +115,7 @@ class TransactionCoordinator:
             record = self.records.get(transactional_id)
             if record is None:
                 new_id = await asyncio.to_thread(self._metadata.allocate_producer_id)
-                record = TransactionRecord(transactional_id, new_id, 0, timeout_ms, states.EMPTY)
+                record = TransactionRecord(transactional_id, new_id, 0, timeout_ms, State.EMPTY)
                 await self.persist(record)
                 return ProducerIdAndEpoch(ErrorCode.none, record.producer_id, 0)
             if producer_id != NO_PRODUCER:
@@ -123,12 +124,10 @@ class TransactionCoordinator:
                     return ProducerIdAndEpoch(error)
             if record.state in states.PREPARING:  # its markers are still being written
                 return ProducerIdAndEpoch(ErrorCode.concurrent_transactions)
-            if record.state == states.ONGOING and not await review_open(
-                record, NEW_INSTANCE_REASON
-            ):
+            if record.state == State.ONGOING and not await review_open(record, NEW_INSTANCE_REASON):
                 return ProducerIdAndEpoch(ErrorCode.concurrent_transactions)
             await self.new_epoch(record)
-            record.state = states.EMPTY
+            record.state = State.EMPTY
             record.timeout_ms = timeout_ms
             await self.persist(record)
             return ProducerIdAndEpoch(ErrorCode.none, record.producer_id, record.producer_epoch)
@@ -212,7 +211,7 @@ class TransactionCoordinator:
             record = self._unfenced_record(transactional_id, producer_id, epoch, fenced_code)
             if isinstance(record, ErrorCode):
                 return record
-            if group_id not in record.groups or record.state != states.ONGOING:
+            if group_id not in record.groups or record.state != State.ONGOING:
                 return ErrorCode.invalid_txn_state
             member_error = check_member()
             if member_error != ErrorCode.none:
@@ -246,12 +245,12 @@ class TransactionCoordinator:
             record = self._unfenced_record(transactional_id, producer_id, epoch, fenced_code)
             if isinstance(record, ErrorCode):
                 return record
-            if record.state == states.ONGOING:
+            if record.state == State.ONGOING:
                 await self.end(record, commit)
                 return ErrorCode.none
-            if record.state == (states.COMPLETE_COMMIT if commit else states.COMPLETE_ABORT):
+            if record.state == (State.COMPLETE_COMMIT if commit else State.COMPLETE_ABORT):
                 return ErrorCode.none
-            if record.state == (states.PREPARE_COMMIT if commit else states.PREPARE_ABORT):
+            if record.state == (State.PREPARE_COMMIT if commit else State.PREPARE_ABORT):
                 return ErrorCode.concurrent_transactions
             return ErrorCode.invalid_txn_state
 
@@ -293,8 +292,8 @@ class TransactionCoordinator:
     async def _begin(self, record: TransactionRecord, partitions: Sequence[TopicPartition]) -> None:
         """Moves the transaction to Ongoing (its review clock starting when it was not) and
         records the partitions it writes to."""
-        if record.state != states.ONGOING:
-            record.state = states.ONGOING
+        if record.state != State.ONGOING:
+            record.state = State.ONGOING
             record.started_ms = self._clock()
             self.schedule_review(record, record.timeout_ms)
             record.reviews = 0
@@ -313,7 +312,7 @@ class TransactionCoordinator:
 
     def review_due(self, record: TransactionRecord) -> bool:
         """Whether the transaction is Ongoing and its review time has come."""
-        if record.state != states.ONGOING or record.next_review_ms < 0:
+        if record.state != State.ONGOING or record.next_review_ms < 0:
             return False
         return self._clock.monotonic() >= self._review_deadline(record)
 
@@ -380,8 +379,8 @@ class TransactionCoordinator:
         the markers is not the caller's: as in Kafka, the transaction stays prepared
         (CONCURRENT_TRANSACTIONS to its producer) and the markers are retried in the
         background (marker_retries.py) until they land."""
-        target = states.PREPARE_COMMIT if commit else states.PREPARE_ABORT
-        if not states.can_move(record.state, target):
+        target = State.PREPARE_COMMIT if commit else State.PREPARE_ABORT
+        if not states.can_enter(record.state, target):
             raise ValueError(f"{record.transactional_id}: cannot end from {record.state}")
         record.state = target
         await self.persist(record)
@@ -406,7 +405,7 @@ class TransactionCoordinator:
         """Writes the markers and completes; False, logged, on any failure (a storage
         error, or a completion callback's): the transaction then stays prepared."""
         try:
-            await self._complete(record, record.state == states.PREPARE_COMMIT)
+            await self._complete(record, record.state == State.PREPARE_COMMIT)
         except Exception:
             log.exception("transaction %s: markers not written, still %s",
                           record.transactional_id, record.state)  # fmt: skip
@@ -426,7 +425,7 @@ class TransactionCoordinator:
             result = callback(record, commit)
             if asyncio.iscoroutine(result):
                 await result
-        record.state = states.COMPLETE_COMMIT if commit else states.COMPLETE_ABORT
+        record.state = State.COMPLETE_COMMIT if commit else State.COMPLETE_ABORT
         record.partitions = []
         record.groups = []
         record.pending_offsets = []  # applied on commit by on_complete, dropped on abort

@@ -8,7 +8,7 @@ versions before it answer INVALID_PRODUCER_EPOCH, as Kafka's TransactionCoordina
 
 from __future__ import annotations
 
-from kshim.broker.transactions import transaction_states as states
+from kshim.broker.transactions.transaction_states import TransactionState as State
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.interface import TopicPartition
@@ -48,6 +48,6 @@ def check_transactional_batch(
     if header.producer_epoch < record.producer_epoch:
         return ErrorCode.invalid_producer_epoch
     partition = (topic_partition.topic, topic_partition.partition)
-    if record.state != states.ONGOING or partition not in record.partitions:
+    if record.state != State.ONGOING or partition not in record.partitions:
         return ErrorCode.invalid_txn_state
     return ErrorCode.none

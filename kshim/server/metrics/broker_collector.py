@@ -24,7 +24,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 
 from kshim.broker.broker import Broker
-from kshim.broker.transactions import transaction_states
+from kshim.broker.transactions.transaction_states import TransactionState
 from kshim.storage.interface import TopicPartition
 from kshim.storage.log.log_store import DiskLogStore
 from kshim.storage.schedule.delay_records import LATENESS_BOUNDS_MS, TopicSummary
@@ -168,7 +168,7 @@ def _transactions(broker: Broker) -> Families:
     )
     due = 0
     for transactional_id, record in broker.transactions.records.items():
-        if record.state != transaction_states.ONGOING:
+        if record.state != TransactionState.ONGOING:
             continue
         open_.add_metric([transactional_id], max(now_ms - record.started_ms, 0) / 1000)
         due += broker.transactions.review_due(record)  # the reviewer's own test
