@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from kshim.api import api_versions
 from kshim.api.access.guard import guarded
-from kshim.api.access.rule import Check
+from kshim.api.access.rule import Check, Handler, ResponseT
 from kshim.api.admin import (
     alter_configs,
     config_access,
@@ -125,17 +125,18 @@ class Route(Generic[RequestT]):
     request_type: type[RequestT]
     handle: Callable[[RequestT, RequestContext], Awaitable[object]]
     decode: Decoder[RequestT] | None = None  # None: kio's decoder into ``request_type``
-    check: Check[RequestT, Any] | None = None  # None: every client may call the API
+    checked: bool = False  # False: every client may call the API
 
 
 def route(
     request_type: type[RequestT],
-    handle: Callable[[RequestT, RequestContext], Awaitable[Any]],
-    check: Check[RequestT, Any] | None,
+    handle: Handler[RequestT, ResponseT],
+    check: Check[RequestT, ResponseT] | None,
     decode: Decoder[RequestT] | None = None,
 ) -> Route[RequestT]:
     """The route running ``handle`` behind ``check`` (access/guard.py)."""
-    return Route(request_type, guarded(handle, check), decode, check)
+    guarded_handle: Handler[RequestT, ResponseT] = guarded(handle, check)
+    return Route(request_type, guarded_handle, decode, check is not None)
 
 
 ROUTES: dict[int, Route[Any]] = {

@@ -9,20 +9,22 @@ what the principal may not do and lets the handler answer the rest.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
 
 from kshim.api.access.permissions import Permissions
-from kshim.api.access.rule import Check, Handler
+from kshim.api.access.rule import Check, Handler, RequestT, ResponseT
 from kshim.api.context import RequestContext
 
 
-def guarded(handle: Handler[Any, Any], check: Check[Any, Any] | None) -> Handler[Any, Any]:
+def guarded(
+    handle: Handler[RequestT, ResponseT], check: Check[RequestT, ResponseT] | None
+) -> Handler[RequestT, ResponseT]:
     """``handle`` behind ``check``; ``handle`` itself when there is no check (an API every
     client may call)."""
     if check is None:
         return handle
 
-    def guarded_handle(request: Any, context: RequestContext) -> Any:
+    def guarded_handle(request: RequestT, context: RequestContext) -> Awaitable[ResponseT]:
         # A plain function returning the coroutine it picks: no frame of its own to await.
         acls = context.broker.acls
         if not acls.enabled:

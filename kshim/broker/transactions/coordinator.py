@@ -218,8 +218,8 @@ class TransactionCoordinator:
                 return member_error
             for offset in offsets:
                 tp = offset.topic_partition
-                record.pending_offsets.append([group_id, tp.topic, tp.partition, offset.offset,
-                                               offset.leader_epoch, offset.metadata])  # fmt: skip
+                record.pending_offsets.append((group_id, tp.topic, tp.partition, offset.offset,
+                                               offset.leader_epoch, offset.metadata))  # fmt: skip
             await self.persist(record)
             return ErrorCode.none
 

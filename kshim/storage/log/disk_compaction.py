@@ -28,9 +28,9 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 
 from kshim.storage.compaction import (
     CompactionPlan,
@@ -67,6 +67,7 @@ READ_CHUNK_BYTES = 8 << 20  # old segments are read this much at a time
 # twice as long while the loop is busy and no longer when it is idle.
 YIELD_INTERVAL_S = 0.0005
 _Result = TypeVar("_Result")
+_Params = ParamSpec("_Params")
 
 
 def cleaned_path_for(segment_path: str) -> str:
@@ -98,7 +99,7 @@ class DiskCompaction:
         self._descriptors = descriptors
         self._lock = lock  # the checkpointer's: spills, retention and deletions take it
         self._memtable_freed = memtable_freed
-        self._work: asyncio.Future[Any] | None = None  # the worker thread's, if running
+        self._work: Awaitable[object] | None = None  # the worker thread's, if running
 
     async def idle(self) -> None:
         """Returns once no worker thread of a pass is running (the store is closing)."""
@@ -136,10 +137,12 @@ class DiskCompaction:
         return CompactionResult(end, read, written, replaced, new_segments,
                                 cleaner.kept_records, cleaner.removed_records)  # fmt: skip
 
-    async def _in_thread(self, function: Callable[..., _Result], *args: Any) -> _Result:
+    async def _in_thread(
+        self, function: Callable[_Params, _Result], *args: _Params.args, **kwargs: _Params.kwargs
+    ) -> _Result:
         """Runs ``function`` in a worker thread; a cancelled pass lets it finish (shielded),
         so that ``idle`` can wait for it."""
-        work = asyncio.ensure_future(asyncio.to_thread(function, *args))
+        work = asyncio.ensure_future(asyncio.to_thread(function, *args, **kwargs))
         self._work = work
         try:
             return await asyncio.shield(work)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from kshim.storage.interface import TopicPartition
 from kshim.storage.meta import lmdb_keys as keys
@@ -21,6 +20,11 @@ from kshim.storage.meta.lmdb_ranges import delete_between, delete_prefixed
 from kshim.storage.meta.lmdb_types import Environment, Transaction
 
 _ABORTED_VALUE = struct.Struct(">qq")
+
+
+# A TxnOffsetCommit offset (JSON keeps it as a list): group, topic, partition, offset,
+# leader epoch, metadata.
+PendingOffset = tuple[str, str, int, int, int, str]
 
 
 @dataclass(slots=True)
@@ -38,9 +42,9 @@ class TransactionRecord:
     updated_ms: int = -1
     reviews: int = 0
     next_review_ms: int = -1
-    # TxnOffsetCommit offsets awaiting the outcome: [group, topic, partition, offset,
-    # leader epoch, metadata]; applied to the group on commit, dropped on abort.
-    pending_offsets: list[list[Any]] = field(default_factory=list)
+    # TxnOffsetCommit offsets awaiting the outcome; applied to the group on commit,
+    # dropped on abort.
+    pending_offsets: list[PendingOffset] = field(default_factory=list)
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
@@ -49,6 +53,7 @@ class TransactionRecord:
     def from_json(cls, data: bytes) -> TransactionRecord:
         body = json.loads(data)
         body["partitions"] = [tuple(partition) for partition in body["partitions"]]
+        body["pending_offsets"] = [tuple(pending) for pending in body["pending_offsets"]]
         return cls(**body)
 
 
