@@ -190,7 +190,7 @@ class Broker:
     def _prepare_partition(self, topic_partition: TopicPartition) -> Callable[[BatchHeader], None]:
         producers = PartitionProducerState()
         self.partitions.producer_states[topic_partition] = producers
-        transactions = self.transactions.recovery_callback(topic_partition)
+        transactions = self.transactions.partition_states.recovery_callback(topic_partition)
 
         def replay(header: BatchHeader) -> None:
             producers.recover(header)

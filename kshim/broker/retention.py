@@ -45,7 +45,9 @@ async def advance_log_start(
         await partition_log.drop_oldest_segments(drop_segments, log_start)
     else:
         partition_log.advance_log_start_offset(log_start)
-    broker.transactions.forget_below(topic_partition, partition_log.log_start_offset)
+    broker.transactions.partition_states.forget_below(
+        topic_partition, partition_log.log_start_offset
+    )
 
 
 async def delete_records_before(broker: Broker, partition: DeletablePartition, before: int) -> None:

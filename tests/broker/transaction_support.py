@@ -102,7 +102,7 @@ class Transactions:
     async def open_logs(self) -> None:
         """Opens (or, after a restart, recovers) every partition's log."""
         for topic_partition in PARTITIONS:
-            replay = self.coordinator.recovery_callback(topic_partition)
+            replay = self.coordinator.partition_states.recovery_callback(topic_partition)
             await self.logs.open(topic_partition, LogConfig(), 0, replay)
 
     async def fail_writes(self, topic_partition: TopicPartition) -> None:
@@ -120,7 +120,7 @@ class Transactions:
         anew over its stored batches (the in-memory twin's reopen), which replays them to
         the coordinator's partition state as a log directory coming back would."""
         del self.failed[topic_partition]
-        replay = self.coordinator.recovery_callback(topic_partition)
+        replay = self.coordinator.partition_states.recovery_callback(topic_partition)
         await self.logs.open(topic_partition, LogConfig(), 0, replay)
 
     async def restart(

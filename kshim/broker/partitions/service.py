@@ -206,6 +206,6 @@ class PartitionService:
         docstring); raises TopicError."""
         for topic in (name, *self._resolver.stored_companions(name)):
             await self._topics.delete(topic)
-            self._transactions.forget_topic(topic)
+            self._transactions.partition_states.forget_topic(topic)
         await drop_topic_offsets(self._groups, name, *self._resolver.derived_names(name))
         await self._resolver.forget_derived(name)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from kshim.broker.clock import as_broker_clock
@@ -28,20 +28,19 @@ from kshim.broker.transactions import transaction_states as states
 from kshim.broker.transactions.answers import (
     ProducerIdAndEpoch,
     TransactionalOffset,
-    TransactionDescription,
 )
 from kshim.broker.transactions.fencing import (
     MAX_EPOCH,
     NO_PRODUCER,
     check_fencing,
-    check_transactional_batch,
 )
 from kshim.broker.transactions.marker_retries import MarkerRetries, MarkerRetrySettings, Sleep
 from kshim.broker.transactions.marker_writer import PartitionLookup, write_markers
-from kshim.broker.transactions.partition_state import PartitionTransactions
+from kshim.broker.transactions.partition_state import PartitionStates, PartitionTransactions
+from kshim.broker.transactions.review_schedule import ReviewSchedule
+from kshim.broker.transactions.transaction_records import TransactionRecords
 from kshim.broker.transactions.transaction_states import TransactionState as State
 from kshim.protocol.errors import ErrorCode
-from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.interface import TopicPartition
 from kshim.storage.meta.metadata import MetadataStore
 from kshim.storage.meta.transaction_store import TransactionRecord
@@ -62,7 +61,7 @@ class TransactionSettings:
     marker_retries: MarkerRetrySettings = field(default_factory=MarkerRetrySettings)
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(TransactionRecords):
     def __init__(
         self,
         metadata: MetadataStore,
@@ -71,23 +70,19 @@ class TransactionCoordinator:
         settings: TransactionSettings,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
+        super().__init__()
         self._metadata = metadata
         self._store = metadata.transactions
         self._partition_log = partition_log
         self._clock = as_broker_clock(clock)
         self.settings = settings
-        # Read by the reviewer; handlers ask the methods below.
-        self.records: dict[str, TransactionRecord] = {}
-        self.partitions: dict[TopicPartition, PartitionTransactions] = {}
+        self.partition_states = PartitionStates(self._store.aborted)
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         # Called with (record, committed) once markers are durable: group offsets.
         self.on_complete: list[Callable[[TransactionRecord, bool], object]] = []
         # Prepared transactions whose markers failed: retried by ``run_marker_retries``.
         self.marker_retries = MarkerRetries(settings.marker_retries, sleep)
-        # Per open transaction: its persisted next_review_ms (wall clock, what is reported)
-        # and when that review is due on the monotonic clock, which decides: a wall-clock
-        # step must neither time every open transaction out at once nor put one off.
-        self._review_at: dict[str, tuple[int, int]] = {}
+        self.reviews = ReviewSchedule(self._clock)  # when each open one is next reviewed
 
     # Requests (Kafka's TransactionCoordinator.handle*): each takes its own lock
 
@@ -254,23 +249,6 @@ class TransactionCoordinator:
                 return ErrorCode.concurrent_transactions
             return ErrorCode.invalid_txn_state
 
-    def describe(self, transactional_id: str) -> TransactionDescription | None:
-        """DescribeTransactions (handleDescribeTransactions): None for an unknown id."""
-        record = self.records.get(transactional_id)
-        return None if record is None else TransactionDescription.of(record)
-
-    def list_transactions(
-        self, wanted_states: Collection[str], producer_ids: Collection[int]
-    ) -> list[TransactionDescription]:
-        """ListTransactions (handleListTransactions): every transactional id in one of
-        ``wanted_states`` with one of ``producer_ids`` (an empty filter passes all)."""
-        return [
-            TransactionDescription.of(record)
-            for record in self.records.values()
-            if (not wanted_states or record.state in wanted_states)
-            and (not producer_ids or record.producer_id in producer_ids)
-        ]
-
     def _unfenced_record(
         self, transactional_id: str, producer_id: int, epoch: int, fenced_code: bool
     ) -> TransactionRecord | ErrorCode:
@@ -295,61 +273,13 @@ class TransactionCoordinator:
         if record.state != State.ONGOING:
             record.state = State.ONGOING
             record.started_ms = self._clock()
-            self.schedule_review(record, record.timeout_ms)
+            self.reviews.schedule(record, record.timeout_ms)
             record.reviews = 0
         wanted = [
             (topic_partition.topic, topic_partition.partition) for topic_partition in partitions
         ]
         record.partitions = list(dict.fromkeys([*record.partitions, *wanted]))
         await self.persist(record)
-
-    def schedule_review(self, record: TransactionRecord, delay_ms: int) -> None:
-        """The transaction is to be reviewed ``delay_ms`` from now (by the monotonic
-        clock); the caller holds its lock and persists it."""
-        record.next_review_ms = self._clock() + delay_ms
-        due = self._clock.monotonic() + delay_ms
-        self._review_at[record.transactional_id] = (record.next_review_ms, due)
-
-    def review_due(self, record: TransactionRecord) -> bool:
-        """Whether the transaction is Ongoing and its review time has come."""
-        if record.state != State.ONGOING or record.next_review_ms < 0:
-            return False
-        return self._clock.monotonic() >= self._review_deadline(record)
-
-    def _review_deadline(self, record: TransactionRecord) -> int:
-        """When the review is due on the monotonic clock: as scheduled in this process,
-        else (loaded at start) from the persisted wall times, the only ones a restart
-        keeps. The wait is then at most the one the record had when last persisted, so
-        a clock stepped back (before or during the stop) never lengthens a timeout; one
-        stepped forward during the stop looks like downtime, and Kafka too then reviews
-        at once."""
-        noted = self._review_at.get(record.transactional_id)
-        if noted is not None and noted[0] == record.next_review_ms:
-            return noted[1]
-        left = min(record.next_review_ms - self._clock(),
-                   record.next_review_ms - record.updated_ms)  # fmt: skip
-        due = self._clock.monotonic() + max(left, 0)
-        self._review_at[record.transactional_id] = (record.next_review_ms, due)
-        return due
-
-    # Produce, fetch and the reviewer
-
-    def check_produce(
-        self, transactional_id: str | None, header: BatchHeader, topic_partition: TopicPartition
-    ) -> ErrorCode:
-        """Validates a transactional batch against its transaction (TV1 rules)."""
-        record = None if transactional_id is None else self.records.get(transactional_id)
-        return check_transactional_batch(record, header, topic_partition)
-
-    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
-        """Partitions of the group whose offsets an open transaction holds (TxnOffsetCommit)."""
-        return {
-            TopicPartition(topic, partition)
-            for record in self.records.values()
-            if record.state not in states.COMPLETED
-            for group, topic, partition, *_ in record.pending_offsets
-            if group == group_id
-        }
 
     def lock(self, transactional_id: str) -> asyncio.Lock:
         """The lock every change to the transactional id's record is made under."""
@@ -431,7 +361,7 @@ class TransactionCoordinator:
         record.pending_offsets = []  # applied on commit by on_complete, dropped on abort
         record.reviews = 0
         record.next_review_ms = -1
-        self._review_at.pop(record.transactional_id, None)
+        self.reviews.forget(record.transactional_id)
         await self.persist(record)
         log.info("transaction %s %s", record.transactional_id, "committed" if commit else "aborted")
 
@@ -439,35 +369,14 @@ class TransactionCoordinator:
 
     def partition(self, topic_partition: TopicPartition) -> PartitionTransactions:
         """The partition's open and aborted transactions (created on first use)."""
-        state = self.partitions.get(topic_partition)
-        if state is None:
-            state = PartitionTransactions(aborted=self._store.aborted(topic_partition))
-            self.partitions[topic_partition] = state
-        return state
-
-    def forget_below(self, topic_partition: TopicPartition, log_start: int) -> None:
-        """Drops the aborted transactions retention or DeleteRecords left without records
-        (LMDB forgets them with the new log start: MetadataStore.set_log_start_offset)."""
-        state = self.partitions.get(topic_partition)
-        if state is not None:
-            state.forget_below(log_start)
-
-    def forget_topic(self, topic: str) -> None:
-        """Drops a deleted topic's partition states (LMDB forgets them with the topic)."""
-        for topic_partition in [tp for tp in self.partitions if tp.topic == topic]:
-            del self.partitions[topic_partition]
-
-    def recovery_callback(self, topic_partition: TopicPartition) -> Callable[[BatchHeader], None]:
-        """Replays a partition's batch headers at start-up (open transactions)."""
-        self.partitions.pop(topic_partition, None)
-        return self.partition(topic_partition).recover
+        return self.partition_states.get(topic_partition)
 
     async def load(self) -> None:
         """Loads every transaction and finishes those caught preparing by a crash (or
         queues them for the background retries when their markers cannot be written)."""
         self.records = await asyncio.to_thread(self._store.load)
         for record in list(self.records.values()):
-            self.review_due(record)  # its deadline, from the wall clock now, not later
+            self.reviews.due(record)  # its deadline, from the wall clock now, not later
             if record.state in states.PREPARING:
                 async with self.lock(record.transactional_id):
                     await self._complete_or_retry_later(record)
@@ -480,6 +389,6 @@ class TransactionCoordinator:
                    if record.state in states.COMPLETED and record.updated_ms < cutoff]  # fmt: skip
         for record in expired:
             del self.records[record.transactional_id]
-            self._review_at.pop(record.transactional_id, None)
+            self.reviews.forget(record.transactional_id)
             await asyncio.to_thread(self._store.delete, record.transactional_id)
         return len(expired)

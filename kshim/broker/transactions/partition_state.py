@@ -10,10 +10,11 @@ the aborted list comes from LMDB.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kshim.protocol.record_batch import BatchHeader
+from kshim.storage.interface import TopicPartition
 from kshim.storage.meta.transaction_store import AbortedTransaction
 
 
@@ -81,3 +82,36 @@ def is_aborted(header: BatchHeader, aborted: Sequence[AbortedTransaction]) -> bo
         and entry.first_offset <= header.base_offset < entry.last_offset
         for entry in aborted
     )
+
+
+class PartitionStates:
+    """Every partition's transactions, created on first use with the aborted ones LMDB
+    holds (``aborted``)."""
+
+    def __init__(self, aborted: Callable[[TopicPartition], list[AbortedTransaction]]) -> None:
+        self._aborted = aborted
+        self._states: dict[TopicPartition, PartitionTransactions] = {}
+
+    def get(self, topic_partition: TopicPartition) -> PartitionTransactions:
+        state = self._states.get(topic_partition)
+        if state is None:
+            state = PartitionTransactions(aborted=self._aborted(topic_partition))
+            self._states[topic_partition] = state
+        return state
+
+    def forget_below(self, topic_partition: TopicPartition, log_start: int) -> None:
+        """Drops the aborted transactions retention or DeleteRecords left without records
+        (LMDB forgets them with the new log start: MetadataStore.set_log_start_offset)."""
+        state = self._states.get(topic_partition)
+        if state is not None:
+            state.forget_below(log_start)
+
+    def forget_topic(self, topic: str) -> None:
+        """Drops a deleted topic's partition states (LMDB forgets them with the topic)."""
+        for topic_partition in [tp for tp in self._states if tp.topic == topic]:
+            del self._states[topic_partition]
+
+    def recovery_callback(self, topic_partition: TopicPartition) -> Callable[[BatchHeader], None]:
+        """Replays a partition's batch headers at start-up (open transactions)."""
+        self._states.pop(topic_partition, None)
+        return self.get(topic_partition).recover

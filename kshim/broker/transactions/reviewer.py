@@ -81,7 +81,7 @@ class TransactionReviewer:
         if decision not in (COMMIT, ABORT):
             record.reviews += 1
             if record.reviews < self.settings.max_reviews:
-                self._coordinator.schedule_review(record, self.settings.retry_ms)
+                self._coordinator.reviews.schedule(record, self.settings.retry_ms)
                 await self._coordinator.persist(record)
                 return False
             self._alarms.happened(
@@ -108,9 +108,9 @@ class TransactionReviewer:
         return reviewed
 
     def _due(self, record: TransactionRecord) -> bool:
-        # On the monotonic clock (the coordinator's ``review_due``): a wall-clock step
+        # On the monotonic clock (review_schedule.py): a wall-clock step
         # forward must not review every open transaction at once.
-        return self._coordinator.review_due(record)
+        return self._coordinator.reviews.due(record)
 
     async def review_pass(self) -> None:
         """One pass of the background job (every ``settings.check_interval_ms``): the due

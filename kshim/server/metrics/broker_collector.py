@@ -171,7 +171,7 @@ def _transactions(broker: Broker) -> Families:
         if record.state != TransactionState.ONGOING:
             continue
         open_.add_metric([transactional_id], max(now_ms - record.started_ms, 0) / 1000)
-        due += broker.transactions.review_due(record)  # the reviewer's own test
+        due += broker.transactions.reviews.due(record)  # the reviewer's own test
     count = GaugeMetricFamily(
         "kshim_transactions_open", "Open transactions", value=len(open_.samples)
     )
