@@ -10,16 +10,12 @@ Kafka's kafka-consumer-groups tool; unknown values print as ``-``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kshim.broker.broker import Broker
 from kshim.broker.groups.admin import list_groups
-from kshim.broker.text_table import fixed_width_table
 from kshim.storage.interface import TopicPartition
-
-COLUMNS = ("GROUP", "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBERS")
-UNKNOWN = "-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,24 +97,3 @@ async def _log_ends(
         if partition is not None:
             ends[topic_partition] = (await partition.offsets()).high_watermark
     return ends
-
-
-def format_table(rows: Sequence[PartitionStatus]) -> str:
-    """A fixed-width text table with a header line, numbers right-aligned."""
-    return fixed_width_table(COLUMNS, [_cells(row) for row in rows], left_aligned=(0, 1))
-
-
-def _cells(row: PartitionStatus) -> tuple[str, ...]:
-    return (
-        row.group_id,
-        row.topic,
-        str(row.partition),
-        _number(row.committed),
-        _number(row.log_end),
-        _number(row.lag),
-        str(row.members),
-    )
-
-
-def _number(value: int | None) -> str:
-    return UNKNOWN if value is None or value < 0 else str(value)

@@ -17,13 +17,13 @@ from scramp import ScramClient
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.keys import ConfigError
 from kshim.broker.security.credentials import Credentials
-from kshim.broker.security.jaas import JaasError
 from kshim.broker.security.sasl.factory import start_exchange
 from kshim.broker.security.scram_credential import (
     ScramCredential,
     new_salt,
     salted_password,
 )
+from kshim.client.jaas import JaasError
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsResult,
