@@ -19,8 +19,8 @@ import time
 
 from benchmarks.brokers import RunningBroker
 from benchmarks.workloads import create_topic, produce
+from kshim.client.wire import WireConnection, connect
 from kshim.protocol.apis import API_VERSIONS_KEY
-from kshim.wire_client import WireConnection, connect
 
 SETTLE_S = 1.0
 BACKLOG_RECORD_BYTES = 60

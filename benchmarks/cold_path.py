@@ -27,8 +27,9 @@ from benchmarks.brokers import running
 from benchmarks.pipelined_produce import produce_frame
 from benchmarks.samples import Samples, add_samples, median_rows
 from benchmarks.workloads import create_topic
+from kshim.client.frames import encode_request
+from kshim.client.wire import connect
 from kshim.testing import fetch_fields
-from kshim.wire_client import connect, encode_request
 
 FETCH_KEY, FETCH_VERSION = 1, 12
 TOPIC = "trips"

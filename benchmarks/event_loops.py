@@ -23,7 +23,7 @@ from benchmarks.pipelined_produce import produce_frame
 from benchmarks.pipelined_produce import run as run_requests
 from benchmarks.venus_transmission import transmission
 from benchmarks.workloads import create_topic, end_to_end_latency
-from kshim.wire_client import encode_request
+from kshim.client.frames import encode_request
 
 METADATA_KEY, METADATA_VERSION = 3, 9
 VARIANTS = {

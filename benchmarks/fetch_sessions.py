@@ -40,6 +40,7 @@ from kshim.api.records import produce as produce_handler
 from kshim.broker.broker import Broker
 from kshim.broker.clock import wall_clock_ms
 from kshim.broker.config.broker_config import BrokerConfig
+from kshim.client.frames import encode_body
 from kshim.protocol import codec
 from kshim.protocol.headers import RequestHeader
 from kshim.protocol.messages.fetch import FetchRequest
@@ -47,7 +48,6 @@ from kshim.protocol.messages.serial import decode_request
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.records import BatchSpec, Record, build_batch
 from kshim.storage.log.memory_log import MemoryLogStore
-from kshim.wire_client import encode_body
 
 FETCH, FETCH_VERSION = 1, 12
 PRODUCE_VERSION = 9

@@ -46,8 +46,9 @@ from typing import Any
 
 from benchmarks.brokers import BASELINE, RunningBroker, running
 from benchmarks.samples import Samples, add_samples, median_rows
+from kshim.client.frames import decode_response, encode_body
+from kshim.client.wire import WireConnection, connect
 from kshim.protocol import codec
-from kshim.wire_client import WireConnection, connect, decode_response, encode_body
 
 METADATA_KEY, CREATE_TOPICS_KEY, CREATE_TOPICS_VERSION = 3, 19, 4
 VERSIONS = (1, 12)

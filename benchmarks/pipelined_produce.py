@@ -20,8 +20,9 @@ from pathlib import Path
 from benchmarks.brokers import RunningBroker, running
 from benchmarks.samples import Samples, add_samples, median_rows
 from benchmarks.workloads import create_topic
+from kshim.client.frames import encode_request
+from kshim.client.wire import WireConnection, connect
 from kshim.protocol.records import Record, build_batch
-from kshim.wire_client import WireConnection, connect, encode_request
 
 PRODUCE_KEY, PRODUCE_VERSION = 0, 9
 DEPTHS = (1, 5)

@@ -1,4 +1,4 @@
-"""Raw-protocol steps of benchmarks.scale, over kshim.wire_client: creating many topics,
+"""Raw-protocol steps of benchmarks.scale, over kshim.client.wire: creating many topics,
 timing Metadata, the log end offsets of many partitions, Produce requests that touch many
 partitions at once, the first acknowledged produce after a restart, and the fsync count a
 kshim prints as it stops.
@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.pipelined_produce import PRODUCE_KEY, PRODUCE_VERSION, produce_frame
+from kshim.client.frames import decode_response, encode_request
+from kshim.client.wire import WireConnection, connect
 from kshim.protocol.records import Record, build_batch
-from kshim.wire_client import WireConnection, connect, decode_response, encode_request
 
 CREATE_TOPICS_KEY, CREATE_TOPICS_VERSION = 19, 4
 METADATA_KEY, METADATA_VERSION = 3, 12

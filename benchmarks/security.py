@@ -85,8 +85,8 @@ from benchmarks.security_clients import (
 )
 from benchmarks.startup import API_VERSIONS_V0
 from benchmarks.workloads import TIMEOUT_S, create_topic, send
-from kshim.client_security import ClientSecurity
-from kshim.wire_client import connect
+from kshim.client.security import ClientSecurity
+from kshim.client.wire import connect
 from spark_examples.spark_session import connector_jars, connector_unavailable_reason
 
 PROTOCOLS = ("PLAINTEXT", "SASL_SSL")

@@ -37,15 +37,10 @@ from cryptography.hazmat.primitives import serialization
 
 from benchmarks.brokers import START_TIMEOUT_S, RunningBroker
 from benchmarks.startup import API_VERSIONS_V0, answers_api_versions
-from kshim.client_security import ClientSecurity, client_security
+from kshim.client.frames import encode_request
+from kshim.client.security import ClientSecurity, client_security
+from kshim.client.wire import SASL_AUTHENTICATE, SASL_HANDSHAKE, WireConnection, parse_bootstrap
 from kshim.testing import free_port
-from kshim.wire_client import (
-    SASL_AUTHENTICATE,
-    SASL_HANDSHAKE,
-    WireConnection,
-    encode_request,
-    parse_bootstrap,
-)
 
 PLAIN_USER, PLAIN_PASSWORD = "alice", "alice-secret"
 SCRAM_USER, SCRAM_PASSWORD = "bench", "bench-secret"

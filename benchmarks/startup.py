@@ -6,9 +6,10 @@ import subprocess
 import sys
 import time
 
+from kshim.client.frames import MalformedResponseError, encode_request
+from kshim.client.wire import WireConnection
 from kshim.protocol.apis import API_VERSIONS_KEY
 from kshim.testing import free_port
-from kshim.wire_client import MalformedResponseError, WireConnection, encode_request
 
 # Encoded once, here, so that the time measured holds no kio schema import of this process.
 API_VERSIONS_V0 = encode_request(API_VERSIONS_KEY, 0, 1, {}, client_id="bench")

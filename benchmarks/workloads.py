@@ -16,9 +16,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks.brokers import RunningBroker
+from kshim.client.wire import connect
 from kshim.protocol.record_batch import iter_batches
 from kshim.testing import fetch_fields
-from kshim.wire_client import connect
 
 TIMEOUT_S = 120
 WARM_UP_VALUE = b"warm-up"  # not a send time: the latency reader skips it

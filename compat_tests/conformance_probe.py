@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from kshim.client.frames import decode_response, encode_body
+from kshim.client.wire import WireConnection
 from kshim.protocol import codec
-from kshim.wire_client import WireConnection, decode_response, encode_body
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -32,15 +32,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kshim.client.frames import MalformedResponseError, encode_request
+from kshim.client.wire import WireConnection, parse_bootstrap
 from kshim.jvm import artifacts
 from kshim.protocol.apis import API_VERSIONS_KEY
 from kshim.testing import free_port
-from kshim.wire_client import (
-    MalformedResponseError,
-    WireConnection,
-    encode_request,
-    parse_bootstrap,
-)
 
 KAFKA_IMAGE = "confluentinc/cp-kafka:7.9.0"  # Apache Kafka 3.9, KRaft capable
 BOOTSTRAP_VARIABLE = "KSHIM_KAFKA_BOOTSTRAP"

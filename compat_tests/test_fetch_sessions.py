@@ -24,10 +24,10 @@ import pytest
 from compat_tests.brokers import BrokerUnderTest, selection, start_kshim
 from compat_tests.kafka_sources import REFERENCE_JARS, jars_command, launched
 from compat_tests.support import create_topic, reference
+from kshim.client.wire import WireConnection
 from kshim.jvm import artifacts
 from kshim.protocol.apis import ADVERTISED
 from kshim.protocol.records import iter_records
-from kshim.wire_client import WireConnection
 from tests.e2e.client_helpers import sample_records
 
 pytestmark = [pytest.mark.wire, pytest.mark.timeout(120)]

@@ -27,7 +27,7 @@ from compat_tests.deviations import (
 )
 from compat_tests.drivers import admin_driver
 from compat_tests.support import create_topic, reference, require_groups
-from kshim.wire_client import WireConnection
+from kshim.client.wire import WireConnection
 from tests.e2e.client_helpers import SampleRecord, expected_records, sample_records
 
 pytestmark = [pytest.mark.consumer_group, pytest.mark.timeout(180)]

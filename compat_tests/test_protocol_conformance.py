@@ -62,10 +62,11 @@ from compat_tests.conformance_diff import Difference, Normaliser, differences
 from compat_tests.conformance_probe import Exchange, Probe, as_stored, record_batch
 from compat_tests.distinct_values import DistinctValues
 from compat_tests.wire_tree import Struct, joined, walk_body
+from kshim.client.frames import decode_response, split_response
+from kshim.client.wire import parse_bootstrap
 from kshim.protocol import codec
 from kshim.protocol.apis import ADVERTISED, serves
 from kshim.protocol.fetch_response import FetchedPartition, FetchedTopic, encode_fetch_response
-from kshim.wire_client import decode_response, parse_bootstrap, split_response
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 

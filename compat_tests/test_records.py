@@ -22,7 +22,7 @@ from compat_tests.support import (
     reference,
     require_client,
 )
-from kshim.wire_client import WireConnection
+from kshim.client.wire import WireConnection
 from tests.e2e.client_helpers import (
     SampleRecord,
     expected_records,

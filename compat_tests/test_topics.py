@@ -23,7 +23,7 @@ from compat_tests.support import (
     require_client,
     topic_name,
 )
-from kshim.wire_client import WireConnection
+from kshim.client.wire import WireConnection
 from tests.e2e.client_helpers import expected_records, timestamp_of
 
 pytestmark = pytest.mark.timeout(120)

@@ -18,7 +18,8 @@ from compat_tests.deviations import (
     deviates,
 )
 from compat_tests.support import create_topic, halves, reference
-from kshim.wire_client import ConnectionClosedError, WireConnection, split_response
+from kshim.client.frames import split_response
+from kshim.client.wire import ConnectionClosedError, WireConnection
 from tests.e2e.client_helpers import sample_records
 
 pytestmark = [pytest.mark.wire, pytest.mark.timeout(60)]

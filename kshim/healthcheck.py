@@ -7,7 +7,7 @@ A health check that speaks the protocol rather than probing the port: it sends
 ApiVersions v0 (request header v1, empty body) and requires a well-formed answer with the
 same correlation id, error code 0 and ApiVersions itself among the listed APIs
 (https://kafka.apache.org/protocol#The_Messages_ApiVersions). Used by the Docker image's
-HEALTHCHECK, one blocking round trip through ``kshim.wire_client`` bounded by a timeout
+HEALTHCHECK, one blocking round trip through ``kshim.client.wire`` bounded by a timeout
 (the image installs kshim with its dependencies, kio among them).
 """
 
@@ -18,10 +18,11 @@ import urllib.error
 import urllib.request
 from http import HTTPStatus
 
-from kshim.client_security import ClientSecurity, ClientSecurityError, client_security
-from kshim.java_properties import load_client_properties
+from kshim.client.frames import MalformedResponseError
+from kshim.client.java_properties import load_client_properties
+from kshim.client.security import ClientSecurity, ClientSecurityError, client_security
+from kshim.client.wire import WireConnection
 from kshim.protocol.apis import API_VERSIONS_KEY
-from kshim.wire_client import MalformedResponseError, WireConnection
 
 DEFAULT_ADDRESS = "127.0.0.1:9092"
 DEFAULT_HOST = "127.0.0.1"

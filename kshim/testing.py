@@ -1,6 +1,6 @@
 """Reusable test helpers: run a real ``kshim serve`` process on a free loopback port (or
 Apache Kafka from kshim.jvm's pinned jars, behind the same interface), and the fields of
-requests that tests send raw (through ``kshim.wire_client``).
+requests that tests send raw (through ``kshim.client.wire``).
 
 Used by kshim's own suites and benchmarks, and usable by anyone testing against kshim.
 Every wait is bounded; only the process started here is ever signalled.
@@ -227,8 +227,9 @@ class KafkaProcess(BrokerProcess):
         handlers run, and the kernel accepts connections into the backlog meanwhile."""
         # Imported here: the pytest plugin loads this module in every run, and only a Kafka
         # needs the codecs.
+        from kshim.client.frames import MalformedResponseError
+        from kshim.client.wire import WireConnection
         from kshim.protocol.apis import API_VERSIONS_KEY
-        from kshim.wire_client import MalformedResponseError, WireConnection
 
         try:
             with WireConnection("127.0.0.1", self.port, KAFKA_PROBE_TIMEOUT_S) as connection:

@@ -4,7 +4,7 @@ that wants TLS or SASL, taking what any Kafka client takes.
 ``--kafka-config FILE`` names a Kafka client properties file, and ``--kafka-option
 KEY=VALUE`` (repeatable) sets one property, over the file's: security.protocol,
 sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ssl.keystore.location, ... in
-the Java client's names or librdkafka's (``kshim.client_security`` lists them; anything
+the Java client's names or librdkafka's (``kshim.client.security`` lists them; anything
 else is refused). Each client then gets them in its own names:
 
 - Spark's Kafka source, whose Java consumer takes them as ``kafka.<name>`` options:
@@ -24,15 +24,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from kshim.client_security import (
-    PLAIN_LOGIN_MODULE,
-    SCRAM_LOGIN_MODULE,
-    ClientSecurity,
-    ClientSecurityError,
-    client_security,
-)
-from kshim.client_tls import Pem, TlsSettings
-from kshim.java_properties import load_client_properties
+from kshim.client.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE
+from kshim.client.java_properties import load_client_properties
+from kshim.client.security import ClientSecurity, ClientSecurityError, client_security
+from kshim.client.tls import Pem, TlsSettings
 
 SPARK_OPTION_PREFIX = "kafka."
 CONFIG_HELP = (

@@ -18,18 +18,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from kshim.client_sasl import SaslClient, ScramClientExchange, sasl_client
-from kshim.client_security import ClientSecurity, client_security
+from kshim.client.frames import encode_body, request_header, with_size
+from kshim.client.sasl import SaslClient, ScramClientExchange, sasl_client
+from kshim.client.security import ClientSecurity, client_security
+from kshim.client.wire import WireConnection, connect
 from kshim.protocol.framing import FRAME_SIZE
 from kshim.protocol.records import iter_records
 from kshim.testing import BrokerProcess, fetch_fields
-from kshim.wire_client import (
-    WireConnection,
-    connect,
-    encode_body,
-    request_header,
-    with_size,
-)
 from tests.bad_input_support import (
     API_VERSIONS,
     FETCH,

@@ -21,10 +21,10 @@ from typing import Any
 
 import crc32c
 
+from kshim.client.wire import WireConnection, connect
 from kshim.protocol.headers import CORRELATION_ID
 from kshim.protocol.records import BatchSpec, Record, build_batch
 from kshim.testing import FAILURE_MARKERS, BrokerProcess
-from kshim.wire_client import WireConnection, connect
 
 with warnings.catch_warnings():
     # kafka-python 3.0.12 reads its schemas with importlib.resources.read_text, deprecated in

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kshim.client.frames import response_header_is_flexible, with_size
 from kshim.protocol import codec
 from kshim.protocol.framing import FRAME_SIZE
 from kshim.protocol.headers import encode_response_header, parse_request_header, peek_api
-from kshim.wire_client import response_header_is_flexible, with_size
 
 Script = Callable[[Any], Mapping[str, Any]]
 ACCEPT_POLL_S = 0.1

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import trustme
 
-from kshim.client_security import ClientSecurity, client_security
+from kshim.client.security import ClientSecurity, client_security
+from kshim.client.wire import connect
 from kshim.testing import START_TIMEOUT_S, failure_lines, free_port, stop_process, wait_for_port
-from kshim.wire_client import connect
 
 ALICE_PASSWORD = "alice-secret"
 PLAIN_JAAS = (

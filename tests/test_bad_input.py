@@ -25,21 +25,20 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from kshim.protocol import codec
-from kshim.protocol.apis import ADVERTISED, serves
-from kshim.protocol.framing import FRAME_SIZE
-from kshim.protocol.headers import CORRELATION_ID
-from kshim.protocol.records import BatchSpec
-from kshim.testing import BrokerProcess, failure_lines, fetch_fields
-from kshim.wire_client import (
-    ConnectionClosedError,
-    connect,
+from kshim.client.frames import (
     decode_response,
     encode_body,
     encode_request,
     request_header,
     with_size,
 )
+from kshim.client.wire import ConnectionClosedError, connect
+from kshim.protocol import codec
+from kshim.protocol.apis import ADVERTISED, serves
+from kshim.protocol.framing import FRAME_SIZE
+from kshim.protocol.headers import CORRELATION_ID
+from kshim.protocol.records import BatchSpec
+from kshim.testing import BrokerProcess, failure_lines, fetch_fields
 from tests.bad_input_support import (
     API_VERSIONS,
     BATCH_HEADER_SIZE,

@@ -29,15 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from kshim.client_sasl import ScramClientExchange
+from kshim.client.frames import encode_request, request_header, with_size
+from kshim.client.sasl import ScramClientExchange
+from kshim.client.wire import WireConnection, connect
 from kshim.testing import failure_lines
-from kshim.wire_client import (
-    WireConnection,
-    connect,
-    encode_request,
-    request_header,
-    with_size,
-)
 from tests.bad_input_authentication_support import (
     BEFORE_HANDSHAKE,
     CLIENT_FINAL,

@@ -27,9 +27,9 @@ import pytest
 
 from kshim.broker.config.keys import ConfigError
 from kshim.cli.main import build_parser, load_config
+from kshim.client.wire import connect
 from kshim.storage.files.data_directory_lock import lock_path
 from kshim.testing import free_port
-from kshim.wire_client import connect
 from tests.bad_input_support import PRODUCE, create_topic, make_batch, produce_fields
 
 COMMAND_TIMEOUT_S = 30.0

@@ -1,5 +1,5 @@
-"""Kafka client properties read into kshim's ClientSecurity (``kshim.client_security``), and
-the TLS contexts built from them (``kshim.client_tls``) with trustme's certificates: what is
+"""Kafka client properties read into kshim's ClientSecurity (``kshim.client.security``), and
+the TLS contexts built from them (``kshim.client.tls``) with trustme's certificates: what is
 accepted under the Java client's and librdkafka's names, and the one clear error for what is
 not, which never repeats a secret."""
 
@@ -12,15 +12,15 @@ import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
 
-from kshim.client_security import (
+from kshim.client.java_properties import load_client_properties, parse_java_properties
+from kshim.client.security import (
     PLAINTEXT,
     ClientSecurity,
     ClientSecurityError,
     client_security,
     jaas_credentials,
 )
-from kshim.client_tls import Pem, TlsSettings
-from kshim.java_properties import load_client_properties, parse_java_properties
+from kshim.client.tls import Pem, TlsSettings
 
 SECRET = "s3cret-value"
 PLAIN_JAAS = (

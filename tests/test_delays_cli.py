@@ -8,8 +8,8 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from kshim.broker.delay.status import COLUMNS
 from kshim.cli.main import main
+from kshim.cli.status_tables import DELAY_COLUMNS
 from kshim.protocol.packed_record import pack_record
 from kshim.protocol.records import Record
 from kshim.storage.interface import TopicPartition
@@ -64,7 +64,7 @@ def test_table_with_a_header(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     fill(directory)
     assert main(["delays", "--data-dir", str(directory)]) == 0
     header, row = capsys.readouterr().out.splitlines()
-    assert header.split("  ")[0] == COLUMNS[0] and "LATE-P99-MS" in header
+    assert header.split("  ")[0] == DELAY_COLUMNS[0] and "LATE-P99-MS" in header
     assert row.split()[:2] == ["orders", "1"]
     assert row.split()[-3:] == ["<=5", "<=1000", "<=1000"]
 
@@ -79,7 +79,7 @@ def test_a_broker_that_never_delayed_anything(
 
 
 def header_line() -> str:
-    return "  ".join(COLUMNS)
+    return "  ".join(DELAY_COLUMNS)
 
 
 def test_not_a_data_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kshim.cli.partitioner import murmur2, partition_for_key
+from kshim.client.partitioner import murmur2, partition_for_key
 from kshim.testing import BrokerProcess, failure_lines
 
 pytestmark = pytest.mark.timeout(180)

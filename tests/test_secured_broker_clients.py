@@ -1,5 +1,5 @@
 """kshim's own clients against a kshim broker with a SASL_SSL listener (tests/secured_broker.py):
-``wire_client`` and the commands (``kshim topics``, ``tail``, ``groups``, ``transactions``)
+``kshim.client.wire`` and the commands (``kshim topics``, ``tail``, ``groups``, ``transactions``)
 given a Kafka client properties file, over TLS with PLAIN and SCRAM users.
 
 Every wait is bounded; only processes started here are signalled.
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from kshim.client_sasl import AuthenticationFailed
-from kshim.client_security import client_security
-from kshim.wire_client import connect
+from kshim.client.sasl import AuthenticationFailed
+from kshim.client.security import client_security
+from kshim.client.wire import connect
 from tests.secured_broker import (
     ALICE_PASSWORD,
     SCRAM_MECHANISMS,

@@ -1,4 +1,4 @@
-"""kshim's blocking client (``kshim.wire_client``) over TLS and SASL, against a scripted peer:
+"""kshim's blocking client (``kshim.client.wire``) over TLS and SASL, against a scripted peer:
 the TLS handshake with trustme's certificates (the broker's name checked or not, a client
 certificate), and the SASL exchange that comes before any other request (SaslHandshake v1,
 then SaslAuthenticate v2: PLAIN once, SCRAM twice), with the broker's refusals said."""
@@ -13,10 +13,10 @@ import pytest
 import trustme
 from scramp import ScramMechanism
 
-from kshim.client_sasl import AuthenticationFailed
-from kshim.client_security import ClientSecurity, client_security
+from kshim.client.sasl import AuthenticationFailed
+from kshim.client.security import ClientSecurity, client_security
+from kshim.client.wire import connect
 from kshim.protocol.errors import ErrorCode
-from kshim.wire_client import connect
 from tests.scripted_broker import Script, ScriptedBroker
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36

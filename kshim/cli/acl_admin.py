@@ -1,6 +1,6 @@
 """``kshim acls``' wire queries: DescribeAcls, CreateAcls and DeleteAcls.
 
-Requests go through kshim's own blocking client (``kshim.wire_client``), so the command
+Requests go through kshim's own blocking client (``kshim.client.wire``), so the command
 needs no client library and works against any Kafka broker with an authoriser. Each is sent
 at v3 (KIP-373's USER resource type; flexible since v2, KIP-482), which kshim and Apache
 Kafka 2.6 to 4.x serve, to the bootstrap broker: Kafka forwards ACL changes to its
@@ -23,10 +23,10 @@ from kshim.broker.security.acls.model import (
     ResourceType,
     from_code,
 )
-from kshim.cli.admin_connection import admin_connection
-from kshim.client_security import ClientSecurity
+from kshim.client.admin_connection import admin_connection
+from kshim.client.security import ClientSecurity
+from kshim.client.wire import WireConnection
 from kshim.protocol.errors import ErrorCode
-from kshim.wire_client import WireConnection
 
 CLIENT_ID = "kshim-acls"
 DESCRIBE_ACLS = (29, 3)

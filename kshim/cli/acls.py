@@ -36,10 +36,10 @@ from kshim.broker.security.acls.model import (
     ResourceType,
     is_principal,
 )
-from kshim.broker.text_table import fixed_width_table
 from kshim.cli.acl_admin import AclAdmin, AclAdminError, acl_admin, describe
 from kshim.cli.admin_options import run_subcommand, subcommands
 from kshim.cli.errors import OneLineArgumentParser, UsageError
+from kshim.cli.text_table import fixed_width_table
 
 ACLS_PROGRAM = "kshim acls"
 # The option naming each resource type, and its type (kafka-acls.sh's names).

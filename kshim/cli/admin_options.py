@@ -1,7 +1,7 @@
 """What every admin command's subcommands take (``kshim topics``, ``transactions``,
 ``groups``' subcommands), as Kafka's tools do: ``--bootstrap``, ``--command-config`` (a
 Kafka client properties file: security.protocol, TLS and SASL settings, read by
-``kshim.client_security``) and ``--json``."""
+``kshim.client.security``) and ``--json``."""
 
 from __future__ import annotations
 
@@ -11,20 +11,11 @@ from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
 
 from kshim.cli.config_sources import DEFAULT_LISTEN
-from kshim.cli.errors import (
-    CommandFailed,
-    OneLineArgumentParser,
-    UsageError,
-    print_lines,
-    reason,
-)
-from kshim.client_sasl import AuthenticationFailed
-from kshim.client_security import (
-    ClientSecurity,
-    ClientSecurityError,
-    client_security,
-)
-from kshim.java_properties import load_client_properties
+from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, print_lines
+from kshim.client.errors import reason
+from kshim.client.java_properties import load_client_properties
+from kshim.client.sasl import AuthenticationFailed
+from kshim.client.security import ClientSecurity, ClientSecurityError, client_security
 
 AdminT = TypeVar("AdminT")
 AdminT_co = TypeVar("AdminT_co", covariant=True)

@@ -22,7 +22,8 @@ from kshim.broker.config.keys import (
     parse_properties,
     refusal,
 )
-from kshim.cli.errors import print_warning, reason
+from kshim.cli.errors import print_warning
+from kshim.client.errors import reason
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 DEFAULT_DATA_DIR = "./kshim-data"

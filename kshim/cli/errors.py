@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import ssl
 import sys
 from typing import NoReturn
 
-from kshim.client_security import ClientSecurity
+from kshim.client.errors import reason
 
 PROGRAM = "kshim"
 GROUPS_PROGRAM = "kshim groups"
@@ -70,37 +69,7 @@ def print_warning(message: str) -> None:
     print(f"{PROGRAM}: warning: {message}", file=sys.stderr, flush=True)
 
 
-def reason(error: OSError) -> str:
-    """What went wrong, in the system's words and without the ``[Errno N]`` prefix:
-    ``no such file or directory``; an error without an errno says its own message, and a
-    TLS error OpenSSL's reason (its errno is OpenSSL's error kind, no system errno)."""
-    if isinstance(error, ssl.SSLCertVerificationError):
-        return f"the broker's TLS certificate does not verify: {error.verify_message}"
-    if isinstance(error, ssl.SSLError):
-        return f"TLS: {(error.reason or error.strerror or str(error)).replace('_', ' ').lower()}"
-    if error.errno is not None and error.errno > 0:
-        return os.strerror(error.errno).lower()
-    return str(error.strerror or error)
-
-
 def data_directory_problem(data_dir: str, error: OSError) -> str:
     """One line naming ``data_dir`` and why the broker could not use it."""
     where = f" ({error.filename})" if error.filename not in (None, data_dir) else ""
     return f"cannot use data directory {data_dir}: {reason(error)}{where}"
-
-
-# A TLS listener closes a plain connection at its first bytes (they are no TLS handshake),
-# and a SASL listener one that sends requests before authenticating (KIP-43): both look
-# to a client like a broker hanging up without a word, so the line says what to check.
-PLAIN_CONNECTION_HINT = (
-    " (if that listener wants TLS or SASL, give --command-config with its security.protocol)"
-)
-
-
-def broken_off(bootstrap: str, what: str, error: Exception, security: ClientSecurity | None) -> str:
-    """The line for a broker that closed the connection or answered something malformed
-    during ``what`` (``request``, ``read``, ...); with the hint about secured listeners
-    when the connection was a plain one (``security`` None or PLAINTEXT)."""
-    line = f"{bootstrap} broke off the {what}: {error}"
-    plain = security is None or security.protocol == "PLAINTEXT"
-    return line + PLAIN_CONNECTION_HINT if plain else line

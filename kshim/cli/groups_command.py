@@ -18,11 +18,11 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 
-from kshim.broker.text_table import fixed_width_table
 from kshim.cli.admin_options import run_subcommand, subcommands
 from kshim.cli.errors import GROUPS_PROGRAM, OneLineArgumentParser
-from kshim.cli.group_admin import GroupAdmin, GroupAdminError, GroupMember, group_admin
-from kshim.cli.offset_reset import (
+from kshim.cli.text_table import fixed_width_table
+from kshim.client.group_admin import GroupAdmin, GroupAdminError, GroupMember, group_admin
+from kshim.client.offset_reset import (
     PlannedOffset,
     ResetRefused,
     ResetTarget,

@@ -14,8 +14,8 @@ import os
 import sys
 
 from kshim.broker.clock import wall_clock_ms
-from kshim.broker.delay.status import delay_status, format_delays
-from kshim.broker.groups.consumption_status import format_table
+from kshim.broker.delay.status import delay_status
+from kshim.broker.groups.consumption_status import PartitionStatus, group_status
 from kshim.cli.acls import ACLS_PROGRAM, add_acls_parser, run_acls
 from kshim.cli.admin_options import add_command_config, authentication_failure, command_security
 from kshim.cli.config_sources import (
@@ -35,12 +35,11 @@ from kshim.cli.errors import (
     UsageError,
     print_error,
     print_lines,
-    reason,
 )
-from kshim.cli.group_query import QueryError, query_status
 from kshim.cli.groups_command import add_group_admin_parsers, run_group_admin
 from kshim.cli.produce_command import PRODUCE_PROGRAM, add_produce_parser, run_produce
 from kshim.cli.serve_command import add_serve_parser, run_broker, serve, stopped_line
+from kshim.cli.status_tables import consumption_table, delays_table
 from kshim.cli.tail_command import TAIL_PROGRAM, add_tail_parser, run_tail
 from kshim.cli.topics_command import TOPICS_PROGRAM, add_topics_parser, run_topics
 from kshim.cli.transactions_command import (
@@ -49,11 +48,14 @@ from kshim.cli.transactions_command import (
     run_transactions,
 )
 from kshim.cli.users import USERS_PROGRAM, add_users_parser, run_users
-from kshim.client_sasl import AuthenticationFailed
+from kshim.client.errors import reason
+from kshim.client.group_query import GroupOffsets, QueryError, query_groups
+from kshim.client.sasl import AuthenticationFailed
+from kshim.client.wire import parse_bootstrap
+from kshim.storage.interface import TopicPartition
 from kshim.storage.meta.lmdb_types import LmdbFailed
 from kshim.storage.schedule.delay_records import ScheduleLayoutError
 from kshim.storage.schedule.delay_store import DelayStore
-from kshim.wire_client import parse_bootstrap
 
 __all__ = ["build_parser", "load_config", "main", "serve", "stopped_line"]
 
@@ -131,18 +133,31 @@ def show_groups(arguments: argparse.Namespace) -> None:
     for a --command-config that cannot be used."""
     security = command_security(arguments.command_config)
     try:
-        rows = query_status(arguments.bootstrap, arguments.group, security=security)
+        groups = query_groups(arguments.bootstrap, arguments.group, security=security)
     except OSError as error:
         raise CommandFailed(f"cannot query {arguments.bootstrap}: {reason(error)}") from error
     except AuthenticationFailed as error:
         raise CommandFailed(authentication_failure(arguments.bootstrap, error)) from error
     except QueryError as error:
         raise CommandFailed(str(error)) from error
+    rows = status_rows(groups)
     if arguments.json:
         for row in rows:
             print_lines(json.dumps(row.to_json()))
     else:
-        print_lines(format_table(rows))
+        print_lines(consumption_table(rows))
+
+
+def status_rows(groups: list[GroupOffsets]) -> list[PartitionStatus]:
+    """The consumption status rows of what a broker said of its groups, by the broker's own
+    arithmetic (lag), so that ``kshim groups`` reads as the broker's view would."""
+    rows: list[PartitionStatus] = []
+    for group in groups:
+        committed = {TopicPartition(*key): offset for key, offset in group.committed.items()}
+        log_ends = {TopicPartition(*key): offset for key, offset in group.log_ends.items()}
+        assigned = [TopicPartition(*key) for key in group.assigned]
+        rows += group_status(group.group_id, committed, log_ends, assigned, group.members)
+    return rows
 
 
 def show_delays(arguments: argparse.Namespace) -> None:
@@ -163,7 +178,7 @@ def show_delays(arguments: argparse.Namespace) -> None:
         for row in rows:
             print_lines(json.dumps(row.to_json()))
     else:
-        print_lines(format_delays(rows))
+        print_lines(delays_table(rows))
 
 
 def main(argv: list[str] | None = None) -> int:

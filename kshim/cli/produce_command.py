@@ -25,20 +25,15 @@ import time
 from collections.abc import Callable, Iterator
 
 from kshim.cli.admin_options import add_common_options, authentication_failure, command_security
-from kshim.cli.errors import (
-    CommandFailed,
-    OneLineArgumentParser,
-    UsageError,
-    broken_off,
-    print_lines,
-    reason,
-)
+from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, print_lines
 from kshim.cli.groups_command import partition_argument
-from kshim.cli.topic_writer import TopicWriter, WriteError, Written
-from kshim.client_sasl import AuthenticationFailed
-from kshim.java_properties import load_client_properties
+from kshim.client.errors import broken_off, reason
+from kshim.client.frames import MalformedResponseError
+from kshim.client.java_properties import load_client_properties
+from kshim.client.sasl import AuthenticationFailed
+from kshim.client.topic_writer import TopicWriter, WriteError, Written
+from kshim.client.wire import ConnectionClosedError, connect
 from kshim.protocol.records import Header, Record
-from kshim.wire_client import ConnectionClosedError, MalformedResponseError, connect
 
 PRODUCE_PROGRAM = "kshim produce"
 CLIENT_ID = "kshim-produce"

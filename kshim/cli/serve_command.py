@@ -38,9 +38,9 @@ from kshim.cli.errors import (
     UsageError,
     data_directory_problem,
     print_error,
-    reason,
 )
 from kshim.cli.event_loop import run_on, running_loop_name
+from kshim.client.errors import reason
 from kshim.server.descriptor_limit import raise_open_file_limit
 from kshim.server.listener import KafkaServer, ListenError
 from kshim.server.metrics.errors import MetricsUnavailable

@@ -26,18 +26,13 @@ import time
 from collections.abc import Callable
 
 from kshim.cli.admin_options import add_common_options, authentication_failure, command_security
-from kshim.cli.errors import (
-    CommandFailed,
-    OneLineArgumentParser,
-    OutputClosed,
-    broken_off,
-    print_lines,
-    reason,
-)
+from kshim.cli.errors import CommandFailed, OneLineArgumentParser, OutputClosed, print_lines
 from kshim.cli.groups_command import partition_argument
-from kshim.cli.topic_reader import EARLIEST, LATEST, ReadError, ReadRecord, TopicReader
-from kshim.client_sasl import AuthenticationFailed
-from kshim.wire_client import ConnectionClosedError, MalformedResponseError, connect
+from kshim.client.errors import broken_off, reason
+from kshim.client.frames import MalformedResponseError
+from kshim.client.sasl import AuthenticationFailed
+from kshim.client.topic_reader import EARLIEST, LATEST, ReadError, ReadRecord, TopicReader
+from kshim.client.wire import ConnectionClosedError, connect
 
 TAIL_PROGRAM = "kshim tail"
 CLIENT_ID = "kshim-tail"

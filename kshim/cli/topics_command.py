@@ -3,7 +3,7 @@ broker (kshim or any Kafka broker), as Kafka's kafka-topics.sh and kafka-configs
 
 Lists and descriptions print as aligned tables, changes as one line; ``--json`` prints one
 JSON object per line instead. ``--command-config`` takes the client properties file those
-Kafka tools take: security.protocol, TLS and SASL settings (``kshim.client_security``);
+Kafka tools take: security.protocol, TLS and SASL settings (``kshim.client.security``);
 any other setting but ``client.id`` is refused rather than silently ignored.
 """
 
@@ -13,10 +13,10 @@ import argparse
 import json
 from collections.abc import Callable, Iterator
 
-from kshim.broker.text_table import fixed_width_table
 from kshim.cli.admin_options import run_subcommand, subcommands
 from kshim.cli.errors import OneLineArgumentParser, UsageError
-from kshim.cli.topic_admin import (
+from kshim.cli.text_table import fixed_width_table
+from kshim.client.topic_admin import (
     BROKER_DEFAULT,
     AdminError,
     ConfigEntry,

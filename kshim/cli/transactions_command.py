@@ -42,22 +42,22 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
-from kshim.broker.text_table import fixed_width_table
 from kshim.cli.admin_options import run_subcommand, subcommands
 from kshim.cli.errors import OneLineArgumentParser, UsageError
-from kshim.cli.topic_admin import AdminError
-from kshim.cli.transaction_admin import (
+from kshim.cli.text_table import fixed_width_table
+from kshim.client.hanging_transactions import OpenTransaction, hanging_transactions
+from kshim.client.topic_admin import AdminError
+from kshim.client.transaction_admin import (
     WRITE_TXN_MARKERS,
     BrokerLacksApi,
     PartitionLeader,
     ProducerState,
     TransactionAdmin,
-    TransactionDescription,
     TransactionListing,
     transaction_admin,
 )
+from kshim.client.transaction_descriptions import TransactionDescription
 
 TRANSACTIONS_PROGRAM = "kshim transactions"
 DEFAULT_MAX_TIMEOUT_MINUTES = 15.0
@@ -208,84 +208,17 @@ def _describe(admin: TransactionAdmin, arguments: argparse.Namespace) -> Iterato
         yield description_table(description, now_ms)
 
 
-@dataclass(frozen=True, slots=True)
-class OpenTransaction:
-    """A producer's transaction open on one partition (find-hanging)."""
-
-    topic: str
-    partition: int
-    producer: ProducerState
-
-    def to_json(self, now_ms: int) -> dict[str, object]:
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "producer_id": self.producer.producer_id,
-            "producer_epoch": self.producer.producer_epoch,
-            "coordinator_epoch": self.producer.coordinator_epoch,
-            "start_offset": self.producer.transaction_start_offset,
-            "last_timestamp": self.producer.last_timestamp,
-            "duration_ms": now_ms - self.producer.last_timestamp,
-        }
-
-
 def _find_hanging(admin: TransactionAdmin, arguments: argparse.Namespace) -> Iterator[str]:
     topic = arguments.topic
     leaders = admin.partition_leaders(topic, arguments.partition)
     producers = admin.describe_producers(topic, leaders)
     now_ms = wall_clock_ms()
     max_timeout_ms = arguments.max_transaction_timeout * MINUTE_MS
-    candidates = open_transactions(topic, producers, now_ms, max_timeout_ms)
-    found: list[OpenTransaction] = []
-    if candidates:
-        producer_ids = {candidate.producer.producer_id for candidate in candidates}
-        listed = admin.list_transactions(producer_ids=producer_ids)
-        # Kafka's tool ignores a listing of a producer id it did not ask about.
-        transactional_ids = {
-            listing.producer_id: listing.transactional_id
-            for listing in listed
-            if listing.producer_id in producer_ids
-        }
-        descriptions = admin.describe_transactions(transactional_ids.values())
-        found = hanging(candidates, transactional_ids, descriptions)
+    found = hanging_transactions(admin, topic, producers, now_ms, max_timeout_ms)
     if arguments.json:
         yield from (json.dumps(transaction.to_json(now_ms)) for transaction in found)
     else:
         yield hanging_table(found, now_ms)
-
-
-def open_transactions(
-    topic: str, producers: dict[int, list[ProducerState]], now_ms: int, max_timeout_ms: float
-) -> list[OpenTransaction]:
-    """The candidates: transactions open on a partition whose producer last wrote there
-    longer than ``max_timeout_ms`` ago, by partition then producer id."""
-    return [
-        OpenTransaction(topic, partition, producer)
-        for partition, states in sorted(producers.items())
-        for producer in sorted(states, key=lambda state: state.producer_id)
-        if producer.transaction_start_offset >= 0
-        and now_ms - producer.last_timestamp > max_timeout_ms
-    ]
-
-
-def hanging(
-    candidates: list[OpenTransaction],
-    transactional_ids: dict[int, str],
-    descriptions: dict[str, TransactionDescription | None],
-) -> list[OpenTransaction]:
-    """The candidates whose coordinator will not end them on their partition: no
-    transactional id listed for the producer, none known to the coordinator, or one whose
-    current transaction does not include the partition."""
-    found = []
-    for candidate in candidates:
-        transactional_id = transactional_ids.get(candidate.producer.producer_id)
-        description = None if transactional_id is None else descriptions.get(transactional_id)
-        if (
-            description is None
-            or (candidate.topic, candidate.partition) not in description.partitions
-        ):
-            found.append(candidate)
-    return found
 
 
 def _abort(admin: TransactionAdmin, arguments: argparse.Namespace) -> Iterator[str]:

@@ -12,11 +12,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kshim.broker.security.scram_credential import MECHANISM_TYPES, mechanism_type
-from kshim.cli.admin_connection import admin_connection
-from kshim.cli.topic_admin import AdminError
-from kshim.client_security import ClientSecurity
+from kshim.client.admin_connection import admin_connection
+from kshim.client.security import ClientSecurity
+from kshim.client.topic_admin import AdminError
+from kshim.client.wire import WireConnection
 from kshim.protocol.errors import ErrorCode
-from kshim.wire_client import WireConnection
 
 CLIENT_ID = "kshim-users"
 DESCRIBE_USER_SCRAM_CREDENTIALS = (50, 0)

@@ -39,7 +39,6 @@ from kshim.broker.security.scram_credential import (
     new_salt,
     salted_password,
 )
-from kshim.broker.text_table import fixed_width_table
 from kshim.cli.admin_options import command_security, run_subcommand, subcommands
 from kshim.cli.errors import (
     CommandFailed,
@@ -47,10 +46,11 @@ from kshim.cli.errors import (
     UsageError,
     data_directory_problem,
     print_lines,
-    reason,
 )
-from kshim.cli.topic_admin import AdminError
+from kshim.cli.text_table import fixed_width_table
 from kshim.cli.user_admin import CredentialListing, SaltedCredential, UserAdmin, user_admin
+from kshim.client.errors import reason
+from kshim.client.topic_admin import AdminError
 from kshim.storage.files.data_directory_lock import DataDirectoryInUse, DataDirectoryLock
 from kshim.storage.meta.lmdb_types import LmdbFailed
 from kshim.storage.meta.metadata import MetadataStore

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kshim.client_security import ClientSecurity
+from kshim.client.security import ClientSecurity
 from spark_examples.apply.sink import (
     DEFAULT_MAX_RETRIES,
     FORMATS,

@@ -21,9 +21,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kshim.client.wire import ConnectionClosedError, WireConnection, connect
 from kshim.protocol.errors import ErrorCode
 from kshim.testing import BrokerExited, BrokerProcess
-from kshim.wire_client import ConnectionClosedError, WireConnection, connect
 from tests.bad_input_support import PRODUCE, make_batch, produce_fields
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

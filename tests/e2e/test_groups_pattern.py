@@ -31,8 +31,8 @@ from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer
 
+from kshim.client.wire import connect
 from kshim.testing import BrokerProcess, failure_lines, running_broker
-from kshim.wire_client import connect
 from spark_examples.spark_session import connector_unavailable_reason, kafka_spark_session
 from tests.e2e.client_helpers import Deadline
 from tests.e2e.group_clients import CLIENTS

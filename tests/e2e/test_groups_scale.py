@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
+from kshim.client.wire import connect
 from kshim.protocol.consumer_protocol import assigned_partitions
 from kshim.testing import BrokerProcess, failure_lines, running_broker
-from kshim.wire_client import connect
 from tests.e2e.group_clients import CLIENTS, Consumed
 from tests.e2e.group_helpers import (
     MemberPoller,

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from kshim.client.wire import connect
 from kshim.testing import BrokerProcess, fetch_fields
-from kshim.wire_client import connect
 
 with warnings.catch_warnings():
     # kafka-python 3.0.12 loads its message schemas at import time with

@@ -30,9 +30,9 @@ from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from kshim.client.wire import connect
 from kshim.protocol.errors import ErrorCode
 from kshim.testing import BrokerProcess, failure_lines, free_port, stop_process, wait_for_port
-from kshim.wire_client import connect
 from tests.e2e.client_helpers import Deadline
 
 pytestmark = pytest.mark.timeout(120)

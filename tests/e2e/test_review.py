@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from kshim.client.wire import connect
 from kshim.testing import BrokerProcess, free_port
-from kshim.wire_client import connect
 from tests.e2e.client_helpers import unique_topic
 from tests.e2e.review_hooks import DIRECTORY_VARIABLE, recorded_calls, set_answers
 from tests.e2e.test_transactions import (

@@ -1,7 +1,7 @@
 """CreateTopics of 1,000 topics in one request and DeleteTopics of 1,000 in one request,
 against a real broker, then what Metadata says and what a restart finds.
 
-The requests are raw (kshim.wire_client): client libraries split such batches
+The requests are raw (kshim.client.wire): client libraries split such batches
 themselves, and the point is one request of each, about 20 KB of topic names.
 """
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from kshim.client.wire import connect
 from kshim.protocol.errors import ErrorCode
 from kshim.testing import BrokerProcess, failure_lines
-from kshim.wire_client import connect
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

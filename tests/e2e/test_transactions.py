@@ -20,7 +20,7 @@ librdkafka speak newer versions.
 
 The offsets a reader must return are computed by ``layout`` from the transactions as
 written, so every assertion is exact. Raw ListOffsets, OffsetFetch and
-DescribeTransactions requests (kshim/wire_client.py) check the broker's side directly.
+DescribeTransactions requests (kshim/client/wire.py) check the broker's side directly.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaError as KafkaPythonError
 from kafka.errors import ProducerFencedError
 
+from kshim.client.wire import connect
 from kshim.testing import BrokerProcess
-from kshim.wire_client import connect
 from spark_examples.spark_session import connector_unavailable_reason, kafka_spark_session
 from tests.e2e.client_helpers import Deadline, unique_topic
 

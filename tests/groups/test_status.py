@@ -6,10 +6,10 @@ from kshim.broker.broker import Broker
 from kshim.broker.groups.consumption_status import (
     PartitionStatus,
     broker_status,
-    format_table,
     group_status,
 )
 from kshim.broker.groups.member import JoinRequest, SyncRequest
+from kshim.cli.status_tables import consumption_table
 from kshim.storage.interface import TopicPartition
 from kshim.storage.meta.committed_offsets import CommittedOffset
 from tests.groups.support import assignment, subscription
@@ -37,12 +37,12 @@ def test_table_layout() -> None:
         PartitionStatus("billing", "orders", 0, 3, 5, 1),
         PartitionStatus("billing", "orders", 12, None, 1000, 1),
     ]
-    assert format_table(rows) == (
+    assert consumption_table(rows) == (
         "GROUP    TOPIC   PARTITION  COMMITTED  LOG-END  LAG  MEMBERS\n"
         "billing  orders          0          3        5    2        1\n"
         "billing  orders         12          -     1000    -        1"
     )
-    assert format_table([]) == "GROUP  TOPIC  PARTITION  COMMITTED  LOG-END  LAG  MEMBERS"
+    assert consumption_table([]) == "GROUP  TOPIC  PARTITION  COMMITTED  LOG-END  LAG  MEMBERS"
 
 
 async def test_broker_status_reads_offsets_assignments_and_members(broker: Broker) -> None:

@@ -2,7 +2,7 @@
 
 A request is either a dict of kio field names (``call``) or a handler's typed request
 (``send``); either is encoded with kio for the version asked, the same way a client puts
-it on the wire (``kshim.wire_client``), so fields the version lacks are left out. The
+it on the wire (``kshim.client.wire``), so fields the version lacks are left out. The
 response bytes are decoded back with kio's reader for that version, so every field a
 version carries is checked as bytes, not as a handler's return value.
 """
@@ -13,16 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from kshim.broker.broker import Broker
+from kshim.client.frames import decode_response, encode_request, request_header, with_size
 from kshim.protocol import codec
 from kshim.protocol.framing import FRAME_SIZE
 from kshim.protocol.messages.convert import to_kio
 from kshim.server.dispatch import decode, respond
-from kshim.wire_client import (
-    decode_response,
-    encode_request,
-    request_header,
-    with_size,
-)
 
 CLIENT_ID = "wire-test"
 CORRELATION_ID = 7

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kshim.client.frames import encode_body
 from kshim.protocol import codec
 from kshim.protocol.metadata_request import (
     FIRST_WITH_TOPIC_ID,
@@ -25,7 +26,6 @@ from kshim.protocol.metadata_request import (
     decode_metadata_request,
 )
 from kshim.protocol.primitives import DecodeError
-from kshim.wire_client import encode_body
 
 METADATA_KEY = 3
 VERSIONS = range(MIN_VERSION, MAX_VERSION + 1)

@@ -23,10 +23,10 @@ from functools import cache
 from typing import Any
 
 from kshim.broker.topics import MAX_RECORDS_PER_REQUEST
+from kshim.client.frames import encode_body, request_header, with_size
 from kshim.protocol import codec
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.framing import FRAME_SIZE
-from kshim.wire_client import encode_body, request_header, with_size
 from tests.bad_input_support import make_batch
 
 KIB, MIB = 1 << 10, 1 << 20

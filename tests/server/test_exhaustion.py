@@ -25,17 +25,12 @@ import pytest
 
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
+from kshim.client.frames import decode_response, encode_request
+from kshim.client.wire import ConnectionClosedError, WireConnection, connect
 from kshim.protocol.framing import FRAME_SIZE
 from kshim.server.connection import MAX_IN_FLIGHT
 from kshim.server.listener import KafkaServer
 from kshim.testing import BrokerProcess, fetch_fields, free_port
-from kshim.wire_client import (
-    ConnectionClosedError,
-    WireConnection,
-    connect,
-    decode_response,
-    encode_request,
-)
 from tests.bad_input_support import batch_of_size, create_topic, make_batch, produce_fields
 
 MIB = 1 << 20

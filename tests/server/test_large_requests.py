@@ -21,16 +21,12 @@ from typing import Any
 
 import pytest
 
+from kshim.client.frames import MalformedResponseError
+from kshim.client.wire import ConnectionClosedError, WireConnection, connect
 from kshim.protocol import codec
 from kshim.protocol.apis import ADVERTISED, served_range
 from kshim.protocol.framing import PART_BYTES
 from kshim.testing import BrokerProcess, failure_lines
-from kshim.wire_client import (
-    ConnectionClosedError,
-    MalformedResponseError,
-    WireConnection,
-    connect,
-)
 from tests.bad_input_support import crash_report
 from tests.server.large_requests import (
     CASES,

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from kshim.api.routes import ROUTES, Route
+from kshim.client.frames import decode_response, encode_request
+from kshim.client.wire import ConnectionClosedError, WireConnection
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.metadata_request import MetadataRequest
-from kshim.wire_client import ConnectionClosedError, WireConnection, decode_response, encode_request
 from tests.server.in_process import serving
 
 METADATA_KEY, METADATA_VERSION = 3, 12

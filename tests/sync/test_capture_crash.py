@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from kshim.client.wire import WireConnection
 from kshim.testing import BrokerProcess
-from kshim.wire_client import WireConnection
 from spark_examples.capture import review as capture_review
 from spark_examples.capture import triggers as capture_triggers
 from spark_examples.capture.shipper import run_capture

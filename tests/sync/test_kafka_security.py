@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trustme
 
-from kshim.client_security import client_security, jaas_credentials
+from kshim.client.security import client_security, jaas_credentials
 from spark_examples.apply.job import apply_error_message, start_apply
 from spark_examples.apply.job import parse_arguments as apply_arguments
 from spark_examples.capture.__main__ import parse_arguments as capture_arguments

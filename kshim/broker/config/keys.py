@@ -35,7 +35,7 @@ from kshim.broker.config.values import (
     parse_integer,
     parse_list,
 )
-from kshim.java_properties import java_properties_entries
+from kshim.client.java_properties import java_properties_entries
 
 ENVIRONMENT_PREFIX = "KSHIM_"
 LONG_MAX = (1 << 63) - 1

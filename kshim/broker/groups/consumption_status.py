@@ -10,17 +10,13 @@ Kafka's kafka-consumer-groups tool; unknown values print as ``-``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from kshim.broker.groups.admin import list_groups
 from kshim.broker.groups.host import GroupsHost
 from kshim.broker.groups.offsets import OffsetManager
-from kshim.broker.text_table import fixed_width_table
 from kshim.storage.interface import TopicPartition
-
-COLUMNS = ("GROUP", "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBERS")
-UNKNOWN = "-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,24 +110,3 @@ def committed_lags(
             end = high_watermark(topic_partition)
             if end is not None:
                 yield group, topic_partition, max(end - committed.offset, 0)
-
-
-def format_table(rows: Sequence[PartitionStatus]) -> str:
-    """A fixed-width text table with a header line, numbers right-aligned."""
-    return fixed_width_table(COLUMNS, [_cells(row) for row in rows], left_aligned=(0, 1))
-
-
-def _cells(row: PartitionStatus) -> tuple[str, ...]:
-    return (
-        row.group_id,
-        row.topic,
-        str(row.partition),
-        _number(row.committed),
-        _number(row.log_end),
-        _number(row.lag),
-        str(row.members),
-    )
-
-
-def _number(value: int | None) -> str:
-    return UNKNOWN if value is None or value < 0 else str(value)

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.config.jaas import JaasError, plain_users
 from kshim.broker.config.security_keys import listener_key
 from kshim.broker.security.scram_credential import (
     MAX_ITERATIONS,
@@ -33,6 +32,7 @@ from kshim.broker.security.scram_credential import (
     ScramCredential,
     mechanism_type,
 )
+from kshim.client.jaas import JaasError, plain_users
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsResult,

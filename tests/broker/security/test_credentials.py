@@ -15,7 +15,6 @@ import pytest
 from scramp import ScramClient
 
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.config.jaas import JaasError
 from kshim.broker.config.keys import ConfigError
 from kshim.broker.security.credentials import Credentials
 from kshim.broker.security.sasl.factory import start_exchange
@@ -24,6 +23,7 @@ from kshim.broker.security.scram_credential import (
     new_salt,
     salted_password,
 )
+from kshim.client.jaas import JaasError
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsResult,

@@ -1,16 +1,11 @@
-"""Kafka's JAAS config text (broker/config/jaas.py): what Kafka's JaasConfig reads, read the
+"""Kafka's JAAS config text (kshim/client/jaas.py): what Kafka's JaasConfig reads, read the
 same; what it refuses, refused with a message that says where and never shows a value."""
 
 from __future__ import annotations
 
 import pytest
 
-from kshim.broker.config.jaas import (
-    PLAIN_LOGIN_MODULE,
-    JaasError,
-    parse_jaas_config,
-    plain_users,
-)
+from kshim.client.jaas import PLAIN_LOGIN_MODULE, JaasError, parse_jaas_config, plain_users
 
 KAFKA_EXAMPLE = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "

@@ -16,6 +16,7 @@ from kshim.api.security import alter_user_scram_credentials, describe_user_scram
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.security.scram_credential import new_salt, salted_password
+from kshim.client.frames import encode_body
 from kshim.protocol import codec
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.headers import RequestHeader
@@ -25,7 +26,6 @@ from kshim.protocol.messages.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
 )
 from kshim.storage.log.memory_log import MemoryLogStore
-from kshim.wire_client import encode_body
 
 DESCRIBE_KEY, ALTER_KEY = 50, 51
 VERSION = 0

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from kshim.client_sasl import AuthenticationFailed
-from kshim.client_security import ClientSecurity
-from kshim.wire_client import WireConnection, encode_request
+from kshim.client.frames import encode_request
+from kshim.client.sasl import AuthenticationFailed
+from kshim.client.security import ClientSecurity
+from kshim.client.wire import WireConnection
 from tests.secured_broker import ALICE_PASSWORD, PLAIN_JAAS
 from tests.server.in_process import serving
 

@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from kshim.client_sasl import AuthenticationFailed
-from kshim.wire_client import WireConnection, parse_bootstrap
+from kshim.client.sasl import AuthenticationFailed
+from kshim.client.wire import WireConnection, parse_bootstrap
 from tests.secured_broker import SecuredBroker, running_secured_broker
 
 pytestmark = pytest.mark.timeout(120)

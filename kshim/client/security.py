@@ -1,5 +1,5 @@
 """A Kafka client's security settings: the properties a Java client or librdkafka takes, read
-into what kshim's own client needs to connect (``wire_client``), so that kshim's tools take
+into what kshim's own client needs to connect (``wire``), so that kshim's tools take
 the same client properties file as Kafka's (``--command-config``).
 
 The Java client's names (``CommonClientConfigs``, ``SaslConfigs``, ``SslConfigs``)::
@@ -35,19 +35,25 @@ are trimmed, as Kafka's ConfigDef trims them.
 
 from __future__ import annotations
 
-import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kshim.client_tls import Pem, TlsSettings, TlsSettingsError
+from kshim.client.jaas import (
+    CONTROL_FLAGS,
+    PLAIN_LOGIN_MODULE,
+    SCRAM_LOGIN_MODULE,
+    JaasControlFlagError,
+    JaasError,
+    JaasTokenError,
+    LoginModule,
+    parse_jaas_config,
+)
+from kshim.client.tls import Pem, TlsSettings, TlsSettingsError
 
 SECURITY_PROTOCOL = "security.protocol"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
-CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
 JAAS_EXAMPLE = 'LoginModule required username="..." password="...";'
 ENDPOINT_CHECK = "ssl.endpoint.identification.algorithm"
 # Each setting by its names: the Java client's first, then librdkafka's.
@@ -280,22 +286,13 @@ def _credentials(given: Mapping[str, str], mechanism: str) -> tuple[str, str]:
 def jaas_credentials(text: str, mechanism: str) -> tuple[str, str]:
     """(username, password) of a client's ``sasl.jaas.config``: one login module, Kafka's
     for ``mechanism``, with those two options and no other; raises ClientSecurityError."""
-    tokens = _jaas_tokens(text)
-    shape = "".join(kind for kind, _ in tokens)
-    # A class name, a control flag, option=value pairs, a semicolon: "ww" ("w=w")* ";".
-    if not re.fullmatch(r"ww(w=w)*;", shape.replace("q", "w")) or tokens[0][0] != "w":
-        raise ClientSecurityError(f"sasl.jaas.config is not one login module: {JAAS_EXAMPLE}")
-    module, flag = tokens[0][1], tokens[1][1]
+    module = _login_module(text)
     expected = SCRAM_LOGIN_MODULE if mechanism.startswith("SCRAM-") else PLAIN_LOGIN_MODULE
-    if module != expected:
+    if module.name != expected:
         raise ClientSecurityError(
-            f"sasl.jaas.config names {module}; sasl.mechanism={mechanism} takes {expected}"
+            f"sasl.jaas.config names {module.name}; sasl.mechanism={mechanism} takes {expected}"
         )
-    if flag.lower() not in CONTROL_FLAGS:
-        raise ClientSecurityError(
-            f"sasl.jaas.config's control flag is not one of {', '.join(CONTROL_FLAGS)}"
-        )
-    options = {tokens[i][1]: tokens[i + 2][1] for i in range(2, len(tokens) - 1, 3)}
+    options = module.options
     others = sorted(set(options) - {"username", "password"})
     if others:
         raise ClientSecurityError(f"sasl.jaas.config options not supported: {', '.join(others)}")
@@ -304,46 +301,21 @@ def jaas_credentials(text: str, mechanism: str) -> tuple[str, str]:
     return options["username"], options["password"]
 
 
-# Kafka's JaasConfig tokenises with Java's StreamTokenizer: words of letters, digits,
-# ". - _ $" and anything from U+00A0; strings in " or ' with Java's escapes; // and /* */
-# comments. (kshim/broker/config/jaas.py reads a broker's, in the broker layer, which the
-# raw client must not import.)
-JAAS_TOKEN = re.compile(
-    r"""(?P<space>\s+|//[^\n]*|/\*.*?\*/)
-    | (?P<q>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
-    | (?P<symbol>[=;])
-    | (?P<w>[A-Za-z0-9.\-_$\u00a0-\U0010ffff]+)""",
-    re.VERBOSE | re.DOTALL,
-)
-JAVA_ESCAPE = re.compile(r"\\([0-3][0-7]{0,2}|[4-7][0-7]?|.)", re.DOTALL)
-JAVA_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
-
-
-def _jaas_tokens(text: str) -> list[tuple[str, str]]:
-    """(kind, text) of each token: ``w`` a word, ``q`` a quoted string's value, or the
-    symbol itself; raises ClientSecurityError at the first character no token takes."""
-    tokens: list[tuple[str, str]] = []
-    position = 0
-    while position < len(text):
-        found = JAAS_TOKEN.match(text, position)
-        if found is None:
-            raise ClientSecurityError(
-                f"sasl.jaas.config: unexpected character at {position + 1} "
-                "(a value holding it must be quoted)"
-            )
-        kind = found.lastgroup
-        if kind == "q":
-            tokens.append(("q", JAVA_ESCAPE.sub(_unescape, found.group()[1:-1])))
-        elif kind == "symbol":
-            tokens.append((found.group(), found.group()))
-        elif kind == "w":
-            tokens.append(("w", found.group()))
-        position = found.end()
-    return tokens
-
-
-def _unescape(escape: re.Match[str]) -> str:
-    code = escape.group(1)
-    if code[0] in "01234567":
-        return chr(int(code, 8))
-    return JAVA_ESCAPES.get(code, code)
+def _login_module(text: str) -> LoginModule:
+    """The one login module of ``text``, read as the broker reads its own; raises
+    ClientSecurityError saying where the text goes wrong, never a value from it."""
+    try:
+        return parse_jaas_config(text)
+    except JaasTokenError as error:
+        raise ClientSecurityError(
+            f"sasl.jaas.config: unexpected character at {error.position} "
+            "(a value holding it must be quoted)"
+        ) from None
+    except JaasControlFlagError:
+        raise ClientSecurityError(
+            f"sasl.jaas.config's control flag is not one of {', '.join(CONTROL_FLAGS)}"
+        ) from None
+    except JaasError:
+        raise ClientSecurityError(
+            f"sasl.jaas.config is not one login module: {JAAS_EXAMPLE}"
+        ) from None

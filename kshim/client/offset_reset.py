@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from enum import Enum
 
-from kshim.cli.group_admin import EARLIEST, LATEST, UNKNOWN_OFFSET, GroupAdmin
+from kshim.client.group_admin import EARLIEST, LATEST, UNKNOWN_OFFSET, GroupAdmin
 
 # DescribeGroups' states in which Kafka lets the offsets of a group be reset.
 INACTIVE_STATES = frozenset({"Empty", "Dead"})

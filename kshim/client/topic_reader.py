@@ -1,7 +1,7 @@
 """``kshim tail``'s wire reads: a topic's committed records from chosen offsets, as a consumer
 without a group reads them.
 
-Requests go through kshim's own blocking client (``kshim.wire_client``), so the command
+Requests go through kshim's own blocking client (``kshim.client.wire``), so the command
 needs no client library and works against any Kafka broker: Metadata v11 for the
 partitions, ListOffsets v5 for where to start and Fetch v12 (the last version without topic
 ids, KIP-516) for the records, all to the bootstrap broker, which leads every partition of
@@ -19,11 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kshim.client.wire import WireConnection
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.primitives import DecodeError
 from kshim.protocol.record_batch import BatchHeader, InvalidBatch, iter_batches
 from kshim.protocol.records import Header, Record, decode_records
-from kshim.wire_client import WireConnection
 
 METADATA = (3, 11)
 LIST_OFFSETS = (2, 5)

@@ -1,6 +1,7 @@
-"""``kshim groups``' wire query: consumption status from a running broker, as any client sees it.
+"""``kshim groups``' wire query: what a running broker says of its groups' consumption, as any
+client sees it (the broker's consumption_status turns it into rows with lag).
 
-Requests go through kshim's own blocking client (``kshim.wire_client``), so the command
+Requests go through kshim's own blocking client (``kshim.client.wire``), so the command
 needs no client library: ListGroups v4 (unless one group is named), DescribeGroups v5
 (members, and their consumer-protocol assignments), OffsetFetch v7 with null topics
 (everything the group committed) and ListOffsets v5 for the latest offsets (the high
@@ -11,23 +12,19 @@ kshim. Every socket operation has a timeout.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from kshim.broker.groups.consumption_status import PartitionStatus, group_status
-from kshim.cli.errors import broken_off
-from kshim.client_security import ClientSecurity
+from kshim.client.errors import broken_off
+from kshim.client.frames import MalformedResponseError
+from kshim.client.security import ClientSecurity
+from kshim.client.wire import ConnectionClosedError, WireConnection, connect
 from kshim.protocol.consumer_protocol import assigned_partitions
-from kshim.storage.interface import TopicPartition
-from kshim.wire_client import (
-    ConnectionClosedError,
-    MalformedResponseError,
-    WireConnection,
-    connect,
-)
 
 CLIENT_ID = "kshim-groups"
 LIST_OFFSETS_KEY, OFFSET_FETCH_KEY, DESCRIBE_GROUPS_KEY, LIST_GROUPS_KEY = 2, 9, 15, 16
 LATEST = -1
 DEAD = "Dead"
+TopicPartition = tuple[str, int]  # (topic, partition)
 
 
 class QueryError(Exception):
@@ -38,14 +35,27 @@ class GroupNotFound(QueryError):
     """The group named does not exist: no members and no committed offsets."""
 
 
-def query_status(
+@dataclass(frozen=True, slots=True)
+class GroupOffsets:
+    """What the broker says of one group: its member count, the partitions assigned to its
+    members, its committed offsets, and the log end offset of each of those partitions
+    that exists."""
+
+    group_id: str
+    members: int
+    assigned: list[TopicPartition]
+    committed: dict[TopicPartition, int]
+    log_ends: dict[TopicPartition, int]
+
+
+def query_groups(
     bootstrap: str,
     group_id: str | None = None,
     timeout_s: float = 10.0,
     *,
     security: ClientSecurity | None = None,
-) -> list[PartitionStatus]:
-    """Consumption status of one group, or of every group, from the broker at ``bootstrap``,
+) -> list[GroupOffsets]:
+    """The offsets of one group, or of every group, from the broker at ``bootstrap``,
     connected to as ``security`` says (None: PLAINTEXT).
 
     Raises ValueError for a bootstrap that is not host:port, OSError when the broker
@@ -68,11 +78,10 @@ def query_status(
             log_ends = _log_ends(connection, wanted)
     except (ConnectionClosedError, MalformedResponseError) as error:
         raise QueryError(broken_off(bootstrap, "query", error, security)) from error
-    rows: list[PartitionStatus] = []
-    for name in group_ids:
-        count, assigned = members[name]
-        rows += group_status(name, committed[name], log_ends, assigned, count)
-    return rows
+    return [
+        GroupOffsets(name, members[name][0], members[name][1], committed[name], log_ends)
+        for name in group_ids
+    ]
 
 
 def _list_groups(connection: WireConnection) -> list[str]:
@@ -95,7 +104,7 @@ def _describe_groups(
         if group.group_state == DEAD:
             continue  # gone, or never there
         assigned = [
-            TopicPartition(topic, partition)
+            (topic, partition)
             for member in group.members
             for topic, partition in assigned_partitions(bytes(member.member_assignment)) or ()
         ]
@@ -107,9 +116,7 @@ def _committed(connection: WireConnection, group_id: str) -> dict[TopicPartition
     response = connection.call(OFFSET_FETCH_KEY, 7, {"group_id": group_id, "topics": None})
     _check(response.error_code, f"OffsetFetch {group_id}")
     return {
-        TopicPartition(str(topic.name), int(partition.partition_index)): int(
-            partition.committed_offset
-        )
+        (str(topic.name), int(partition.partition_index)): int(partition.committed_offset)
         for topic in response.topics
         for partition in topic.partitions
         if partition.committed_offset >= 0
@@ -120,8 +127,8 @@ def _log_ends(
     connection: WireConnection, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, int]:
     by_topic: dict[str, list[int]] = {}
-    for topic_partition in sorted(partitions):
-        by_topic.setdefault(topic_partition.topic, []).append(topic_partition.partition)
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
     if not by_topic:
         return {}
     topics = [
@@ -137,7 +144,7 @@ def _log_ends(
     request = {"replica_id": -1, "isolation_level": 0, "topics": topics}
     response = connection.call(LIST_OFFSETS_KEY, 5, request)
     return {
-        TopicPartition(str(topic.name), int(partition.partition_index)): int(partition.offset)
+        (str(topic.name), int(partition.partition_index)): int(partition.offset)
         for topic in response.topics
         for partition in topic.partitions
         if partition.error_code == 0

@@ -1,7 +1,7 @@
 """``kshim transactions``' wire queries: transactions, the producers of partitions, and the
 abort of one partition's open transaction.
 
-Requests go through kshim's own blocking client (``kshim.wire_client``), so the command
+Requests go through kshim's own blocking client (``kshim.client.wire``), so the command
 needs no client library and works against any Kafka broker of 3.0 or later (the versions
 asked were all added by KIP-664 or before, none dropped by Kafka 4.0, KIP-896). Each goes
 where Kafka's Admin client sends it, so that it also works against a cluster of several
@@ -13,8 +13,9 @@ brokers (kshim is one, and answers every request itself):
   transactional id's coordinator;
 - DescribeProducers v0, ApiVersions v2 and WriteTxnMarkers v1: the partition's leader.
 
-DescribeTransactions is decoded here rather than by kio: a transactional id that has no
-transaction under way (Empty) has the start time -1, which kio's timestamp type refuses.
+DescribeTransactions is decoded by ``transaction_descriptions`` rather than by kio: a
+transactional id that has no transaction under way (Empty) has the start time -1, which
+kio's timestamp type refuses.
 Every socket operation has a timeout; a connection is used by one thread.
 """
 
@@ -26,20 +27,18 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kshim.cli.errors import broken_off, reason
-from kshim.cli.topic_admin import AdminError
-from kshim.client_sasl import AuthenticationFailed
-from kshim.client_security import ClientSecurity
-from kshim.protocol.errors import ErrorCode
-from kshim.protocol.primitives import DecodeError, read_tagged_fields, read_unsigned_varint
-from kshim.wire_client import (
-    ConnectionClosedError,
-    MalformedResponseError,
-    WireConnection,
-    encode_body,
-    parse_bootstrap,
-    split_response,
+from kshim.client.errors import broken_off, reason
+from kshim.client.frames import MalformedResponseError, encode_body, split_response
+from kshim.client.sasl import AuthenticationFailed
+from kshim.client.security import ClientSecurity
+from kshim.client.topic_admin import AdminError
+from kshim.client.transaction_descriptions import (
+    TransactionDescription,
+    describe_transactions_response,
 )
+from kshim.client.wire import ConnectionClosedError, WireConnection, parse_bootstrap
+from kshim.protocol.errors import ErrorCode
+from kshim.protocol.primitives import DecodeError
 
 CLIENT_ID = "kshim-transactions"
 METADATA = (3, 11)
@@ -52,8 +51,6 @@ LIST_TRANSACTIONS = (66, 0)
 TRANSACTION_COORDINATOR = 1  # FindCoordinator's key type of a transactional id
 NOT_FOUND = ErrorCode.transactional_id_not_found
 READ_TIMEOUT_S = 15.0
-
-INT16, INT32, INT64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 
 
 class BrokerLacksApi(AdminError):
@@ -76,20 +73,6 @@ class TransactionListing:
             "producer_id": self.producer_id,
             "state": self.state,
         }
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionDescription:
-    """A transactional id as its coordinator describes it."""
-
-    coordinator: int
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    state: str
-    timeout_ms: int
-    start_time_ms: int | None  # None: no transaction under way since the producer started
-    partitions: tuple[tuple[str, int], ...]  # (topic, partition), as the coordinator lists
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +310,7 @@ class TransactionAdmin:
         frame = self._connection(address).exchange(api_key, version, body, flexible=True)
         _, payload = split_response(api_key, version, frame)
         try:
-            return _describe_transactions_response(payload, node_id)
+            return describe_transactions_response(payload, node_id)
         except (DecodeError, struct.error, UnicodeDecodeError) as error:
             message = f"DescribeTransactionsResponse: {error}"
             raise MalformedResponseError(message) from error
@@ -396,86 +379,6 @@ def _producer(state: Any) -> ProducerState:
 def _address(address: tuple[str, int]) -> str:
     host, port = address
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _describe_transactions_response(
-    payload: bytes, coordinator: int
-) -> list[tuple[int, TransactionDescription]]:
-    """(error code, description) of each transactional id in a DescribeTransactions v0
-    response body, a flexible version (compact strings and arrays, tagged fields)::
-
-        throttle_time_ms int32, transaction_states [error_code int16,
-        transactional_id string, transaction_state string, transaction_timeout_ms int32,
-        transaction_start_time_ms int64, producer_id int64, producer_epoch int16,
-        topics [topic string, partitions [int32]]]
-    """
-    reader = _CompactReader(payload)
-    reader.fixed(INT32)  # throttle_time_ms
-    states = []
-    for _ in range(reader.array_length()):
-        error_code = reader.fixed(INT16)
-        transactional_id = reader.string()
-        state = reader.string()
-        timeout_ms = reader.fixed(INT32)
-        start_time_ms = reader.fixed(INT64)
-        producer_id = reader.fixed(INT64)
-        producer_epoch = reader.fixed(INT16)
-        partitions = []
-        for _ in range(reader.array_length()):
-            topic = reader.string()
-            partitions += [(topic, reader.fixed(INT32)) for _ in range(reader.array_length())]
-            reader.tagged_fields()
-        reader.tagged_fields()
-        description = TransactionDescription(
-            coordinator=coordinator,
-            transactional_id=transactional_id,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            state=state,
-            timeout_ms=timeout_ms,
-            start_time_ms=None if start_time_ms < 0 else start_time_ms,
-            partitions=tuple(partitions),
-        )
-        states.append((error_code, description))
-    reader.tagged_fields()
-    reader.at_end()
-    return states
-
-
-class _CompactReader:
-    """Reads a flexible-version body front to back; raises DecodeError or struct.error."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self._position = 0
-
-    def fixed(self, kind: struct.Struct) -> int:
-        (value,) = kind.unpack_from(self._data, self._position)
-        self._position += kind.size
-        return int(value)
-
-    def array_length(self) -> int:
-        """A compact array's length (stored plus one); a null array reads as empty."""
-        stored, self._position = read_unsigned_varint(self._data, self._position)
-        return max(stored - 1, 0)
-
-    def string(self) -> str:
-        stored, self._position = read_unsigned_varint(self._data, self._position)
-        if stored == 0:
-            raise DecodeError("null in a non-nullable string")
-        end = self._position + stored - 1
-        if end > len(self._data):
-            raise DecodeError("string runs past the end of the response")
-        text = self._data[self._position : end].decode("utf-8")
-        self._position = end
-        return text
-
-    def tagged_fields(self) -> None:
-        self._position = read_tagged_fields(self._data, self._position)
-
-    def at_end(self) -> None:
-        if self._position != len(self._data):
-            raise DecodeError(f"{len(self._data) - self._position} bytes left over")
 
 
 def error_name(code: int) -> str:

@@ -13,10 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kshim.cli.partitioner import partition_for_key
+from kshim.client.frames import encode_request
+from kshim.client.partitioner import partition_for_key
+from kshim.client.wire import WireConnection
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.records import Record, build_batch
-from kshim.wire_client import WireConnection, encode_request
 
 METADATA = (3, 11)
 PRODUCE = (0, 9)

@@ -1,6 +1,6 @@
 """``kshim topics``' wire queries: list, describe, create, delete and reconfigure topics.
 
-Requests go through kshim's own blocking client (``kshim.wire_client``), so the command
+Requests go through kshim's own blocking client (``kshim.client.wire``), so the command
 needs no client library and works against any Kafka broker. Each request is sent at a
 version that kshim and Apache Kafka 3.x and 4.x all serve (Kafka 4.0 dropped the oldest
 ones, KIP-896): Metadata v11 (served since Kafka 2.8), CreateTopics v7, DeleteTopics v6
@@ -19,12 +19,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kshim.cli.admin_connection import admin_connection
-from kshim.client_security import ClientSecurity
+from kshim.client.admin_connection import admin_connection
+from kshim.client.security import ClientSecurity
+from kshim.client.wire import WireConnection
 from kshim.protocol.errors import ErrorCode
-from kshim.wire_client import (
-    WireConnection,
-)
 
 CLIENT_ID = "kshim-topics"
 METADATA = (3, 11)

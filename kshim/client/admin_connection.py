@@ -6,14 +6,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from kshim.cli.errors import broken_off
-from kshim.client_security import ClientSecurity
-from kshim.wire_client import (
-    ConnectionClosedError,
-    MalformedResponseError,
-    WireConnection,
-    connect,
-)
+from kshim.client.errors import broken_off
+from kshim.client.frames import MalformedResponseError
+from kshim.client.security import ClientSecurity
+from kshim.client.wire import ConnectionClosedError, WireConnection, connect
 
 
 @contextlib.contextmanager

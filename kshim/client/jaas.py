@@ -10,7 +10,9 @@ StreamTokenizer, and this follows it: a value is a word (letters, digits and ``.
 or a string quoted with ``"`` or ``'`` in which ``\\`` escapes as in Java (``\\n``, ``\\t``,
 octal ``\\101``, and ``\\x`` for any other ``x``); ``//`` and ``/* */`` are comments. A
 broker's ``listener.name.<listener>.<mechanism>.sasl.jaas.config`` holds exactly one
-module (JaasContext.loadServerContext).
+module (JaasContext.loadServerContext), and so does a client's ``sasl.jaas.config``, whose
+options are its username and password (``kshim.client.security``): the broker and kshim's
+client both read it here.
 
 The PLAIN users of a listener are the options ``user_<name>="<password>"`` of its
 PlainLoginModule (Kafka's PlainServerCallbackHandler). Errors name where the text goes
@@ -22,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 USER_PREFIX = "user_"
 CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
 QUOTES = "\"'"
@@ -33,6 +36,19 @@ SYMBOLS = "=;"
 
 class JaasError(ValueError):
     """The JAAS text is malformed."""
+
+
+class JaasTokenError(JaasError):
+    """No token can start at ``position`` (1-based): a character outside words and quotes,
+    or a comment or quoted string that is not closed."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+class JaasControlFlagError(JaasError):
+    """A login module's control flag is not one of CONTROL_FLAGS."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +105,7 @@ def _module(tokens: list[_Token]) -> LoginModule:
         raise JaasError("login module control flag not specified in the JAAS config")
     flag = tokens.pop(0)
     if flag.text.lower() not in CONTROL_FLAGS:
-        raise JaasError(
+        raise JaasControlFlagError(
             f"invalid login module control flag at character {flag.position}: "
             f"expected one of {', '.join(CONTROL_FLAGS)}"
         )
@@ -121,7 +137,9 @@ def _tokenise(text: str) -> list[_Token]:
         elif text.startswith("/*", index):
             end = text.find("*/", index + 2)
             if end < 0:
-                raise JaasError(f"the comment at character {index + 1} is not closed")
+                raise JaasTokenError(
+                    f"the comment at character {index + 1} is not closed", index + 1
+                )
             index = end + 2
         elif character in QUOTES:
             value, index_after = _quoted(text, index)
@@ -136,9 +154,10 @@ def _tokenise(text: str) -> list[_Token]:
                 index += 1
             tokens.append(_Token(text[start:index], False, start + 1))
         else:
-            raise JaasError(
+            raise JaasTokenError(
                 f"unexpected {character!r} at character {index + 1} (a value holding it "
-                "must be quoted)"
+                "must be quoted)",
+                index + 1,
             )
     return tokens
 
@@ -170,7 +189,7 @@ def _quoted(text: str, start: int) -> tuple[str, int]:
             break  # StreamTokenizer ends a string at the end of its line
         value.append(character)
         index += 1
-    raise JaasError(f"the string quoted at character {start + 1} is not closed")
+    raise JaasTokenError(f"the string quoted at character {start + 1} is not closed", start + 1)
 
 
 def _escape(text: str, index: int) -> tuple[str, int]:

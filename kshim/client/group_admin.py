@@ -1,6 +1,6 @@
 """``kshim groups reset-offsets`` and ``kshim groups delete``: their wire requests.
 
-Requests go through kshim's own blocking client (``kshim.wire_client``), so the commands
+Requests go through kshim's own blocking client (``kshim.client.wire``), so the commands
 need no client library and work against any Kafka broker. Each request is sent at a version
 that kshim and Apache Kafka 3.x and 4.x all serve (Kafka 4.0 dropped the oldest ones,
 KIP-896): Metadata v11, DescribeGroups v5, OffsetFetch v7, ListOffsets v5, OffsetCommit v8
@@ -16,13 +16,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kshim.cli.admin_connection import admin_connection
-from kshim.client_security import ClientSecurity
+from kshim.client.admin_connection import admin_connection
+from kshim.client.security import ClientSecurity
+from kshim.client.wire import WireConnection
 from kshim.protocol.consumer_protocol import assigned_partitions
 from kshim.protocol.errors import ErrorCode
-from kshim.wire_client import (
-    WireConnection,
-)
 
 CLIENT_ID = "kshim-groups"
 METADATA = (3, 11)
