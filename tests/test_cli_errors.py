@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from kshim.broker.config.keys import ConfigError
+from kshim.broker.config.validators import ConfigError
 from kshim.cli.main import build_parser, load_config
 from kshim.client.wire import connect
 from kshim.storage.files.data_directory_lock import lock_path

@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.config.keys import TOPIC_CONFIGS, ConfigError, refusal
+from kshim.broker.config.keys import TOPIC_CONFIGS
+from kshim.broker.config.validators import ConfigError, refusal
 from kshim.protocol.record_batch import BatchHeader
 from kshim.storage.interface import (
     LogConfig,

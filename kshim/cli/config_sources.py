@@ -15,13 +15,12 @@ from dataclasses import dataclass
 
 from kshim.broker.config.broker_config import BrokerConfig, parse_listener
 from kshim.broker.config.keys import (
-    ConfigError,
     broker_validator,
     environment_keys,
     is_known_key,
     parse_properties,
-    refusal,
 )
+from kshim.broker.config.validators import ConfigError, refusal
 from kshim.cli.errors import print_warning
 from kshim.client.errors import reason
 

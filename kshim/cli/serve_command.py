@@ -19,7 +19,7 @@ import time
 
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.config.keys import ConfigError
+from kshim.broker.config.validators import ConfigError
 from kshim.broker.security.principal_mapping import MappingRuleError
 from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
 from kshim.cli.allocator import malloc_trim, trim_when_idle

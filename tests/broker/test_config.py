@@ -10,14 +10,12 @@ import pytest
 from kshim.broker.config.broker_config import BrokerConfig, parse_listener
 from kshim.broker.config.keys import (
     BROKER_DEFAULTS,
-    INT_MAX,
-    LONG_MAX,
     TOPIC_CONFIGS,
-    ConfigError,
     broker_validator,
     from_environment,
     parse_properties,
 )
+from kshim.broker.config.validators import INT_MAX, LONG_MAX, ConfigError
 from kshim.cli.main import build_parser, load_config
 from kshim.storage.interface import LogConfig
 

@@ -17,7 +17,8 @@ import pytest
 
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.config.keys import INT_MAX, LONG_MAX, ConfigError, broker_validator
+from kshim.broker.config.keys import broker_validator
+from kshim.broker.config.validators import INT_MAX, LONG_MAX, ConfigError
 from kshim.protocol.errors import ErrorCode
 from kshim.testing import FakeClock
 from tests.full_view.support import open_broker

@@ -24,7 +24,7 @@ from kshim.api.records import produce as produce_api
 from kshim.api.transactions import add_partitions_to_txn, end_txn, init_producer_id
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.config.keys import ConfigError
+from kshim.broker.config.validators import ConfigError
 from kshim.broker.delay.chunk_worker import ChunkWorker
 from kshim.broker.delay.dispatcher import (
     DELIVERY_BYTES,

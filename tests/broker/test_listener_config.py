@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.config.keys import ConfigError
 from kshim.broker.config.listeners import Listener
+from kshim.broker.config.validators import ConfigError
 from kshim.broker.endpoints import Endpoints
 
 

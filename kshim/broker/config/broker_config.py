@@ -6,13 +6,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kshim.broker.config.keys import (
-    BROKER_DEFAULTS,
-    TOPIC_CONFIGS,
-    ConfigError,
-    broker_validator,
-    refusal,
-)
+from kshim.broker.config.keys import BROKER_DEFAULTS, TOPIC_CONFIGS, broker_validator
 from kshim.broker.config.listeners import (
     Listener,
     ListenerError,
@@ -20,6 +14,7 @@ from kshim.broker.config.listeners import (
     parse_endpoint,
     parse_listeners,
 )
+from kshim.broker.config.validators import ConfigError, refusal
 from kshim.storage.interface import LogConfig, StoreSettings
 
 log = logging.getLogger(__name__)

@@ -18,159 +18,24 @@ configurations "supplied but are not used yet" and starts, and Kafka tools and
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from kshim.broker.config import validators
 from kshim.broker.config.security_keys import (
     SECURITY_DEFAULTS,
     SecurityConfigError,
     security_validator,
 )
-from kshim.broker.config.values import (
-    java_double_text,
-    java_trim,
-    parse_boolean,
-    parse_double,
-    parse_integer,
-    parse_list,
+from kshim.broker.config.validators import (
+    INT_MAX,
+    LONG_MAX,
+    VALUE_RULES,
+    ConfigError,
 )
 from kshim.client.java_properties import java_properties_entries
 
 ENVIRONMENT_PREFIX = "KSHIM_"
-LONG_MAX = (1 << 63) - 1
-INT_MAX = (1 << 31) - 1
-
-
-class ConfigError(ValueError):
-    """A configuration key is unknown or its value invalid (Kafka's INVALID_CONFIG)."""
-
-
-class InvalidValue(ConfigError):
-    """A value a validator refuses: the value as Kafka's ConfigException shows it, and
-    Kafka's reason ("Not a number of type LONG", "Value must be at least 1", ...)."""
-
-    def __init__(self, value: object, reason: str) -> None:
-        super().__init__(reason)
-        self.value = value
-        self.reason = reason
-
-
-def refusal(key: str, error: ConfigError, source: str = "") -> str:
-    """``error`` about ``key`` in Kafka's words for a refused value (ConfigException:
-    "Invalid value V for configuration K: REASON"), with where the key was set after it
-    when ``source`` says; other errors as "K: error"."""
-    where = f"{key} (from {source})" if source else key
-    if isinstance(error, InvalidValue):
-        return f"Invalid value {error.value} for configuration {where}: {error.reason}"
-    return f"{where}: {error}"
-
-
-# What each validator accepts, in words: the configuration reference is generated from
-# this table (kshim/cli/reference_pages.py), so that it cannot drift from the checks.
-VALUE_RULES: dict[Callable[[str], str], str] = {}
-
-
-def _described(check: Callable[[str], str], rule: str) -> Callable[[str], str]:
-    VALUE_RULES[check] = rule
-    return check
-
-
-def _check_range(number: float, shown: str, minimum: float, maximum: float) -> None:
-    """ConfigDef.Range's check; ``shown`` is the parsed number as Kafka prints it."""
-    if number < minimum:
-        raise InvalidValue(shown, f"Value must be at least {minimum}")
-    if number > maximum:
-        raise InvalidValue(shown, f"Value must be no more than {maximum}")
-
-
-def _integer(minimum: int = -1, maximum: int = LONG_MAX) -> Callable[[str], str]:
-    """A Kafka INT (when ``maximum`` fits one, as for every INT key kshim shares with
-    Kafka) or LONG, between the bounds."""
-    bits, type_name = (32, "INT") if maximum <= INT_MAX else (64, "LONG")
-
-    def check(value: str) -> str:
-        number = parse_integer(value, bits)
-        if number is None:
-            raise InvalidValue(value, f"Not a number of type {type_name}")
-        _check_range(number, str(number), minimum, maximum)
-        return str(number)
-
-    unbounded = maximum in (INT_MAX, LONG_MAX)
-    bounds = f"at least {minimum}" if unbounded else f"{minimum} to {maximum}"
-    return _described(check, f"{type_name}, {bounds}")
-
-
-def _one_of(value: str, allowed: tuple[str, ...]) -> str:
-    """ConfigDef.ValidString's check, on the trimmed value (as Kafka parses a STRING)."""
-    if value not in allowed:
-        raise InvalidValue(value, f"String must be one of: {', '.join(allowed)}")
-    return value
-
-
-def _choice(*allowed: str) -> Callable[[str], str]:
-    def check(value: str) -> str:
-        return _one_of(java_trim(value), allowed)
-
-    return _described(check, "one of " + ", ".join(allowed))
-
-
-CLEANUP_POLICIES = ("compact", "delete")  # in the order Kafka's ValidList names them
-
-
-def _cleanup_policy(value: str) -> str:
-    """A LIST of policies (ConfigDef.ValidList). Kafka 3.9 takes an empty list, and then
-    neither deletes nor compacts; kshim asks for at least one, refused as an empty item."""
-    policies = parse_list(value) or [""]
-    return ",".join(_one_of(policy, CLEANUP_POLICIES) for policy in policies)
-
-
-def _ratio(value: str) -> str:
-    """A DOUBLE between 0 and 1. Kafka takes NaN (no comparison refuses it); kshim refuses
-    it as not a number."""
-    number = parse_double(value)
-    if number is None or math.isnan(number):
-        raise InvalidValue(value, "Not a number of type DOUBLE")
-    _check_range(number, java_double_text(number), 0, 1)
-    return str(number)
-
-
-def _boolean(value: str) -> str:
-    answer = parse_boolean(value)
-    if answer is None:
-        raise InvalidValue(value, "Expected value to be either true or false")
-    return "true" if answer else "false"
-
-
-def _optional_address(value: str) -> str:
-    value = value.strip()
-    _, separator, port = value.rpartition(":")
-    if value and not (separator and port.isascii() and port.isdigit() and int(port) <= 65535):
-        raise ConfigError(f"{value!r} is not host:port (port 0-65535) or empty")
-    return value
-
-
-def _optional_http_url(value: str) -> str:
-    value = value.strip()
-    if value and not value.startswith(("http://", "https://")):
-        raise ConfigError(f"{value!r} is not an http:// or https:// URL, or empty")
-    return value
-
-
-def _any_string(value: str) -> str:
-    return value
-
-
-VALUE_RULES.update(
-    {
-        _cleanup_policy: "compact, delete, or both (comma-separated)",
-        _ratio: "DOUBLE, 0 to 1",
-        _boolean: "true or false",
-        _optional_address: "host:port, or empty",
-        _optional_http_url: "an http:// or https:// URL, or empty",
-        _any_string: "text",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,35 +51,39 @@ BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
 # In the order Kafka's LogConfig defines them, which is the order it checks the values of
 # a request in: with several bad values, the first here is the one refused.
 TOPIC_CONFIGS: dict[str, TopicConfigSpec] = {
-    "segment.bytes": TopicConfigSpec("log.segment.bytes", _integer(14, INT_MAX), INT),
-    "segment.ms": TopicConfigSpec("log.roll.ms", _integer(1), LONG),
-    "flush.messages": TopicConfigSpec("log.flush.interval.messages", _integer(1), LONG),
-    "flush.ms": TopicConfigSpec("log.flush.interval.ms", _integer(0), LONG),
-    "retention.bytes": TopicConfigSpec("log.retention.bytes", _integer(-1), LONG),
-    "retention.ms": TopicConfigSpec("log.retention.ms", _integer(-1), LONG),
-    "max.message.bytes": TopicConfigSpec("message.max.bytes", _integer(0, INT_MAX), INT),
-    "delete.retention.ms": TopicConfigSpec("log.cleaner.delete.retention.ms", _integer(0), LONG),
+    "segment.bytes": TopicConfigSpec("log.segment.bytes", validators.integer(14, INT_MAX), INT),
+    "segment.ms": TopicConfigSpec("log.roll.ms", validators.integer(1), LONG),
+    "flush.messages": TopicConfigSpec("log.flush.interval.messages", validators.integer(1), LONG),
+    "flush.ms": TopicConfigSpec("log.flush.interval.ms", validators.integer(0), LONG),
+    "retention.bytes": TopicConfigSpec("log.retention.bytes", validators.integer(-1), LONG),
+    "retention.ms": TopicConfigSpec("log.retention.ms", validators.integer(-1), LONG),
+    "max.message.bytes": TopicConfigSpec("message.max.bytes", validators.integer(0, INT_MAX), INT),
+    "delete.retention.ms": TopicConfigSpec(
+        "log.cleaner.delete.retention.ms", validators.integer(0), LONG
+    ),
     # Log compaction (cleanup.policy=compact): broker/log_cleaner.py, storage/compaction.py.
     "min.compaction.lag.ms": TopicConfigSpec(
-        "log.cleaner.min.compaction.lag.ms", _integer(0), LONG
+        "log.cleaner.min.compaction.lag.ms", validators.integer(0), LONG
     ),
     "max.compaction.lag.ms": TopicConfigSpec(
-        "log.cleaner.max.compaction.lag.ms", _integer(1), LONG
+        "log.cleaner.max.compaction.lag.ms", validators.integer(1), LONG
     ),
-    "min.cleanable.dirty.ratio": TopicConfigSpec("log.cleaner.min.cleanable.ratio", _ratio, DOUBLE),
-    "cleanup.policy": TopicConfigSpec("log.cleanup.policy", _cleanup_policy, LIST),
-    "min.insync.replicas": TopicConfigSpec("min.insync.replicas", _integer(1, 1), INT),
-    "compression.type": TopicConfigSpec("compression.type", _choice("producer"), STRING),
+    "min.cleanable.dirty.ratio": TopicConfigSpec(
+        "log.cleaner.min.cleanable.ratio", validators.ratio, DOUBLE
+    ),
+    "cleanup.policy": TopicConfigSpec("log.cleanup.policy", validators.cleanup_policy, LIST),
+    "min.insync.replicas": TopicConfigSpec("min.insync.replicas", validators.integer(1, 1), INT),
+    "compression.type": TopicConfigSpec("compression.type", validators.choice("producer"), STRING),
     "message.timestamp.type": TopicConfigSpec(
-        "log.message.timestamp.type", _choice("CreateTime", "LogAppendTime"), STRING
+        "log.message.timestamp.type", validators.choice("CreateTime", "LogAppendTime"), STRING
     ),
     "message.timestamp.before.max.ms": TopicConfigSpec(
-        "log.message.timestamp.before.max.ms", _integer(0), LONG
+        "log.message.timestamp.before.max.ms", validators.integer(0), LONG
     ),
     "message.timestamp.after.max.ms": TopicConfigSpec(
-        "log.message.timestamp.after.max.ms", _integer(0), LONG
+        "log.message.timestamp.after.max.ms", validators.integer(0), LONG
     ),
-    "kshim.full.view": TopicConfigSpec("kshim.full.view", _boolean, BOOLEAN),
+    "kshim.full.view": TopicConfigSpec("kshim.full.view", validators.boolean, BOOLEAN),
 }
 
 BROKER_DEFAULTS: dict[str, str] = {
@@ -330,51 +199,53 @@ BROKER_DEFAULTS: dict[str, str] = {
 }
 
 _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
-    "node.id": _integer(0, INT_MAX),
-    "num.partitions": _integer(1, 100000),
-    "default.replication.factor": _integer(1, 1),
-    "auto.create.topics.enable": _boolean,
-    "socket.request.max.bytes": _integer(1024, INT_MAX),
-    "queued.max.request.bytes": _integer(-1, LONG_MAX),  # -1 (or 0): no bound, as in Kafka
-    "max.connections": _integer(1, INT_MAX),
-    "max.incremental.fetch.session.cache.slots": _integer(0, INT_MAX),
-    "log.retention.check.interval.ms": _integer(1),
-    "log.cleaner.enable": _boolean,
-    "log.cleaner.backoff.ms": _integer(1),
-    "log.cleaner.dedupe.buffer.size": _integer(1 << 10),
-    "kshim.memtable.bytes": _integer(0),
-    "kshim.write.inline.max.us": _integer(0),
-    "kshim.max.open.files": _integer(8, INT_MAX),
-    "kshim.memtable.total.bytes": _integer(0),
-    "kshim.wal.segment.bytes": _integer(1 << 16, 1 << 40),
-    "kshim.wal.checkpoint.bytes": _integer(1),
-    "kshim.wal.checkpoint.interval.ms": _integer(1),
-    "kshim.full.view.process": _boolean,
-    "kshim.delay.max.ms": _integer(0, 100 * 365 * 24 * 3600 * 1000),  # up to a century
-    "kshim.event.loop": _choice("uvloop", "asyncio"),
-    "kshim.metrics.listen": _optional_address,
-    "kshim.alarm.webhook": _optional_http_url,
-    "kshim.alarm.webhook.timeout.ms": _integer(1, INT_MAX),
-    "kshim.alarm.webhook.retries": _integer(0, 100),
-    "kshim.alarm.check.interval.ms": _integer(1, INT_MAX),
-    "kshim.alarm.group.lag.records": _integer(0),
-    "kshim.alarm.group.lag.duration.ms": _integer(0),
-    "kshim.alarm.view.lag.records": _integer(0),
-    "kshim.alarm.view.lag.duration.ms": _integer(0),
-    "kshim.alarm.disk.free.bytes": _integer(0),
-    "kshim.alarm.fsync.p99.ms": _integer(0),
-    "transaction.max.timeout.ms": _integer(1, INT_MAX),
-    "transactional.id.expiration.ms": _integer(1, INT_MAX),
-    "producer.id.expiration.ms": _integer(1, INT_MAX),
-    "kshim.review.retry.ms": _integer(1),
-    "kshim.review.max.checks": _integer(1, INT_MAX),
-    "kshim.review.check.interval.ms": _integer(1),
-    "group.initial.rebalance.delay.ms": _integer(0, INT_MAX),
-    "group.min.session.timeout.ms": _integer(1, INT_MAX),
-    "group.max.session.timeout.ms": _integer(1, INT_MAX),
-    "offsets.retention.minutes": _integer(1, INT_MAX),
-    "offsets.retention.check.interval.ms": _integer(1),
-    "offset.metadata.max.bytes": _integer(0, INT_MAX),
+    "node.id": validators.integer(0, INT_MAX),
+    "num.partitions": validators.integer(1, 100000),
+    "default.replication.factor": validators.integer(1, 1),
+    "auto.create.topics.enable": validators.boolean,
+    "socket.request.max.bytes": validators.integer(1024, INT_MAX),
+    "queued.max.request.bytes": validators.integer(
+        -1, LONG_MAX
+    ),  # -1 (or 0): no bound, as in Kafka
+    "max.connections": validators.integer(1, INT_MAX),
+    "max.incremental.fetch.session.cache.slots": validators.integer(0, INT_MAX),
+    "log.retention.check.interval.ms": validators.integer(1),
+    "log.cleaner.enable": validators.boolean,
+    "log.cleaner.backoff.ms": validators.integer(1),
+    "log.cleaner.dedupe.buffer.size": validators.integer(1 << 10),
+    "kshim.memtable.bytes": validators.integer(0),
+    "kshim.write.inline.max.us": validators.integer(0),
+    "kshim.max.open.files": validators.integer(8, INT_MAX),
+    "kshim.memtable.total.bytes": validators.integer(0),
+    "kshim.wal.segment.bytes": validators.integer(1 << 16, 1 << 40),
+    "kshim.wal.checkpoint.bytes": validators.integer(1),
+    "kshim.wal.checkpoint.interval.ms": validators.integer(1),
+    "kshim.full.view.process": validators.boolean,
+    "kshim.delay.max.ms": validators.integer(0, 100 * 365 * 24 * 3600 * 1000),  # up to a century
+    "kshim.event.loop": validators.choice("uvloop", "asyncio"),
+    "kshim.metrics.listen": validators.optional_address,
+    "kshim.alarm.webhook": validators.optional_http_url,
+    "kshim.alarm.webhook.timeout.ms": validators.integer(1, INT_MAX),
+    "kshim.alarm.webhook.retries": validators.integer(0, 100),
+    "kshim.alarm.check.interval.ms": validators.integer(1, INT_MAX),
+    "kshim.alarm.group.lag.records": validators.integer(0),
+    "kshim.alarm.group.lag.duration.ms": validators.integer(0),
+    "kshim.alarm.view.lag.records": validators.integer(0),
+    "kshim.alarm.view.lag.duration.ms": validators.integer(0),
+    "kshim.alarm.disk.free.bytes": validators.integer(0),
+    "kshim.alarm.fsync.p99.ms": validators.integer(0),
+    "transaction.max.timeout.ms": validators.integer(1, INT_MAX),
+    "transactional.id.expiration.ms": validators.integer(1, INT_MAX),
+    "producer.id.expiration.ms": validators.integer(1, INT_MAX),
+    "kshim.review.retry.ms": validators.integer(1),
+    "kshim.review.max.checks": validators.integer(1, INT_MAX),
+    "kshim.review.check.interval.ms": validators.integer(1),
+    "group.initial.rebalance.delay.ms": validators.integer(0, INT_MAX),
+    "group.min.session.timeout.ms": validators.integer(1, INT_MAX),
+    "group.max.session.timeout.ms": validators.integer(1, INT_MAX),
+    "offsets.retention.minutes": validators.integer(1, INT_MAX),
+    "offsets.retention.check.interval.ms": validators.integer(1),
+    "offset.metadata.max.bytes": validators.integer(0, INT_MAX),
 }
 
 
@@ -460,7 +331,7 @@ def broker_validator(key: str) -> Callable[[str], str] | None:
     for spec in TOPIC_CONFIGS.values():
         if spec.broker_key == key:
             return spec.validate
-    return _any_string if key in BROKER_DEFAULTS else None
+    return validators.any_string if key in BROKER_DEFAULTS else None
 
 
 def value_rule(key: str) -> str | None:

@@ -42,7 +42,7 @@ from kshim.storage.files.filesystem import FileSystem
 from kshim.storage.interface import CorruptRecords
 from kshim.storage.log.cleaner import BatchCleaner, SegmentRewrite, clean_segments, start_pass
 from kshim.storage.log.descriptor_cache import DescriptorCache
-from kshim.storage.log.partition_log import DiskPartitionLog, remove_segment_files
+from kshim.storage.log.partition_log import DiskPartitionLog
 from kshim.storage.log.sealed_index import (
     decode_sealed_index,
     encode_sealed_columns,
@@ -55,6 +55,7 @@ from kshim.storage.log.segment import (
     segment_generation,
 )
 from kshim.storage.log.segment_check import check_batches
+from kshim.storage.log.segment_writer import remove_segment_files
 
 log = logging.getLogger(__name__)
 CLEANED_SUFFIX = ".cleaned"
@@ -261,7 +262,12 @@ class DiskCompaction:
         async with self._lock:
             if not partition_log.deleted:
                 await self._in_thread(
-                    remove_segment_files, self._fs, self._descriptors, partition_log, cleaned.old
+                    remove_segment_files,
+                    self._fs,
+                    self._descriptors,
+                    partition_log.writer,
+                    partition_log.directory,
+                    cleaned.old,
                 )
         return True
 

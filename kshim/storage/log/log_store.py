@@ -38,10 +38,10 @@ from kshim.storage.log.checkpointer import Checkpointer
 from kshim.storage.log.descriptor_cache import DescriptorCache
 from kshim.storage.log.disk_compaction import DiskCompaction
 from kshim.storage.log.group_commit import GroupCommit
-from kshim.storage.log.partition_log import DiskPartitionLog, remove_segment_files
+from kshim.storage.log.partition_log import DiskPartitionLog
 from kshim.storage.log.recovery import RecoveredLog, recover_segments, replay_logged
 from kshim.storage.log.segment import Segment
-from kshim.storage.log.segment_writer import SegmentWriter
+from kshim.storage.log.segment_writer import SegmentWriter, remove_segment_files
 from kshim.storage.log.write_ahead_log import WalTail, WriteAheadLog, delete_record
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,9 @@ class DiskLogStore:
         # then the lock, which a compaction's swap takes while it holds no pin.
         await log.reads.released([segment.path for segment in dropped])
         async with self._checkpointer.lock:
-            await asyncio.to_thread(remove_segment_files, self._fs, self.descriptors, log, dropped)
+            await asyncio.to_thread(
+                remove_segment_files, self._fs, self.descriptors, log.writer, log.directory, dropped
+            )
 
     async def compact(
         self, log: DiskPartitionLog, plan: CompactionPlan, request: CompactionRequest

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Protocol
 
 from kshim.protocol.record_batch import BatchHeader, stamped
@@ -24,7 +24,6 @@ from kshim.storage.compaction import (
     CompactionResult,
     plan_compaction,
 )
-from kshim.storage.files.filesystem import FileSystem
 from kshim.storage.interface import (
     LEADER_EPOCH,
     Clock,
@@ -36,11 +35,10 @@ from kshim.storage.interface import (
     TopicPartition,
 )
 from kshim.storage.log.descriptor_cache import DescriptorCache
-from kshim.storage.log.index_file import IndexEntry, index_path_for
+from kshim.storage.log.index_file import IndexEntry
 from kshim.storage.log.memtable import Memtable
 from kshim.storage.log.read_pins import ReadPins
 from kshim.storage.log.recovery import RecoveredLog
-from kshim.storage.log.sealed_index import sealed_path_for
 from kshim.storage.log.segment import Segment, segment_file_name, segment_holding, should_roll
 from kshim.storage.log.segment_check import SegmentReads
 from kshim.storage.log.segment_writer import PendingBatch, SegmentWriter
@@ -380,26 +378,3 @@ class DiskPartitionLog:
         self._host.unspilled_changed(self, self.unspilled_bytes - before)
         self.spilled(first_kept)
         await self._host.drop_segments(self, dropped)
-
-
-def remove_segment_files(
-    fs: FileSystem,
-    descriptors: DescriptorCache,
-    partition_log: DiskPartitionLog,
-    segments: Sequence[Segment],
-) -> None:
-    """Deletes segments nothing reads any more (dropped by retention, replaced by
-    compaction) with their index and sealed-index files, then syncs the directory.
-    Blocks: call from a worker thread."""
-    partition_log.writer.forget_segments(segments)
-    paths = [
-        path
-        for segment in segments
-        for path in (segment.path, index_path_for(segment.path), sealed_path_for(segment.path))
-    ]
-    descriptors.forget(paths)
-    listed = set(fs.list_directory(partition_log.directory))
-    for path in paths:
-        if os.path.basename(path) in listed:
-            fs.remove(path)
-    fs.fsync_directory(partition_log.directory)

@@ -14,6 +14,7 @@ between calls.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Sequence
 
@@ -185,3 +186,27 @@ class SegmentWriter:
         self._descriptors.forget([index_path])
         self._fs.remove(index_path)
         return True
+
+
+def remove_segment_files(
+    fs: FileSystem,
+    descriptors: DescriptorCache,
+    writer: SegmentWriter,
+    directory: str,
+    segments: Sequence[Segment],
+) -> None:
+    """Deletes segments nothing reads any more (dropped by retention, replaced by
+    compaction) with their index and sealed-index files, then syncs the directory.
+    Blocks: call from a worker thread."""
+    writer.forget_segments(segments)
+    paths = [
+        path
+        for segment in segments
+        for path in (segment.path, index_path_for(segment.path), sealed_path_for(segment.path))
+    ]
+    descriptors.forget(paths)
+    listed = set(fs.list_directory(directory))
+    for path in paths:
+        if os.path.basename(path) in listed:
+            fs.remove(path)
+    fs.fsync_directory(directory)

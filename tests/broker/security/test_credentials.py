@@ -15,7 +15,7 @@ import pytest
 from scramp import ScramClient
 
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.config.keys import ConfigError
+from kshim.broker.config.validators import ConfigError
 from kshim.broker.security.credentials import Credentials
 from kshim.broker.security.sasl.factory import start_exchange
 from kshim.broker.security.scram_credential import (
