@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kshim.broker.child_process import ChildFailed, ChildProcess, Handler
-from kshim.broker.full_view.worker import ProcessApplier
+from kshim.broker.full_view.worker import ChunkToApply, ProcessApplier
 from kshim.storage.interface import TopicPartition
 
 
@@ -99,7 +99,7 @@ def test_the_view_child_refuses_to_write_for_a_broker_without_the_lock(tmp_path:
     applier = ProcessApplier(str(tmp_path / "full_view"), str(tmp_path))
     try:
         with pytest.raises(ChildFailed, match="NotTheLockHolder"):
-            asyncio.run(applier.apply(TopicPartition("t", 0), b"", [], 0, 0))
+            asyncio.run(applier.apply(ChunkToApply(TopicPartition("t", 0), b"", [], 0, 0)))
         assert applier.started
         assert not (tmp_path / "full_view").exists()
     finally:

@@ -20,6 +20,7 @@ from kshim.broker.append_waiters import AppendWaiters
 from kshim.broker.clock import BrokerClock
 from kshim.broker.full_view.naming import view_name
 from kshim.broker.full_view.view import FullView
+from kshim.broker.full_view.worker import ChunkToApply
 from kshim.broker.topics import TopicManager
 from kshim.broker.transactions.coordinator import TransactionCoordinator
 from kshim.progress import Progress, to_log
@@ -70,9 +71,10 @@ async def apply_partition_once(broker: ViewHost, topic_partition: TopicPartition
     async with view.lock:
         if broker.topics.get(topic_partition.topic) is not topic:
             return False  # deleted meanwhile: its view data is gone too
-        await view.applier.apply(
+        chunk = ChunkToApply(
             topic_partition, data, list(transactions.aborted), expiry, result.end_offset
         )
+        await view.applier.apply(chunk)
         view.set_position(topic_partition, result.end_offset)
     broker.append_waiters.notify(view_partition(topic_partition))
     return True

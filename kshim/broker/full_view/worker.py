@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 from kshim.broker.child_process import ChildProcess, Handler
@@ -27,16 +26,20 @@ from kshim.storage.meta.transaction_store import AbortedTransaction
 from kshim.storage.views.full_view_store import FullViewStore
 
 
+class ChunkToApply(NamedTuple):
+    """One chunk of a partition of ``T``: its stored batches ``data``, the aborted
+    transactions among them, the tombstone expiry, and the position after it."""
+
+    topic_partition: TopicPartition
+    data: bytes
+    aborted: list[AbortedTransaction]
+    tombstone_expiry_ms: int
+    next_position: int
+
+
 class ChunkApplier(Protocol):
-    async def apply(
-        self,
-        topic_partition: TopicPartition,
-        data: bytes,
-        aborted: Sequence[AbortedTransaction],
-        tombstone_expiry_ms: int,
-        next_position: int,
-    ) -> None:
-        """Applies the stored batches ``data`` of the partition and moves its position."""
+    async def apply(self, chunk: ChunkToApply) -> None:
+        """Applies the chunk's batches to the view and moves the partition's position."""
 
     def close(self) -> None: ...
 
@@ -47,29 +50,16 @@ class ThreadApplier:
     def __init__(self, store: FullViewStore) -> None:
         self._store = store
 
-    async def apply(
-        self,
-        topic_partition: TopicPartition,
-        data: bytes,
-        aborted: Sequence[AbortedTransaction],
-        tombstone_expiry_ms: int,
-        next_position: int,
-    ) -> None:
-        changes = await asyncio.to_thread(view_changes, data, aborted, tombstone_expiry_ms)
-        await asyncio.to_thread(self._store.apply, topic_partition, changes, next_position)
+    async def apply(self, chunk: ChunkToApply) -> None:
+        changes = await asyncio.to_thread(
+            view_changes, chunk.data, chunk.aborted, chunk.tombstone_expiry_ms
+        )
+        await asyncio.to_thread(
+            self._store.apply, chunk.topic_partition, changes, chunk.next_position
+        )
 
     def close(self) -> None:
         pass
-
-
-class ChunkToApply(NamedTuple):
-    """What the child needs to apply one chunk (ChunkApplier.apply's arguments)."""
-
-    topic_partition: TopicPartition
-    data: bytes
-    aborted: list[AbortedTransaction]
-    tombstone_expiry_ms: int
-    next_position: int
 
 
 class ProcessApplier:
@@ -85,16 +75,7 @@ class ProcessApplier:
         """Whether the child process was started (it is, on the first chunk to apply)."""
         return self._child.started > 0
 
-    async def apply(
-        self,
-        topic_partition: TopicPartition,
-        data: bytes,
-        aborted: Sequence[AbortedTransaction],
-        tombstone_expiry_ms: int,
-        next_position: int,
-    ) -> None:
-        chunk = ChunkToApply(topic_partition, data, list(aborted), tombstone_expiry_ms,
-                             next_position)  # fmt: skip
+    async def apply(self, chunk: ChunkToApply) -> None:
         await asyncio.to_thread(self._child.call, chunk)
 
     def close(self) -> None:

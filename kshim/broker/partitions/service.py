@@ -55,27 +55,18 @@ class AppendResult:
         return self
 
 
+@dataclass(eq=False)
 class PartitionService:
     """Appends to the node's partitions; keeps each partition's idempotence state."""
 
-    def __init__(
-        self,
-        resolver: TopicResolver,
-        topics: TopicManager,
-        transactions: TransactionCoordinator,
-        groups: GroupCoordinator,
-        clock: BrokerClock,
-        traffic: TopicTraffic,
-        refusals: RefusalLog,
-    ) -> None:
-        self._resolver = resolver
-        self._topics = topics
-        self._transactions = transactions
-        self._groups = groups
-        self._clock = clock
-        self._traffic = traffic
-        self._refusals = refusals
-        self.producer_states: dict[TopicPartition, PartitionProducerState] = {}
+    resolver: TopicResolver
+    topics: TopicManager
+    transactions: TransactionCoordinator
+    groups: GroupCoordinator
+    clock: BrokerClock
+    traffic: TopicTraffic
+    refusals: RefusalLog
+    producer_states: dict[TopicPartition, PartitionProducerState] = field(default_factory=dict)
 
     def producer_state(self, topic_partition: TopicPartition) -> PartitionProducerState:
         """The partition's idempotent-producer state (created empty on first use)."""
@@ -88,7 +79,7 @@ class PartitionService:
         """Forgets producers last seen before ``cutoff_ms`` (producer.id.expiration.ms),
         except those with a transaction open; returns how many."""
         return sum(
-            state.expire(cutoff_ms, set(self._transactions.partition(topic_partition).open))
+            state.expire(cutoff_ms, set(self.transactions.partition(topic_partition).open))
             for topic_partition, state in self.producer_states.items()
         )
 
@@ -106,7 +97,7 @@ class PartitionService:
         # with a message are the client's batch or topic refused, which librdkafka shows by
         # the code alone.
         if result.error_message is not None and result.error_code != ErrorCode.kafka_storage_error:
-            self._refusals.refused(
+            self.refusals.refused(
                 "Produce", topic_partition.topic, client_id, result.error_code, result.error_message
             )
         return result
@@ -119,7 +110,7 @@ class PartitionService:
     ) -> AppendResult:
         result = AppendResult()
         try:
-            writable = self._resolver.writable_partition(topic_partition)
+            writable = self.resolver.writable_partition(topic_partition)
         except TopicError as error:  # a read-only topic, or T.delay of no T
             return result.refuse(ErrorCode(error.code), str(error))
         if writable is None:
@@ -144,7 +135,7 @@ class PartitionService:
     def _checked(self, writable: WritablePartition, records: memoryview | None) -> BatchHeader:
         configs = writable.topic.configs
         header = checked_batch(records, int(configs["max.message.bytes"]))
-        now_ms = self._clock()
+        now_ms = self.clock()
         check_timestamps(header, configs, now_ms)
         if writable.check is not None and records is not None:
             check_records(writable.check, records, now_ms)
@@ -156,7 +147,7 @@ class PartitionService:
         """The transaction's and the idempotence state's verdict on the batch: None to
         append it, an error to refuse it, Duplicate for a retry of a batch appended."""
         if header.is_transactional:
-            code = self._transactions.check_produce(transactional_id, header, topic_partition)
+            code = self.transactions.check_produce(transactional_id, header, topic_partition)
             if code != ErrorCode.none:
                 return code
         if not header.has_producer_id:  # a plain producer: no sequence, nothing to remember
@@ -173,7 +164,7 @@ class PartitionService:
     ) -> AppendResult:
         batch: bytes | bytearray | memoryview = records
         if writable.topic.configs["message.timestamp.type"] == "LogAppendTime":
-            result.log_append_time = self._clock()
+            result.log_append_time = self.clock()
             batch = bytearray(records)  # the CRC changes too
             set_log_append_time(batch, result.log_append_time)
         try:
@@ -184,9 +175,9 @@ class PartitionService:
         if header.has_producer_id:
             self.producer_state(topic_partition).record(header, result.base_offset)
         if header.is_transactional:
-            self._transactions.partition(topic_partition).on_append(header, result.base_offset)
+            self.transactions.partition(topic_partition).on_append(header, result.base_offset)
         result.durable_offset = result.base_offset + header.last_offset_delta
-        self._traffic.produced(topic_partition.topic, header.records_count, header.size)
+        self.traffic.produced(topic_partition.topic, header.records_count, header.size)
         return result
 
     @staticmethod
@@ -204,8 +195,8 @@ class PartitionService:
     async def delete_topic(self, name: str) -> None:
         """Deletes the stored topic ``name`` and what belongs to it (the module's
         docstring); raises TopicError."""
-        for topic in (name, *self._resolver.stored_companions(name)):
-            await self._topics.delete(topic)
-            self._transactions.partition_states.forget_topic(topic)
-        await drop_topic_offsets(self._groups, name, *self._resolver.derived_names(name))
-        await self._resolver.forget_derived(name)
+        for topic in (name, *self.resolver.stored_companions(name)):
+            await self.topics.delete(topic)
+            self.transactions.partition_states.forget_topic(topic)
+        await drop_topic_offsets(self.groups, name, *self.resolver.derived_names(name))
+        await self.resolver.forget_derived(name)
