@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 
 from kshim.broker.clock import wall_clock_ms
 from kshim.broker.delay.status import delay_status
@@ -181,38 +182,35 @@ def show_delays(arguments: argparse.Namespace) -> None:
         print_lines(delays_table(rows))
 
 
+def run_groups(arguments: argparse.Namespace) -> None:
+    """``kshim groups``: its admin subcommand, or with none the groups' consumption status
+    table."""
+    if arguments.groups_command:
+        run_group_admin(arguments)
+    else:
+        show_groups(arguments)
+
+
+# Each command's name in its error messages and what runs it; any other runs the broker.
+COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], None]]] = {
+    "groups": (GROUPS_PROGRAM, run_groups),
+    "tail": (TAIL_PROGRAM, run_tail),
+    "produce": (PRODUCE_PROGRAM, run_produce),
+    "topics": (TOPICS_PROGRAM, run_topics),
+    "transactions": (TRANSACTIONS_PROGRAM, run_transactions),
+    "users": (USERS_PROGRAM, run_users),
+    "acls": (ACLS_PROGRAM, run_acls),
+    "delays": (DELAYS_PROGRAM, show_delays),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the command ``argv`` (default: this process's arguments); returns the exit
     status."""
     arguments = build_parser().parse_args(argv)
-    programs = {"groups": GROUPS_PROGRAM, "delays": DELAYS_PROGRAM, "topics": TOPICS_PROGRAM}
-    programs["transactions"] = TRANSACTIONS_PROGRAM
-    programs["users"] = USERS_PROGRAM
-    programs["tail"] = TAIL_PROGRAM
-    programs["produce"] = PRODUCE_PROGRAM
-    programs["acls"] = ACLS_PROGRAM
-    program = programs.get(arguments.command, PROGRAM)
+    program, run = COMMANDS.get(arguments.command, (PROGRAM, run_broker))
     try:
-        if arguments.command == "groups" and arguments.groups_command:
-            run_group_admin(arguments)
-        elif arguments.command == "groups":
-            show_groups(arguments)
-        elif arguments.command == "tail":
-            run_tail(arguments)
-        elif arguments.command == "produce":
-            run_produce(arguments)
-        elif arguments.command == "topics":
-            run_topics(arguments)
-        elif arguments.command == "transactions":
-            run_transactions(arguments)
-        elif arguments.command == "users":
-            run_users(arguments)
-        elif arguments.command == "acls":
-            run_acls(arguments)
-        elif arguments.command == "delays":
-            show_delays(arguments)
-        else:
-            run_broker(arguments)
+        run(arguments)
     except UsageError as error:
         print_error(str(error), program)
         return USAGE_STATUS

@@ -18,3 +18,24 @@ Handler = Callable[[RequestT, RequestContext], Awaitable[ResponseT]]
 Check = Callable[
     [RequestT, RequestContext, Permissions, Handler[RequestT, ResponseT]], Awaitable[ResponseT]
 ]
+
+
+def all_or_nothing(
+    allows: Callable[[Permissions, RequestT], bool],
+    refused: Callable[[RequestT, RequestContext], ResponseT],
+) -> Check[RequestT, ResponseT]:
+    """The rule of an API whose request is allowed or refused whole (one group, one
+    transactional id, the cluster): the handler's answer when ``allows``, else
+    ``refused``'s, an error in the response's own shape (Kafka's getErrorResponse)."""
+
+    async def check(
+        request: RequestT,
+        context: RequestContext,
+        permissions: Permissions,
+        handle: Handler[RequestT, ResponseT],
+    ) -> ResponseT:
+        if allows(permissions, request):
+            return await handle(request, context)
+        return refused(request, context)
+
+    return check

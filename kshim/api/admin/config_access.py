@@ -20,6 +20,7 @@ from kshim.api.access.permissions import (
     TOPIC_REFUSED,
     Permissions,
 )
+from kshim.api.access.refusals import merged
 from kshim.api.access.rule import Handler
 from kshim.api.admin.config_changes import ConfigResource, ResourceAnswer
 from kshim.api.context import RequestContext
@@ -29,7 +30,6 @@ from kshim.protocol.messages import alter_configs as legacy
 from kshim.protocol.messages import incremental_alter_configs as incremental
 from kshim.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
-    DescribeConfigsResource,
     DescribeConfigsResponse,
     DescribeConfigsResult,
 )
@@ -69,27 +69,29 @@ async def describe_configs_rule(
     permissions: Permissions,
     handle: Handler[DescribeConfigsRequest, DescribeConfigsResponse],
 ) -> DescribeConfigsResponse:
-    allowed: list[DescribeConfigsResource] = []
-    refused: list[DescribeConfigsResult] = []
-    for resource in request.resources:
-        error = refusal(resource, Operation.DESCRIBE_CONFIGS, permissions)
-        if error is None:
-            allowed.append(resource)
-        else:
-            refused.append(
-                DescribeConfigsResult(
-                    error_code=error,
-                    error_message=REFUSAL_MESSAGES[error],
-                    resource_type=resource.resource_type,
-                    resource_name=resource.resource_name,
-                    configs=[],
-                )
-            )
-    response = DescribeConfigsResponse(throttle_time_ms=0, results=[])
-    if allowed:
-        response = await handle(dataclasses.replace(request, resources=allowed), context)
-    response.results.extend(refused)
-    return response
+    allowed, refused = _split(
+        request.resources, Operation.DESCRIBE_CONFIGS, permissions, _refused_description
+    )
+    return await merged(
+        handle,
+        context,
+        dataclasses.replace(request, resources=allowed) if allowed else None,
+        lambda: DescribeConfigsResponse(throttle_time_ms=0, results=[]),
+        lambda response: response.results,
+        refused,
+    )
+
+
+def _refused_description(
+    *, error_code: ErrorCode, error_message: str | None, resource_type: int, resource_name: str
+) -> DescribeConfigsResult:
+    return DescribeConfigsResult(
+        error_code=error_code,
+        error_message=error_message,
+        resource_type=resource_type,
+        resource_name=resource_name,
+        configs=[],
+    )
 
 
 async def alter_configs_rule(
@@ -98,14 +100,17 @@ async def alter_configs_rule(
     permissions: Permissions,
     handle: Handler[legacy.AlterConfigsRequest, legacy.AlterConfigsResponse],
 ) -> legacy.AlterConfigsResponse:
-    allowed, refused = _alterable(
-        request.resources, permissions, legacy.AlterConfigsResourceResponse
+    allowed, refused = _split(
+        request.resources, Operation.ALTER_CONFIGS, permissions, legacy.AlterConfigsResourceResponse
     )
-    response = legacy.AlterConfigsResponse(throttle_time_ms=0, responses=[])
-    if allowed:
-        response = await handle(dataclasses.replace(request, resources=allowed), context)
-    response.responses.extend(refused)
-    return response
+    return await merged(
+        handle,
+        context,
+        dataclasses.replace(request, resources=allowed) if allowed else None,
+        lambda: legacy.AlterConfigsResponse(throttle_time_ms=0, responses=[]),
+        lambda response: response.responses,
+        refused,
+    )
 
 
 async def incremental_alter_configs_rule(
@@ -116,24 +121,33 @@ async def incremental_alter_configs_rule(
         incremental.IncrementalAlterConfigsRequest, incremental.IncrementalAlterConfigsResponse
     ],
 ) -> incremental.IncrementalAlterConfigsResponse:
-    allowed, refused = _alterable(
-        request.resources, permissions, incremental.AlterConfigsResourceResponse
+    allowed, refused = _split(
+        request.resources,
+        Operation.ALTER_CONFIGS,
+        permissions,
+        incremental.AlterConfigsResourceResponse,
     )
-    response = incremental.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[])
-    if allowed:
-        response = await handle(dataclasses.replace(request, resources=allowed), context)
-    response.responses.extend(refused)
-    return response
+    return await merged(
+        handle,
+        context,
+        dataclasses.replace(request, resources=allowed) if allowed else None,
+        lambda: incremental.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[]),
+        lambda response: response.responses,
+        refused,
+    )
 
 
-def _alterable(
-    resources: list[ResourceT], permissions: Permissions, answer: ResourceAnswer[AnswerT]
+def _split(
+    resources: list[ResourceT],
+    operation: Operation,
+    permissions: Permissions,
+    answer: ResourceAnswer[AnswerT],
 ) -> tuple[list[ResourceT], list[AnswerT]]:
-    """(the resources whose configs the client may alter, the others' answers)."""
+    """(the resources whose configs the client may ``operation``, the others' answers)."""
     allowed: list[ResourceT] = []
     refused: list[AnswerT] = []
     for resource in resources:
-        error = refusal(resource, Operation.ALTER_CONFIGS, permissions)
+        error = refusal(resource, operation, permissions)
         if error is None:
             allowed.append(resource)
         else:

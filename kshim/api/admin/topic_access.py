@@ -13,6 +13,7 @@ import dataclasses
 import uuid
 
 from kshim.api.access.permissions import TOPIC_REFUSED, Permissions
+from kshim.api.access.refusals import merged, split_topics
 from kshim.api.access.rule import Handler
 from kshim.api.admin import delete_topics
 from kshim.api.context import RequestContext
@@ -161,19 +162,20 @@ async def create_partitions_rule(
 ) -> CreatePartitionsResponse:
     """Each topic needs ALTER, or it is TOPIC_AUTHORIZATION_FAILED (with no message, as
     ControllerApis.createPartitions answers)."""
-    alterable = permissions.topics(Operation.ALTER, (topic.name for topic in request.topics))
-    allowed = [topic for topic in request.topics if topic.name in alterable]
-    response = CreatePartitionsResponse(throttle_time_ms=0, results=[])
-    if allowed:
-        response = await handle(dataclasses.replace(request, topics=allowed), context)
-    response.results.extend(
-        CreatePartitionsTopicResult(
-            name=topic.name, error_code=ErrorCode.topic_authorization_failed
-        )
-        for topic in request.topics
-        if topic.name not in alterable
+    allowed, denied = split_topics(permissions, Operation.ALTER, request.topics)
+    return await merged(
+        handle,
+        context,
+        dataclasses.replace(request, topics=allowed) if allowed else None,
+        lambda: CreatePartitionsResponse(throttle_time_ms=0, results=[]),
+        lambda response: response.results,
+        (
+            CreatePartitionsTopicResult(
+                name=topic.name, error_code=ErrorCode.topic_authorization_failed
+            )
+            for topic in denied
+        ),
     )
-    return response
 
 
 async def describe_producers_rule(
@@ -183,25 +185,26 @@ async def describe_producers_rule(
     handle: Handler[DescribeProducersRequest, DescribeProducersResponse],
 ) -> DescribeProducersResponse:
     """Each topic needs READ, or its partitions are TOPIC_AUTHORIZATION_FAILED."""
-    readable = permissions.topics(Operation.READ, (topic.name for topic in request.topics))
-    allowed = [topic for topic in request.topics if topic.name in readable]
-    response = DescribeProducersResponse(throttle_time_ms=0, topics=[])
-    if allowed:
-        response = await handle(dataclasses.replace(request, topics=allowed), context)
-    response.topics.extend(
-        TopicResponse(
-            name=topic.name,
-            partitions=[
-                PartitionResponse(
-                    partition_index=index,
-                    error_code=ErrorCode.topic_authorization_failed,
-                    error_message=TOPIC_REFUSED,
-                    active_producers=[],
-                )
-                for index in topic.partition_indexes
-            ],
-        )
-        for topic in request.topics
-        if topic.name not in readable
+    allowed, denied = split_topics(permissions, Operation.READ, request.topics)
+    return await merged(
+        handle,
+        context,
+        dataclasses.replace(request, topics=allowed) if allowed else None,
+        lambda: DescribeProducersResponse(throttle_time_ms=0, topics=[]),
+        lambda response: response.topics,
+        (
+            TopicResponse(
+                name=topic.name,
+                partitions=[
+                    PartitionResponse(
+                        partition_index=index,
+                        error_code=ErrorCode.topic_authorization_failed,
+                        error_message=TOPIC_REFUSED,
+                        active_producers=[],
+                    )
+                    for index in topic.partition_indexes
+                ],
+            )
+            for topic in denied
+        ),
     )
-    return response

@@ -11,9 +11,11 @@ on the topic, fetched with DESCRIBE, and deleted with READ.
 from __future__ import annotations
 
 import dataclasses
+from typing import Protocol
 
 from kshim.api.access.permissions import GROUP_REFUSED, TRANSACTIONAL_ID_REFUSED, Permissions
-from kshim.api.access.rule import Handler
+from kshim.api.access.refusals import merged, refused_partitions, split, split_topics
+from kshim.api.access.rule import Handler, all_or_nothing
 from kshim.api.context import RequestContext
 from kshim.api.groups import describe_groups, find_coordinator, join_group
 from kshim.broker.security.acls.model import Operation, ResourceType
@@ -65,14 +67,18 @@ _COORDINATOR_REFUSALS = {
 }
 
 
-async def join_group_rule(
-    request: JoinGroupRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[JoinGroupRequest, JoinGroupResponse],
-) -> JoinGroupResponse:
-    if permissions.allows_group(Operation.READ, request.group_id):
-        return await handle(request, context)
+class _GroupRequest(Protocol):
+    """A request of one member of one group."""
+
+    @property
+    def group_id(self) -> str: ...
+
+
+def _reads_group(permissions: Permissions, request: _GroupRequest) -> bool:
+    return permissions.allows_group(Operation.READ, request.group_id)
+
+
+def _refused_join(_request: JoinGroupRequest, context: RequestContext) -> JoinGroupResponse:
     # JoinGroupRequest.getErrorResponse: no member id, leader, generation or members.
     nullable_protocol = context.version >= join_group.FIRST_NULLABLE_PROTOCOL_VERSION
     return JoinGroupResponse(
@@ -87,42 +93,27 @@ async def join_group_rule(
     )
 
 
-async def sync_group_rule(
-    request: SyncGroupRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[SyncGroupRequest, SyncGroupResponse],
-) -> SyncGroupResponse:
-    if permissions.allows_group(Operation.READ, request.group_id):
-        return await handle(request, context)
+def _refused_sync(_request: SyncGroupRequest, _context: RequestContext) -> SyncGroupResponse:
     return SyncGroupResponse(
         throttle_time_ms=0, error_code=ErrorCode.group_authorization_failed, assignment=b""
     )
 
 
-async def heartbeat_rule(
-    request: HeartbeatRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[HeartbeatRequest, HeartbeatResponse],
-) -> HeartbeatResponse:
-    if permissions.allows_group(Operation.READ, request.group_id):
-        return await handle(request, context)
+def _refused_heartbeat(_request: HeartbeatRequest, _context: RequestContext) -> HeartbeatResponse:
     return HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.group_authorization_failed)
 
 
-async def leave_group_rule(
-    request: LeaveGroupRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[LeaveGroupRequest, LeaveGroupResponse],
-) -> LeaveGroupResponse:
-    if permissions.allows_group(Operation.READ, request.group_id):
-        return await handle(request, context)
+def _refused_leave(_request: LeaveGroupRequest, _context: RequestContext) -> LeaveGroupResponse:
     # One error for the request, none per member (LeaveGroupRequest.getErrorResponse).
     return LeaveGroupResponse(
         throttle_time_ms=0, error_code=ErrorCode.group_authorization_failed, members=[]
     )
+
+
+join_group_rule = all_or_nothing(_reads_group, _refused_join)
+sync_group_rule = all_or_nothing(_reads_group, _refused_sync)
+heartbeat_rule = all_or_nothing(_reads_group, _refused_heartbeat)
+leave_group_rule = all_or_nothing(_reads_group, _refused_leave)
 
 
 async def find_coordinator_rule(
@@ -192,13 +183,10 @@ async def describe_groups_rule(
 ) -> DescribeGroupsResponse:
     """Each group needs DESCRIBE, or it is described as Kafka's groupError. KIP-430's
     operations, when asked for, are the principal's on each group described."""
-    allowed: list[str] = []
-    refused: list[DescribedGroup] = []
-    for group in request.groups:
-        if permissions.allows_group(Operation.DESCRIBE, group):
-            allowed.append(group)
-        else:
-            refused.append(_refused_group(group))
+    allowed, denied = split(
+        request.groups, lambda group: permissions.allows_group(Operation.DESCRIBE, group)
+    )
+    refused = [_refused_group(group) for group in denied]
     if not allowed:
         return DescribeGroupsResponse(throttle_time_ms=0, groups=refused)
     # The handler is not asked for operations: they are the principal's, put in here.
@@ -249,22 +237,20 @@ async def delete_groups_rule(
     handle: Handler[DeleteGroupsRequest, DeleteGroupsResponse],
 ) -> DeleteGroupsResponse:
     """Each group needs DELETE, or it is GROUP_AUTHORIZATION_FAILED."""
-    allowed: list[str] = []
-    refused: list[DeletableGroupResult] = []
-    for group in request.groups_names:
-        if permissions.allows_group(Operation.DELETE, group):
-            allowed.append(group)
-        else:
-            refused.append(
-                DeletableGroupResult(
-                    group_id=group, error_code=ErrorCode.group_authorization_failed
-                )
-            )
-    if not allowed:
-        return DeleteGroupsResponse(throttle_time_ms=0, results=refused)
-    response = await handle(dataclasses.replace(request, groups_names=allowed), context)
-    response.results.extend(refused)
-    return response
+    allowed, denied = split(
+        request.groups_names, lambda group: permissions.allows_group(Operation.DELETE, group)
+    )
+    return await merged(
+        handle,
+        context,
+        dataclasses.replace(request, groups_names=allowed) if allowed else None,
+        lambda: DeleteGroupsResponse(throttle_time_ms=0, results=[]),
+        lambda response: response.results,
+        (
+            DeletableGroupResult(group_id=group, error_code=ErrorCode.group_authorization_failed)
+            for group in denied
+        ),
+    )
 
 
 async def offset_commit_rule(
@@ -281,32 +267,25 @@ async def offset_commit_rule(
             throttle_time_ms=0,
             topics=_commit_errors(request.topics, ErrorCode.group_authorization_failed),
         )
-    readable = permissions.topics(Operation.READ, (topic.name for topic in request.topics))
-    allowed = [topic for topic in request.topics if topic.name in readable]
-    denied = [topic for topic in request.topics if topic.name not in readable]
-    refused = _commit_errors(denied, ErrorCode.topic_authorization_failed)
-    if not allowed:
-        return OffsetCommitResponse(throttle_time_ms=0, topics=refused)
-    response = await handle(dataclasses.replace(request, topics=allowed), context)
-    response.topics.extend(refused)
-    return response
+    allowed, denied = split_topics(permissions, Operation.READ, request.topics)
+    return await merged(
+        handle,
+        context,
+        dataclasses.replace(request, topics=allowed) if allowed else None,
+        lambda: OffsetCommitResponse(throttle_time_ms=0, topics=[]),
+        lambda response: response.topics,
+        _commit_errors(denied, ErrorCode.topic_authorization_failed),
+    )
 
 
 def _commit_errors(
     topics: list[OffsetCommitRequestTopic], error: ErrorCode
 ) -> list[OffsetCommitResponseTopic]:
-    return [
-        OffsetCommitResponseTopic(
-            name=topic.name,
-            partitions=[
-                OffsetCommitResponsePartition(
-                    partition_index=partition.partition_index, error_code=error
-                )
-                for partition in topic.partitions
-            ],
-        )
-        for topic in topics
-    ]
+    return refused_partitions(
+        topics,
+        lambda name, partitions: OffsetCommitResponseTopic(name=name, partitions=partitions),
+        lambda index: OffsetCommitResponsePartition(partition_index=index, error_code=error),
+    )
 
 
 async def offset_delete_rule(
@@ -322,23 +301,18 @@ async def offset_delete_rule(
         return OffsetDeleteResponse(
             error_code=ErrorCode.group_authorization_failed, throttle_time_ms=0, topics=[]
         )
-    readable = permissions.topics(Operation.READ, (topic.name for topic in request.topics))
-    allowed = [topic for topic in request.topics if topic.name in readable]
-    narrowed = dataclasses.replace(request, topics=allowed)
-    response = await handle(narrowed, context)
+    allowed, denied = split_topics(permissions, Operation.READ, request.topics)
+    response = await handle(dataclasses.replace(request, topics=allowed), context)
     if response.error_code == ErrorCode.none:
         response.topics.extend(
-            OffsetDeleteResponseTopic(
-                name=topic.name,
-                partitions=[
-                    OffsetDeleteResponsePartition(
-                        partition_index=partition.partition_index,
-                        error_code=ErrorCode.topic_authorization_failed,
-                    )
-                    for partition in topic.partitions
-                ],
+            refused_partitions(
+                denied,
+                lambda name, partitions: OffsetDeleteResponseTopic(
+                    name=name, partitions=partitions
+                ),
+                lambda index: OffsetDeleteResponsePartition(
+                    partition_index=index, error_code=ErrorCode.topic_authorization_failed
+                ),
             )
-            for topic in request.topics
-            if topic.name not in readable
         )
     return response

@@ -12,10 +12,11 @@ for several groups at once (KIP-709), each decided on its own.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from kshim.api.access.permissions import Permissions
+from kshim.api.access.refusals import split_topics
 from kshim.api.access.rule import Handler
 from kshim.api.context import RequestContext
 from kshim.api.groups import offset_fetch
@@ -58,19 +59,16 @@ async def offset_fetch_rule(
         if response.error_code == ErrorCode.none:
             response.topics = _describable(response.topics, permissions)
         return response
-    allowed, denied = _split(request.topics, permissions)
+    allowed, denied = split_topics(permissions, Operation.DESCRIBE, request.topics)
     response = await handle(dataclasses.replace(request, topics=allowed), context)
     if response.error_code == ErrorCode.none:
         response.topics.extend(
-            OffsetFetchResponseTopic(
-                name=topic.name,
-                partitions=_refused_partitions(
-                    topic.partition_indexes,
-                    ErrorCode.topic_authorization_failed,
-                    OffsetFetchResponsePartition,
-                ),
+            _refused_topics(
+                denied,
+                ErrorCode.topic_authorization_failed,
+                OffsetFetchResponseTopic,
+                OffsetFetchResponsePartition,
             )
-            for topic in denied
         )
     return response
 
@@ -79,15 +77,9 @@ def _refused_group(request: OffsetFetchRequest, version: int) -> OffsetFetchResp
     error = ErrorCode.group_authorization_failed
     if version >= FIRST_WITH_REQUEST_ERROR:
         return OffsetFetchResponse(throttle_time_ms=0, groups=[], topics=[], error_code=error)
-    topics = [
-        OffsetFetchResponseTopic(
-            name=topic.name,
-            partitions=_refused_partitions(
-                topic.partition_indexes, error, OffsetFetchResponsePartition
-            ),
-        )
-        for topic in request.topics or ()
-    ]
+    topics = _refused_topics(
+        request.topics or (), error, OffsetFetchResponseTopic, OffsetFetchResponsePartition
+    )
     return OffsetFetchResponse(throttle_time_ms=0, groups=[], topics=topics, error_code=error)
 
 
@@ -128,7 +120,7 @@ async def _batched(
 def _narrowed(group: OffsetFetchRequestGroup, permissions: Permissions) -> OffsetFetchRequestGroup:
     if group.topics is None:
         return group
-    allowed, _ = _split(group.topics, permissions)
+    allowed, _ = split_topics(permissions, Operation.DESCRIBE, group.topics)
     return dataclasses.replace(group, topics=allowed)
 
 
@@ -142,29 +134,16 @@ def _completed(
     if asked.topics is None:
         answer.topics = _describable(answer.topics, permissions)
         return answer
-    _, denied = _split(asked.topics, permissions)
+    _, denied = split_topics(permissions, Operation.DESCRIBE, asked.topics)
     answer.topics.extend(
-        OffsetFetchResponseTopics(
-            name=topic.name,
-            partitions=_refused_partitions(
-                topic.partition_indexes,
-                ErrorCode.topic_authorization_failed,
-                OffsetFetchResponsePartitions,
-            ),
+        _refused_topics(
+            denied,
+            ErrorCode.topic_authorization_failed,
+            OffsetFetchResponseTopics,
+            OffsetFetchResponsePartitions,
         )
-        for topic in denied
     )
     return answer
-
-
-def _split(
-    topics: Sequence[RequestTopic], permissions: Permissions
-) -> tuple[list[RequestTopic], list[RequestTopic]]:
-    """(the topics asked for that the client may DESCRIBE, the others)."""
-    describable = permissions.topics(Operation.DESCRIBE, (topic.name for topic in topics))
-    allowed = [topic for topic in topics if topic.name in describable]
-    denied = [topic for topic in topics if topic.name not in describable]
-    return allowed, denied
 
 
 def _describable(topics: list[ResponseTopic], permissions: Permissions) -> list[ResponseTopic]:
@@ -173,6 +152,23 @@ def _describable(topics: list[ResponseTopic], permissions: Permissions) -> list[
 
 
 Partition = TypeVar("Partition", OffsetFetchResponsePartition, OffsetFetchResponsePartitions)
+
+
+def _refused_topics(
+    topics: Iterable[RequestTopic],
+    error: ErrorCode,
+    topic_class: Callable[..., ResponseTopic],
+    partition_class: type[Partition],
+) -> list[ResponseTopic]:
+    """Each topic's answer with ``error`` for every partition it names; the two classes
+    are one version's (OffsetFetch v8 renamed them for its batched groups)."""
+    return [
+        topic_class(
+            name=topic.name,
+            partitions=_refused_partitions(topic.partition_indexes, error, partition_class),
+        )
+        for topic in topics
+    ]
 
 
 def _refused_partitions(

@@ -20,6 +20,7 @@ import struct
 from collections.abc import Collection, Iterable
 
 from kshim.api.access.permissions import Permissions
+from kshim.api.access.refusals import merged, refused_partitions, split_topics
 from kshim.api.access.rule import Handler
 from kshim.api.context import RequestContext
 from kshim.api.records import fetch, metadata, produce
@@ -179,31 +180,25 @@ async def list_offsets_rule(
     handle: Handler[ListOffsetsRequest, ListOffsetsResponse],
 ) -> ListOffsetsResponse:
     """Each topic needs DESCRIBE, or its partitions are TOPIC_AUTHORIZATION_FAILED."""
-    describable = permissions.topics(Operation.DESCRIBE, (topic.name for topic in request.topics))
-    allowed = [topic for topic in request.topics if topic.name in describable]
-    refused = [
-        ListOffsetsTopicResponse(
-            name=topic.name,
-            partitions=[
-                ListOffsetsPartitionResponse(
-                    partition_index=partition.partition_index,
-                    error_code=ErrorCode.topic_authorization_failed,
-                    timestamp=NO_TIMESTAMP,
-                    offset=NO_OFFSET,
-                    leader_epoch=NO_LEADER_EPOCH,
-                )
-                for partition in topic.partitions
-            ],
-        )
-        for topic in request.topics
-        if topic.name not in describable
-    ]
-    if not allowed:
-        return ListOffsetsResponse(throttle_time_ms=0, topics=refused)
-    narrowed = dataclasses.replace(request, topics=allowed)
-    response = await handle(narrowed, context)
-    response.topics.extend(refused)
-    return response
+    allowed, denied = split_topics(permissions, Operation.DESCRIBE, request.topics)
+    return await merged(
+        handle,
+        context,
+        dataclasses.replace(request, topics=allowed) if allowed else None,
+        lambda: ListOffsetsResponse(throttle_time_ms=0, topics=[]),
+        lambda response: response.topics,
+        refused_partitions(
+            denied,
+            lambda name, partitions: ListOffsetsTopicResponse(name=name, partitions=partitions),
+            lambda index: ListOffsetsPartitionResponse(
+                partition_index=index,
+                error_code=ErrorCode.topic_authorization_failed,
+                timestamp=NO_TIMESTAMP,
+                offset=NO_OFFSET,
+                leader_epoch=NO_LEADER_EPOCH,
+            ),
+        ),
+    )
 
 
 async def metadata_rule(
@@ -312,24 +307,20 @@ async def delete_records_rule(
     handle: Handler[DeleteRecordsRequest, DeleteRecordsResponse],
 ) -> DeleteRecordsResponse:
     """Each topic needs DELETE, or its partitions are TOPIC_AUTHORIZATION_FAILED."""
-    deletable = permissions.topics(Operation.DELETE, (topic.name for topic in request.topics))
-    allowed = [topic for topic in request.topics if topic.name in deletable]
-    response = DeleteRecordsResponse(throttle_time_ms=0, topics=[])
-    if allowed:
-        response = await handle(dataclasses.replace(request, topics=allowed), context)
-    response.topics.extend(
-        DeleteRecordsTopicResult(
-            name=topic.name,
-            partitions=[
-                DeleteRecordsPartitionResult(
-                    partition_index=partition.partition_index,
-                    low_watermark=NO_LOW_WATERMARK,
-                    error_code=ErrorCode.topic_authorization_failed,
-                )
-                for partition in topic.partitions
-            ],
-        )
-        for topic in request.topics
-        if topic.name not in deletable
+    allowed, denied = split_topics(permissions, Operation.DELETE, request.topics)
+    return await merged(
+        handle,
+        context,
+        dataclasses.replace(request, topics=allowed) if allowed else None,
+        lambda: DeleteRecordsResponse(throttle_time_ms=0, topics=[]),
+        lambda response: response.topics,
+        refused_partitions(
+            denied,
+            lambda name, partitions: DeleteRecordsTopicResult(name=name, partitions=partitions),
+            lambda index: DeleteRecordsPartitionResult(
+                partition_index=index,
+                low_watermark=NO_LOW_WATERMARK,
+                error_code=ErrorCode.topic_authorization_failed,
+            ),
+        ),
     )
-    return response

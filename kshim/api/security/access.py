@@ -11,8 +11,10 @@ once for the request.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kshim.api.access.permissions import CLUSTER_REFUSED, Permissions
-from kshim.api.access.rule import Handler
+from kshim.api.access.rule import all_or_nothing
 from kshim.api.context import RequestContext
 from kshim.broker.security.acls.model import Operation
 from kshim.protocol.errors import ErrorCode
@@ -41,27 +43,24 @@ from kshim.protocol.messages.describe_user_scram_credentials import (
 REFUSED = ErrorCode.cluster_authorization_failed
 
 
-async def describe_acls_rule(
-    request: DescribeAclsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[DescribeAclsRequest, DescribeAclsResponse],
+def _allows_cluster(operation: Operation) -> Callable[[Permissions, object], bool]:
+    def allows(permissions: Permissions, _request: object) -> bool:
+        return permissions.allows_cluster(operation)
+
+    return allows
+
+
+def _refused_describe_acls(
+    _request: DescribeAclsRequest, _context: RequestContext
 ) -> DescribeAclsResponse:
-    if permissions.allows_cluster(Operation.DESCRIBE):
-        return await handle(request, context)
     return DescribeAclsResponse(
         throttle_time_ms=0, error_code=REFUSED, error_message=CLUSTER_REFUSED, resources=[]
     )
 
 
-async def create_acls_rule(
-    request: CreateAclsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[CreateAclsRequest, CreateAclsResponse],
+def _refused_create_acls(
+    request: CreateAclsRequest, _context: RequestContext
 ) -> CreateAclsResponse:
-    if permissions.allows_cluster(Operation.ALTER):
-        return await handle(request, context)
     return CreateAclsResponse(
         throttle_time_ms=0,
         results=[
@@ -71,14 +70,9 @@ async def create_acls_rule(
     )
 
 
-async def delete_acls_rule(
-    request: DeleteAclsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[DeleteAclsRequest, DeleteAclsResponse],
+def _refused_delete_acls(
+    request: DeleteAclsRequest, _context: RequestContext
 ) -> DeleteAclsResponse:
-    if permissions.allows_cluster(Operation.ALTER):
-        return await handle(request, context)
     return DeleteAclsResponse(
         throttle_time_ms=0,
         filter_results=[
@@ -90,14 +84,9 @@ async def delete_acls_rule(
     )
 
 
-async def describe_user_scram_credentials_rule(
-    request: DescribeUserScramCredentialsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse],
+def _refused_describe_credentials(
+    request: DescribeUserScramCredentialsRequest, _context: RequestContext
 ) -> DescribeUserScramCredentialsResponse:
-    if permissions.allows_cluster(Operation.DESCRIBE):
-        return await handle(request, context)
     # Kafka's answer carries no message: the exception's is the error's own
     # (ApiError.fromThrowable).
     return DescribeUserScramCredentialsResponse(
@@ -113,14 +102,9 @@ async def describe_user_scram_credentials_rule(
     )
 
 
-async def alter_user_scram_credentials_rule(
-    request: AlterUserScramCredentialsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse],
+def _refused_alter_credentials(
+    request: AlterUserScramCredentialsRequest, _context: RequestContext
 ) -> AlterUserScramCredentialsResponse:
-    if permissions.allows_cluster(Operation.ALTER):
-        return await handle(request, context)
     users = {change.name for change in request.deletions}
     users.update(change.name for change in request.upsertions)
     return AlterUserScramCredentialsResponse(
@@ -130,3 +114,14 @@ async def alter_user_scram_credentials_rule(
             for user in sorted(users)
         ],
     )
+
+
+describe_acls_rule = all_or_nothing(_allows_cluster(Operation.DESCRIBE), _refused_describe_acls)
+create_acls_rule = all_or_nothing(_allows_cluster(Operation.ALTER), _refused_create_acls)
+delete_acls_rule = all_or_nothing(_allows_cluster(Operation.ALTER), _refused_delete_acls)
+describe_user_scram_credentials_rule = all_or_nothing(
+    _allows_cluster(Operation.DESCRIBE), _refused_describe_credentials
+)
+alter_user_scram_credentials_rule = all_or_nothing(
+    _allows_cluster(Operation.ALTER), _refused_alter_credentials
+)

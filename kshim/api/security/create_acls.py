@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from kshim.api.context import RequestContext
+from kshim.api.security import acl_requests
 from kshim.broker.security.acls.model import (
     AclBinding,
     Operation,
@@ -29,8 +30,7 @@ from kshim.protocol.messages.create_acls import (
 
 async def handle(request: CreateAclsRequest, context: RequestContext) -> CreateAclsResponse:
     acls = context.broker.acls
-    session = context.session
-    refusal = acls.refusal(session.principal, session.client_address, Operation.ALTER)
+    refusal = acl_requests.refusal(context, Operation.ALTER)
     if refusal is not None:
         created = [refusal] * len(request.creations)
     else:

@@ -12,19 +12,11 @@ from __future__ import annotations
 import asyncio
 
 from kshim.api.context import RequestContext
-from kshim.broker.security.acls.model import (
-    AclBinding,
-    AclFilter,
-    Operation,
-    PatternType,
-    Permission,
-    ResourceType,
-    from_code,
-)
+from kshim.api.security import acl_requests
+from kshim.broker.security.acls.model import AclBinding, Operation
 from kshim.broker.security.acls.service import DeleteResult
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.delete_acls import (
-    DeleteAclsFilter,
     DeleteAclsFilterResult,
     DeleteAclsMatchingAcl,
     DeleteAclsRequest,
@@ -34,13 +26,12 @@ from kshim.protocol.messages.delete_acls import (
 
 async def handle(request: DeleteAclsRequest, context: RequestContext) -> DeleteAclsResponse:
     acls = context.broker.acls
-    session = context.session
-    refusal = acls.refusal(session.principal, session.client_address, Operation.ALTER)
+    refusal = acl_requests.refusal(context, Operation.ALTER)
     if refusal is not None:
         error_code, message = refusal
         deleted = [DeleteResult(error_code, message, [])] * len(request.filters)
     else:
-        filters = [_filter(requested) for requested in request.filters]
+        filters = [acl_requests.acl_filter(requested) for requested in request.filters]
         deleted = await asyncio.to_thread(acls.delete, filters)
     return DeleteAclsResponse(
         throttle_time_ms=0,
@@ -52,18 +43,6 @@ async def handle(request: DeleteAclsRequest, context: RequestContext) -> DeleteA
             )
             for result in deleted
         ],
-    )
-
-
-def _filter(requested: DeleteAclsFilter) -> AclFilter:
-    return AclFilter(
-        resource_type=from_code(ResourceType, requested.resource_type_filter),
-        resource_name=requested.resource_name_filter,
-        pattern_type=from_code(PatternType, requested.pattern_type_filter),
-        principal=requested.principal_filter,
-        host=requested.host_filter,
-        operation=from_code(Operation, requested.operation),
-        permission=from_code(Permission, requested.permission_type),
     )
 
 

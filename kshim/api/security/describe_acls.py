@@ -12,15 +12,11 @@ from __future__ import annotations
 from itertools import groupby
 
 from kshim.api.context import RequestContext
+from kshim.api.security import acl_requests
 from kshim.broker.security.acls.model import (
     AclBinding,
-    AclFilter,
     Operation,
-    PatternType,
-    Permission,
-    ResourceType,
     filter_problem,
-    from_code,
 )
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.describe_acls import (
@@ -35,9 +31,8 @@ NO_AUTHORIZER_TO_DESCRIBE = "No Authorizer is configured on the broker"
 
 async def handle(request: DescribeAclsRequest, context: RequestContext) -> DescribeAclsResponse:
     acls = context.broker.acls
-    session = context.session
-    acl_filter = _filter(request)
-    refusal = acls.refusal(session.principal, session.client_address, Operation.DESCRIBE)
+    acl_filter = acl_requests.acl_filter(request)
+    refusal = acl_requests.refusal(context, Operation.DESCRIBE)
     problem = filter_problem(acl_filter)
     if refusal is not None and refusal[0] == ErrorCode.security_disabled:
         return _error(ErrorCode.security_disabled, NO_AUTHORIZER_TO_DESCRIBE)
@@ -80,18 +75,6 @@ def resources(bindings: list[AclBinding]) -> list[DescribeAclsResource]:
             ),
         )
     ]
-
-
-def _filter(request: DescribeAclsRequest) -> AclFilter:
-    return AclFilter(
-        resource_type=from_code(ResourceType, request.resource_type_filter),
-        resource_name=request.resource_name_filter,
-        pattern_type=from_code(PatternType, request.pattern_type_filter),
-        principal=request.principal_filter,
-        host=request.host_filter,
-        operation=from_code(Operation, request.operation),
-        permission=from_code(Permission, request.permission_type),
-    )
 
 
 def _error(error_code: ErrorCode, message: str | None) -> DescribeAclsResponse:

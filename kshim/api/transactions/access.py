@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 
 from kshim.api.access.permissions import Permissions
-from kshim.api.access.rule import Handler
+from kshim.api.access.refusals import merged, refused_partitions, split, split_topics
+from kshim.api.access.rule import Handler, all_or_nothing
 from kshim.api.context import RequestContext
 from kshim.api.transactions import add_partitions_to_txn
 from kshim.broker.security.acls.model import Operation, ResourceType
@@ -132,17 +133,17 @@ async def add_offsets_to_txn_rule(
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=error)
 
 
-async def end_txn_rule(
-    request: EndTxnRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[EndTxnRequest, EndTxnResponse],
-) -> EndTxnResponse:
-    if permissions.allows_transactional_id(Operation.WRITE, request.transactional_id):
-        return await handle(request, context)
+def _writes_transactional_id(permissions: Permissions, request: EndTxnRequest) -> bool:
+    return permissions.allows_transactional_id(Operation.WRITE, request.transactional_id)
+
+
+def _refused_end_txn(_request: EndTxnRequest, _context: RequestContext) -> EndTxnResponse:
     return EndTxnResponse(
         throttle_time_ms=0, error_code=ErrorCode.transactional_id_authorization_failed
     )
+
+
+end_txn_rule = all_or_nothing(_writes_transactional_id, _refused_end_txn)
 
 
 async def txn_offset_commit_rule(
@@ -160,33 +161,25 @@ async def txn_offset_commit_rule(
     if not permissions.allows_group(Operation.READ, request.group_id):
         error = ErrorCode.group_authorization_failed
         return TxnOffsetCommitResponse(throttle_time_ms=0, topics=_errors(request.topics, error))
-    readable = permissions.topics(Operation.READ, (topic.name for topic in request.topics))
-    allowed = [topic for topic in request.topics if topic.name in readable]
-    denied = [topic for topic in request.topics if topic.name not in readable]
-    refused = _errors(denied, ErrorCode.topic_authorization_failed)
-    if not allowed:
-        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=refused)
-    narrowed = dataclasses.replace(request, topics=allowed)
-    response = await handle(narrowed, context)
-    response.topics.extend(refused)
-    return response
+    allowed, denied = split_topics(permissions, Operation.READ, request.topics)
+    return await merged(
+        handle,
+        context,
+        dataclasses.replace(request, topics=allowed) if allowed else None,
+        lambda: TxnOffsetCommitResponse(throttle_time_ms=0, topics=[]),
+        lambda response: response.topics,
+        _errors(denied, ErrorCode.topic_authorization_failed),
+    )
 
 
 def _errors(
     topics: list[TxnOffsetCommitRequestTopic], error: ErrorCode
 ) -> list[TxnOffsetCommitResponseTopic]:
-    return [
-        TxnOffsetCommitResponseTopic(
-            name=topic.name,
-            partitions=[
-                TxnOffsetCommitResponsePartition(
-                    partition_index=partition.partition_index, error_code=error
-                )
-                for partition in topic.partitions
-            ],
-        )
-        for topic in topics
-    ]
+    return refused_partitions(
+        topics,
+        lambda name, partitions: TxnOffsetCommitResponseTopic(name=name, partitions=partitions),
+        lambda index: TxnOffsetCommitResponsePartition(partition_index=index, error_code=error),
+    )
 
 
 async def describe_transactions_rule(
@@ -198,13 +191,12 @@ async def describe_transactions_rule(
     """Each transactional id needs DESCRIBE, or it is TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     (every other field left at the schema's default); a described transaction lists only
     the topics the client may DESCRIBE."""
-    ids = request.transactional_ids
-    allowed = [
-        transactional_id
-        for transactional_id in ids
-        if permissions.allows_transactional_id(Operation.DESCRIBE, transactional_id)
-    ]
-    refused = set(ids).difference(allowed)
+    allowed, refused = split(
+        request.transactional_ids,
+        lambda transactional_id: permissions.allows_transactional_id(
+            Operation.DESCRIBE, transactional_id
+        ),
+    )
     states: list[TransactionState] = []
     if allowed:
         narrowed = dataclasses.replace(request, transactional_ids=allowed)
@@ -225,8 +217,7 @@ async def describe_transactions_rule(
             producer_epoch=0,
             topics=[],
         )
-        for transactional_id in ids
-        if transactional_id in refused
+        for transactional_id in refused
     )
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
 
