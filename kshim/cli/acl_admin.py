@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TypeVar
+
+from kio.schema.create_acls.v3.response import CreateAclsResponse
+from kio.schema.delete_acls.v3.response import DeleteAclsResponse
+from kio.schema.describe_acls.v3.response import DescribeAclsResponse
 
 from kshim.broker.security.acls.model import (
     AclBinding,
@@ -27,6 +31,8 @@ from kshim.client.admin_connection import admin_connection
 from kshim.client.security import ClientSecurity
 from kshim.client.wire import WireConnection
 from kshim.protocol.errors import ErrorCode
+
+_Response = TypeVar("_Response")
 
 CLIENT_ID = "kshim-acls"
 DESCRIBE_ACLS = (29, 3)
@@ -67,7 +73,7 @@ class AclAdmin:
 
     def describe(self, acl_filter: AclFilter) -> list[AclBinding]:
         """The bindings the broker lists for ``acl_filter``, in the broker's order."""
-        response = self._call(DESCRIBE_ACLS, _filter_fields(acl_filter))
+        response = self._call(DescribeAclsResponse, DESCRIBE_ACLS, _filter_fields(acl_filter))
         _check(response.error_code, "cannot list ACLs", response.error_message)
         return [
             AclBinding(
@@ -98,7 +104,7 @@ class AclAdmin:
             }
             for binding in bindings
         ]
-        response = self._call(CREATE_ACLS, {"creations": creations})
+        response = self._call(CreateAclsResponse, CREATE_ACLS, {"creations": creations})
         for binding, result in zip(bindings, response.results, strict=True):
             _check(result.error_code, f"cannot add {describe(binding)}", result.error_message)
 
@@ -106,7 +112,7 @@ class AclAdmin:
         """Deletes every binding one of ``filters`` matches; returns those deleted, each
         once, in the broker's order."""
         request = {"filters": [_filter_fields(acl_filter) for acl_filter in filters]}
-        response = self._call(DELETE_ACLS, request)
+        response = self._call(DeleteAclsResponse, DELETE_ACLS, request)
         deleted: dict[AclBinding, None] = {}
         for result in response.filter_results:
             _check(result.error_code, "cannot remove ACLs", result.error_message)
@@ -124,9 +130,11 @@ class AclAdmin:
                 deleted[binding] = None
         return list(deleted)
 
-    def _call(self, api: tuple[int, int], fields: Mapping[str, Any]) -> Any:
+    def _call(
+        self, response_type: type[_Response], api: tuple[int, int], fields: Mapping[str, object]
+    ) -> _Response:
         api_key, version = api
-        return self._connection.call(api_key, version, fields)
+        return self._connection.call_for(response_type, api_key, version, fields)
 
 
 def _filter_fields(acl_filter: AclFilter) -> dict[str, object]:

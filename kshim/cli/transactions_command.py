@@ -52,12 +52,11 @@ from kshim.client.transaction_admin import (
     WRITE_TXN_MARKERS,
     BrokerLacksApi,
     PartitionLeader,
-    ProducerState,
     TransactionAdmin,
     TransactionListing,
     transaction_admin,
 )
-from kshim.client.transaction_descriptions import TransactionDescription
+from kshim.client.transaction_descriptions import ProducerState, TransactionDescription
 
 TRANSACTIONS_PROGRAM = "kshim transactions"
 DEFAULT_MAX_TIMEOUT_MINUTES = 15.0

@@ -9,7 +9,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TypeVar
+
+from kio.schema.alter_user_scram_credentials.v0.response import (
+    AlterUserScramCredentialsResponse,
+)
+from kio.schema.describe_user_scram_credentials.v0.response import (
+    DescribeUserScramCredentialsResponse,
+)
 
 from kshim.broker.security.scram_credential import MECHANISM_TYPES, mechanism_type
 from kshim.client.admin_connection import admin_connection
@@ -17,6 +24,8 @@ from kshim.client.security import ClientSecurity
 from kshim.client.topic_admin import AdminError
 from kshim.client.wire import WireConnection
 from kshim.protocol.errors import ErrorCode
+
+_Response = TypeVar("_Response")
 
 CLIENT_ID = "kshim-users"
 DESCRIBE_USER_SCRAM_CREDENTIALS = (50, 0)
@@ -77,7 +86,9 @@ class UserAdmin:
         """(the credentials of ``users``, or of every user when it is empty; the named
         users that have none)."""
         request = {"users": [{"name": user} for user in dict.fromkeys(users)]}
-        response = self._call(DESCRIBE_USER_SCRAM_CREDENTIALS, request)
+        response = self._call(
+            DescribeUserScramCredentialsResponse, DESCRIBE_USER_SCRAM_CREDENTIALS, request
+        )
         _check(response.error_code, "cannot describe SCRAM users", response.error_message)
         listings: list[CredentialListing] = []
         missing: list[str] = []
@@ -110,14 +121,18 @@ class UserAdmin:
         what = f"cannot remove the {mechanism} credential of {user}"
         self._alter({"upsertions": [], "deletions": [deletion]}, what)
 
-    def _alter(self, request: Mapping[str, Any], what: str) -> None:
-        response = self._call(ALTER_USER_SCRAM_CREDENTIALS, request)
+    def _alter(self, request: Mapping[str, object], what: str) -> None:
+        response = self._call(
+            AlterUserScramCredentialsResponse, ALTER_USER_SCRAM_CREDENTIALS, request
+        )
         for result in response.results:
             _check(result.error_code, what, result.error_message)
 
-    def _call(self, api: tuple[int, int], fields: Mapping[str, Any]) -> Any:
+    def _call(
+        self, response_type: type[_Response], api: tuple[int, int], fields: Mapping[str, object]
+    ) -> _Response:
         api_key, version = api
-        return self._connection.call(api_key, version, fields)
+        return self._connection.call_for(response_type, api_key, version, fields)
 
 
 def _mechanism_name(number: int) -> str:

@@ -59,7 +59,7 @@ def request_header(
     return start + client + (EMPTY_TAGGED_FIELDS if flexible else b"")
 
 
-def encode_body(api_key: int, api_version: int, fields: Mapping[str, Any]) -> bytes:
+def encode_body(api_key: int, api_version: int, fields: Mapping[str, object]) -> bytes:
     """kio's encoding of a request body given as a nested dict of field names.
 
     Raises KeyError for an API version kio does not know, and what ``codec.build`` raises
@@ -78,7 +78,7 @@ def encode_request(
     api_key: int,
     api_version: int,
     correlation_id: int,
-    fields: Mapping[str, Any],
+    fields: Mapping[str, object],
     *,
     client_id: str | None = DEFAULT_CLIENT_ID,
 ) -> bytes:

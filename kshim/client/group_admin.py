@@ -12,15 +12,29 @@ socket operation has a timeout; a connection is used by one thread.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol, TypeVar
+
+from kio.schema.delete_groups.v2.response import DeleteGroupsResponse
+from kio.schema.describe_groups.v5.response import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsResponse,
+)
+from kio.schema.list_groups.v4.response import ListGroupsResponse
+from kio.schema.list_offsets.v5.response import ListOffsetsResponse
+from kio.schema.metadata.v11.response import MetadataResponse
+from kio.schema.offset_commit.v8.response import OffsetCommitResponse
+from kio.schema.offset_fetch.v7.response import OffsetFetchResponse
 
 from kshim.client.admin_connection import admin_connection
 from kshim.client.security import ClientSecurity
 from kshim.client.wire import WireConnection
 from kshim.protocol.consumer_protocol import assigned_partitions
 from kshim.protocol.errors import ErrorCode
+
+_Response = TypeVar("_Response")
 
 CLIENT_ID = "kshim-groups"
 METADATA = (3, 11)
@@ -43,6 +57,23 @@ ADMIN_GENERATION = -1
 ADMIN_MEMBER_ID = ""
 NO_LEADER_EPOCH = -1
 DEAD = "Dead"  # DescribeGroups' state of a group that does not exist
+
+
+class _PartitionAnswer(Protocol):
+    """A partition of an answer by topic and partition (OffsetFetch, ListOffsets,
+    OffsetCommit): each has its number, and fields of its own."""
+
+    @property
+    def partition_index(self) -> int: ...
+
+
+_Partition_co = TypeVar("_Partition_co", bound=_PartitionAnswer, covariant=True)
+_Partition = TypeVar("_Partition", bound=_PartitionAnswer)
+
+
+class _TopicAnswer(Protocol[_Partition_co]):
+    @property
+    def partitions(self) -> tuple[_Partition_co, ...]: ...
 
 
 class GroupAdminError(Exception):
@@ -98,13 +129,14 @@ class GroupAdmin:
         self._connection = connection
 
     def describe(self, group: str) -> GroupDescription:
-        [described] = self._call(DESCRIBE_GROUPS, {"groups": [group]}).groups
+        response = self._call(DescribeGroupsResponse, DESCRIBE_GROUPS, {"groups": [group]})
+        [described] = response.groups
         _check(described.error_code, f"cannot describe group {group}")
         return GroupDescription(group, str(described.group_state), len(described.members))
 
     def list_groups(self) -> list[str]:
         """Every group's id, sorted."""
-        response = self._call(LIST_GROUPS, {"states_filter": []})
+        response = self._call(ListGroupsResponse, LIST_GROUPS, {"states_filter": []})
         _check(response.error_code, "cannot list groups")
         return sorted(str(group.group_id) for group in response.groups)
 
@@ -112,7 +144,8 @@ class GroupAdmin:
         """The members of each group that exists (DescribeGroups answers an unknown one as
         ``Dead``, which is left out), in the order the coordinator lists them."""
         described: dict[str, list[GroupMember]] = {}
-        for group in self._call(DESCRIBE_GROUPS, {"groups": list(groups)}).groups:
+        response = self._call(DescribeGroupsResponse, DESCRIBE_GROUPS, {"groups": list(groups)})
+        for group in response.groups:
             _check(group.error_code, f"cannot describe group {group.group_id}")
             if group.group_state != DEAD:
                 members = [_member(group, member) for member in group.members]
@@ -123,14 +156,15 @@ class GroupAdmin:
         """The topic's partition numbers, in order; raises GroupAdminError for a topic
         that does not exist (it is never created: auto-creation is refused)."""
         request = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
-        [described] = self._call(METADATA, request).topics
+        [described] = self._call(MetadataResponse, METADATA, request).topics
         _check(described.error_code, f"cannot describe topic {topic}")
         return sorted(int(partition.partition_index) for partition in described.partitions)
 
     def committed(self, group: str, topic: str, partitions: Sequence[int]) -> dict[int, int]:
         """The group's committed offset of each partition that has one."""
         topics = [{"name": topic, "partition_indexes": list(partitions)}]
-        response = self._call(OFFSET_FETCH, {"group_id": group, "topics": topics})
+        request = {"group_id": group, "topics": topics}
+        response = self._call(OffsetFetchResponse, OFFSET_FETCH, request)
         _check(response.error_code, f"cannot fetch the offsets of group {group}")
         committed = {}
         for index, partition in _answered_partitions(response.topics):
@@ -159,7 +193,8 @@ class GroupAdmin:
             "topics": [{"name": topic, "partitions": wanted}],
         }
         offsets = {}
-        for index, partition in _answered_partitions(self._call(LIST_OFFSETS, request).topics):
+        response = self._call(ListOffsetsResponse, LIST_OFFSETS, request)
+        for index, partition in _answered_partitions(response.topics):
             _check(partition.error_code, f"cannot list offsets of {topic}-{index}")
             offsets[index] = int(partition.offset)
         return offsets
@@ -184,7 +219,8 @@ class GroupAdmin:
             "group_instance_id": None,
             "topics": [{"name": topic, "partitions": partitions}],
         }
-        for index, partition in _answered_partitions(self._call(OFFSET_COMMIT, request).topics):
+        response = self._call(OffsetCommitResponse, OFFSET_COMMIT, request)
+        for index, partition in _answered_partitions(response.topics):
             _check(
                 partition.error_code, f"cannot commit offsets of group {group} on {topic}-{index}"
             )
@@ -192,18 +228,21 @@ class GroupAdmin:
     def delete_groups(self, groups: Sequence[str]) -> dict[str, str | None]:
         """Deletes the groups in one request; returns, per group, None once deleted or
         Kafka's name of the error that kept it (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)."""
-        response = self._call(DELETE_GROUPS, {"groups_names": list(dict.fromkeys(groups))})
+        request = {"groups_names": list(dict.fromkeys(groups))}
+        response = self._call(DeleteGroupsResponse, DELETE_GROUPS, request)
         return {
             str(result.group_id): None if result.error_code == 0 else error_name(result.error_code)
             for result in response.results
         }
 
-    def _call(self, api: tuple[int, int], fields: Mapping[str, Any]) -> Any:
+    def _call(
+        self, response_type: type[_Response], api: tuple[int, int], fields: Mapping[str, object]
+    ) -> _Response:
         api_key, version = api
-        return self._connection.call(api_key, version, fields)
+        return self._connection.call_for(response_type, api_key, version, fields)
 
 
-def _member(group: Any, member: Any) -> GroupMember:
+def _member(group: DescribedGroup, member: DescribedGroupMember) -> GroupMember:
     """A DescribeGroups member; an assignment that is not the consumer protocol's (a
     Connect worker's, say) counts as no partitions."""
     assigned = assigned_partitions(bytes(member.member_assignment)) or ()
@@ -217,7 +256,9 @@ def _member(group: Any, member: Any) -> GroupMember:
     )
 
 
-def _answered_partitions(topics: Any) -> Iterator[tuple[int, Any]]:
+def _answered_partitions(
+    topics: Iterable[_TopicAnswer[_Partition]],
+) -> Iterator[tuple[int, _Partition]]:
     """(partition number, answer) of every partition of a one-topic response."""
     for topic in topics:
         for partition in topic.partitions:

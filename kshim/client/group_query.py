@@ -14,6 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kio.schema.describe_groups.v5.response import DescribeGroupsResponse
+from kio.schema.list_groups.v4.response import ListGroupsResponse
+from kio.schema.list_offsets.v5.response import ListOffsetsResponse
+from kio.schema.offset_fetch.v7.response import OffsetFetchResponse
+
 from kshim.client.errors import broken_off
 from kshim.client.frames import MalformedResponseError
 from kshim.client.security import ClientSecurity
@@ -85,7 +90,7 @@ def query_groups(
 
 
 def _list_groups(connection: WireConnection) -> list[str]:
-    response = connection.call(LIST_GROUPS_KEY, 4, {"states_filter": []})
+    response = connection.call_for(ListGroupsResponse, LIST_GROUPS_KEY, 4, {"states_filter": []})
     _check(response.error_code, "ListGroups")
     return sorted(str(group.group_id) for group in response.groups)
 
@@ -97,7 +102,9 @@ def _describe_groups(
     described as Dead (unknown, or just deleted) are left out."""
     if not group_ids:
         return {}
-    response = connection.call(DESCRIBE_GROUPS_KEY, 5, {"groups": group_ids})
+    response = connection.call_for(
+        DescribeGroupsResponse, DESCRIBE_GROUPS_KEY, 5, {"groups": group_ids}
+    )
     described: dict[str, tuple[int, list[TopicPartition]]] = {}
     for group in response.groups:
         _check(group.error_code, f"DescribeGroups {group.group_id}")
@@ -113,7 +120,9 @@ def _describe_groups(
 
 
 def _committed(connection: WireConnection, group_id: str) -> dict[TopicPartition, int]:
-    response = connection.call(OFFSET_FETCH_KEY, 7, {"group_id": group_id, "topics": None})
+    response = connection.call_for(
+        OffsetFetchResponse, OFFSET_FETCH_KEY, 7, {"group_id": group_id, "topics": None}
+    )
     _check(response.error_code, f"OffsetFetch {group_id}")
     return {
         (str(topic.name), int(partition.partition_index)): int(partition.committed_offset)
@@ -142,7 +151,7 @@ def _log_ends(
         for topic, indexes in by_topic.items()
     ]
     request = {"replica_id": -1, "isolation_level": 0, "topics": topics}
-    response = connection.call(LIST_OFFSETS_KEY, 5, request)
+    response = connection.call_for(ListOffsetsResponse, LIST_OFFSETS_KEY, 5, request)
     return {
         (str(topic.name), int(partition.partition_index)): int(partition.offset)
         for topic in response.topics

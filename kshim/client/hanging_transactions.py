@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kshim.client.transaction_admin import ProducerState, TransactionAdmin
-from kshim.client.transaction_descriptions import TransactionDescription
+from kshim.client.transaction_admin import TransactionAdmin
+from kshim.client.transaction_descriptions import ProducerState, TransactionDescription
 
 
 @dataclass(frozen=True, slots=True)

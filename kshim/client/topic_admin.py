@@ -17,12 +17,27 @@ import contextlib
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TypeVar
+
+from kio.schema.create_topics.v7.response import CreateTopicsResponse
+from kio.schema.delete_topics.v6.response import DeleteTopicsResponse
+from kio.schema.describe_configs.v4.response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+)
+from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterConfigsResponse
+from kio.schema.metadata.v11.response import (
+    MetadataResponse,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
 
 from kshim.client.admin_connection import admin_connection
 from kshim.client.security import ClientSecurity
 from kshim.client.wire import WireConnection
 from kshim.protocol.errors import ErrorCode
+
+_Response = TypeVar("_Response")
 
 CLIENT_ID = "kshim-topics"
 METADATA = (3, 11)
@@ -41,6 +56,7 @@ READ_TIMEOUT_S = OPERATION_TIMEOUT_MS / 1000 + 5
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations (AlterConfigOp.OpType)
 NO_TOPIC_ID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: name the topic by name
+
 # DescribeConfigs' ConfigSource codes, by the names Kafka's admin tools print
 # (ConfigEntry.ConfigSource).
 CONFIG_SOURCES = {
@@ -173,7 +189,7 @@ class TopicAdmin:
             "configs": [{"name": key, "value": value} for key, value in (configs or {}).items()],
         }
         request = {"topics": [topic], "timeout": OPERATION_TIMEOUT_MS, "validate_only": False}
-        [result] = self._call(CREATE_TOPICS, request).topics
+        [result] = self._call(CreateTopicsResponse, CREATE_TOPICS, request).topics
         _check(result.error_code, f"cannot create topic {name}", result.error_message)
         return CreatedTopic(
             name,
@@ -188,7 +204,7 @@ class TopicAdmin:
             "topics": [{"name": name, "topic_id": NO_TOPIC_ID}],
             "timeout": OPERATION_TIMEOUT_MS,
         }
-        [result] = self._call(DELETE_TOPICS, request).responses
+        [result] = self._call(DeleteTopicsResponse, DELETE_TOPICS, request).responses
         _check(result.error_code, f"cannot delete topic {name}", result.error_message)
 
     def alter_configs(
@@ -202,10 +218,11 @@ class TopicAdmin:
             "configs": _config_changes(set_configs, delete_configs),
         }
         request = {"resources": [resource], "validate_only": False}
-        [result] = self._call(INCREMENTAL_ALTER_CONFIGS, request).responses
+        response = self._call(IncrementalAlterConfigsResponse, INCREMENTAL_ALTER_CONFIGS, request)
+        [result] = response.responses
         _check(result.error_code, f"cannot alter configs of topic {name}", result.error_message)
 
-    def _metadata(self, names: Sequence[str] | None) -> list[Any]:
+    def _metadata(self, names: Sequence[str] | None) -> list[MetadataResponseTopic]:
         """Metadata's topics, sorted by name; null topics (v1+) asks for all of them.
 
         A topic named that has an error (UNKNOWN_TOPIC_OR_PARTITION) raises AdminError;
@@ -215,7 +232,7 @@ class TopicAdmin:
         topics = None if names is None else [{"name": name} for name in dict.fromkeys(names)]
         # Without this, a broker with auto.create.topics.enable creates the topics named.
         request = {"topics": topics, "allow_auto_topic_creation": False}
-        response = self._call(METADATA, request)
+        response = self._call(MetadataResponse, METADATA, request)
         for topic in response.topics if names is not None else ():
             _check(topic.error_code, f"cannot describe topic {topic.name}")
         return sorted(response.topics, key=lambda topic: str(topic.name))
@@ -230,7 +247,7 @@ class TopicAdmin:
         ]
         request = {"resources": resources, "include_synonyms": False}
         described: dict[str, list[ConfigEntry]] = {}
-        for result in self._call(DESCRIBE_CONFIGS, request).results:
+        for result in self._call(DescribeConfigsResponse, DESCRIBE_CONFIGS, request).results:
             what = f"cannot describe configs of topic {result.resource_name}"
             _check(result.error_code, what, result.error_message)
             described[str(result.resource_name)] = sorted(
@@ -238,12 +255,16 @@ class TopicAdmin:
             )
         return described
 
-    def _call(self, api: tuple[int, int], fields: Mapping[str, Any]) -> Any:
+    def _call(
+        self, response_type: type[_Response], api: tuple[int, int], fields: Mapping[str, object]
+    ) -> _Response:
         api_key, version = api
-        return self._connection.call(api_key, version, fields)
+        return self._connection.call_for(response_type, api_key, version, fields)
 
 
-def _description(topic: Any, configs: list[ConfigEntry], all_configs: bool) -> TopicDescription:
+def _description(
+    topic: MetadataResponseTopic, configs: list[ConfigEntry], all_configs: bool
+) -> TopicDescription:
     """A Metadata topic with its configs: those set on it, or all of them."""
     return TopicDescription(
         topic=str(topic.name),
@@ -254,7 +275,7 @@ def _description(topic: Any, configs: list[ConfigEntry], all_configs: bool) -> T
     )
 
 
-def _partition(partition: Any) -> PartitionDescription:
+def _partition(partition: MetadataResponsePartition) -> PartitionDescription:
     return PartitionDescription(
         partition=int(partition.partition_index),
         leader=int(partition.leader_id),
@@ -263,7 +284,7 @@ def _partition(partition: Any) -> PartitionDescription:
     )
 
 
-def _config(entry: Any) -> ConfigEntry:
+def _config(entry: DescribeConfigsResourceResult) -> ConfigEntry:
     return ConfigEntry(
         name=str(entry.name),
         value=None if entry.value is None else str(entry.value),

@@ -17,13 +17,19 @@ import heapq
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
+
+from kio.schema.fetch.v12.response import FetchResponse, PartitionData
+from kio.schema.list_offsets.v5.response import ListOffsetsResponse
+from kio.schema.metadata.v11.response import MetadataResponse
 
 from kshim.client.wire import WireConnection
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.primitives import DecodeError
 from kshim.protocol.record_batch import BatchHeader, InvalidBatch, iter_batches
 from kshim.protocol.records import Header, Record, decode_records
+
+_Response = TypeVar("_Response")
 
 METADATA = (3, 11)
 LIST_OFFSETS = (2, 5)
@@ -71,7 +77,7 @@ class TopicReader:
         """The topic's partition numbers; raises ReadError for a topic that does not exist
         (never auto-created)."""
         request = {"topics": [{"name": self.topic}], "allow_auto_topic_creation": False}
-        [described] = self._call(METADATA, request).topics
+        [described] = self._call(MetadataResponse, METADATA, request).topics
         _check(described.error_code, f"cannot read topic {self.topic}")
         return sorted(int(partition.partition_index) for partition in described.partitions)
 
@@ -92,7 +98,7 @@ class TopicReader:
             "topics": [{"name": self.topic, "partitions": wanted}],
         }
         found = {}
-        for topic in self._call(LIST_OFFSETS, request).topics:
+        for topic in self._call(ListOffsetsResponse, LIST_OFFSETS, request).topics:
             for partition in topic.partitions:
                 where = f"cannot list offsets of {self.topic}-{partition.partition_index}"
                 _check(partition.error_code, where)
@@ -104,7 +110,7 @@ class TopicReader:
         there or after ``max_wait_ms``: the records read, in offset order per partition,
         and the partitions whose position was out of range (moved by retention), which
         the caller places again."""
-        response = self._call(FETCH, self._fetch_request(max_wait_ms))
+        response = self._call(FetchResponse, FETCH, self._fetch_request(max_wait_ms))
         _check(response.error_code, f"cannot fetch from {self.topic}")
         records: list[ReadRecord] = []
         out_of_range: list[int] = []
@@ -118,7 +124,7 @@ class TopicReader:
                 records += self._take(index, partition)
         return records, out_of_range
 
-    def _take(self, index: int, partition: Any) -> list[ReadRecord]:
+    def _take(self, index: int, partition: PartitionData) -> list[ReadRecord]:
         """The visible records of one partition's answer; moves its position past every
         whole batch, shown or not (control batches, aborted ones, the empty batches of a
         compacted range), so the next fetch starts after them."""
@@ -166,9 +172,11 @@ class TopicReader:
             "rack_id": "",
         }
 
-    def _call(self, api: tuple[int, int], fields: Mapping[str, Any]) -> Any:
+    def _call(
+        self, response_type: type[_Response], api: tuple[int, int], fields: Mapping[str, object]
+    ) -> _Response:
         api_key, version = api
-        return self._connection.call(api_key, version, fields)
+        return self._connection.call_for(response_type, api_key, version, fields)
 
 
 def visible_records(

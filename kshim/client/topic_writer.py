@@ -11,13 +11,18 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
+
+from kio.schema.metadata.v11.response import MetadataResponse
+from kio.schema.produce.v9.response import ProduceResponse
 
 from kshim.client.frames import encode_request
 from kshim.client.partitioner import partition_for_key
 from kshim.client.wire import WireConnection
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.records import Record, build_batch
+
+_Response = TypeVar("_Response")
 
 METADATA = (3, 11)
 PRODUCE = (0, 9)
@@ -114,9 +119,9 @@ class TopicWriter:
                 encode_request(api_key, version, correlation_id, fields, client_id=client_id)
             )
             return Written(partition, -1, len(records))
-        return self._answered(partition, len(records), self._call(PRODUCE, fields))
+        return self._answered(partition, len(records), self._call(ProduceResponse, PRODUCE, fields))
 
-    def _answered(self, partition: int, count: int, response: Any) -> Written:
+    def _answered(self, partition: int, count: int, response: ProduceResponse) -> Written:
         [topic] = response.responses
         [answer] = topic.partition_responses
         if answer.error_code != 0:
@@ -131,7 +136,7 @@ class TopicWriter:
         deadline = time.monotonic() + METADATA_WAIT_S
         while True:
             request = {"topics": [{"name": self.topic}], "allow_auto_topic_creation": auto_create}
-            [described] = self._call(METADATA, request).topics
+            [described] = self._call(MetadataResponse, METADATA, request).topics
             error = int(described.error_code)
             partitions = sorted(int(item.partition_index) for item in described.partitions)
             leaderless = any(int(item.leader_id) < 0 for item in described.partitions)
@@ -143,9 +148,11 @@ class TopicWriter:
                 raise WriteError(f"cannot write to topic {self.topic}: {name}")
             time.sleep(METADATA_RETRY_S)
 
-    def _call(self, api: tuple[int, int], fields: Mapping[str, Any]) -> Any:
+    def _call(
+        self, response_type: type[_Response], api: tuple[int, int], fields: Mapping[str, object]
+    ) -> _Response:
         api_key, version = api
-        return self._connection.call(api_key, version, fields)
+        return self._connection.call_for(response_type, api_key, version, fields)
 
 
 def _batches(records: list[Record]) -> list[list[Record]]:

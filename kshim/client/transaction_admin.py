@@ -25,7 +25,14 @@ import contextlib
 import struct
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
+
+from kio.schema.api_versions.v2.response import ApiVersionsResponse
+from kio.schema.describe_producers.v0.response import DescribeProducersResponse
+from kio.schema.find_coordinator.v4.response import FindCoordinatorResponse
+from kio.schema.list_transactions.v0.response import ListTransactionsResponse
+from kio.schema.metadata.v11.response import MetadataResponse
+from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
 
 from kshim.client.errors import broken_off, reason
 from kshim.client.frames import MalformedResponseError, encode_body, split_response
@@ -33,12 +40,17 @@ from kshim.client.sasl import AuthenticationFailed
 from kshim.client.security import ClientSecurity
 from kshim.client.topic_admin import AdminError
 from kshim.client.transaction_descriptions import (
+    ProducerState,
     TransactionDescription,
     describe_transactions_response,
+    producer_state,
 )
 from kshim.client.wire import ConnectionClosedError, WireConnection, parse_bootstrap
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.primitives import DecodeError
+
+_Response = TypeVar("_Response")
+_Item = TypeVar("_Item")
 
 CLIENT_ID = "kshim-transactions"
 METADATA = (3, 11)
@@ -73,18 +85,6 @@ class TransactionListing:
             "producer_id": self.producer_id,
             "state": self.state,
         }
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerState:
-    """One producer a partition's leader knows (DescribeProducers)."""
-
-    producer_id: int
-    producer_epoch: int
-    last_sequence: int
-    last_timestamp: int  # the max timestamp of its last batch, epoch ms
-    coordinator_epoch: int  # -1: none known
-    transaction_start_offset: int  # -1: no transaction of its open here
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +153,7 @@ class TransactionAdmin:
         listings = []
         for node_id, address in sorted(self._broker_addresses().items()):
             request = {"state_filters": list(states), "producer_id_filters": list(producer_ids)}
-            response = self._call(address, LIST_TRANSACTIONS, request)
+            response = self._call(address, ListTransactionsResponse, LIST_TRANSACTIONS, request)
             _check(response.error_code, f"cannot list the transactions of broker {node_id}")
             if response.unknown_state_filters:
                 unknown = ", ".join(map(str, response.unknown_state_filters))
@@ -205,7 +205,7 @@ class TransactionAdmin:
         """The leader of each partition of ``topic``, or of the one ``partition``; raises
         AdminError for a topic or partition that does not exist."""
         request = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
-        response = self._call(self._bootstrap, METADATA, request)
+        response = self._call(self._bootstrap, MetadataResponse, METADATA, request)
         self._brokers = _broker_map(response)
         described = _only(response.topics, "MetadataResponse", "topic")
         _check(described.error_code, f"cannot describe topic {topic}")
@@ -233,7 +233,7 @@ class TransactionAdmin:
         producers: dict[int, list[ProducerState]] = {}
         for address, partitions in by_address.items():
             request = {"topics": [{"name": topic, "partition_indexes": partitions}]}
-            response = self._call(address, DESCRIBE_PRODUCERS, request)
+            response = self._call(address, DescribeProducersResponse, DESCRIBE_PRODUCERS, request)
             for answered in response.topics:
                 for result in answered.partitions:
                     where = f"{answered.name}-{result.partition_index}"
@@ -243,7 +243,7 @@ class TransactionAdmin:
                         result.error_message,
                     )
                     producers[int(result.partition_index)] = [
-                        _producer(state) for state in result.active_producers
+                        producer_state(state) for state in result.active_producers
                     ]
         return producers
 
@@ -254,7 +254,7 @@ class TransactionAdmin:
         serves this version of the API, Kafka's ``name`` for it."""
         api_key, version = api
         address = self._leader_address(topic, leader)
-        response = self._call(address, API_VERSIONS, {})
+        response = self._call(address, ApiVersionsResponse, API_VERSIONS, {})
         _check(response.error_code, f"cannot ask broker {leader.leader} for its API versions")
         broker = f"broker {leader.leader} at {_address(address)}"
         for served in response.api_keys:
@@ -285,7 +285,8 @@ class TransactionAdmin:
             "coordinator_epoch": coordinator_epoch,
         }
         address = self._leader_address(topic, leader)
-        response = self._call(address, WRITE_TXN_MARKERS, {"markers": [marker]})
+        request = {"markers": [marker]}
+        response = self._call(address, WriteTxnMarkersResponse, WRITE_TXN_MARKERS, request)
         for result in response.markers:
             for answered in result.topics:
                 for partition in answered.partitions:
@@ -295,7 +296,7 @@ class TransactionAdmin:
     def _coordinator(self, transactional_id: str) -> tuple[int, str, int]:
         """(node id, host, port) of the transactional id's coordinator."""
         request = {"key_type": TRANSACTION_COORDINATOR, "coordinator_keys": [transactional_id]}
-        response = self._call(self._bootstrap, FIND_COORDINATOR, request)
+        response = self._call(self._bootstrap, FindCoordinatorResponse, FIND_COORDINATOR, request)
         found = _only(response.coordinators, "FindCoordinatorResponse", "coordinator")
         what = f"cannot find the coordinator of transactional id {transactional_id}"
         _check(found.error_code, what, found.error_message)
@@ -318,7 +319,9 @@ class TransactionAdmin:
     def _broker_addresses(self) -> dict[int, tuple[str, int]]:
         if self._brokers is None:
             request = {"topics": [], "allow_auto_topic_creation": False}
-            self._brokers = _broker_map(self._call(self._bootstrap, METADATA, request))
+            self._brokers = _broker_map(
+                self._call(self._bootstrap, MetadataResponse, METADATA, request)
+            )
         return self._brokers
 
     def _leader_address(self, topic: str, leader: PartitionLeader) -> tuple[str, int]:
@@ -346,34 +349,27 @@ class TransactionAdmin:
         return connection
 
     def _call(
-        self, address: tuple[str, int], api: tuple[int, int], fields: Mapping[str, Any]
-    ) -> Any:
+        self,
+        address: tuple[str, int],
+        response_type: type[_Response],
+        api: tuple[int, int],
+        fields: Mapping[str, object],
+    ) -> _Response:
         api_key, version = api
-        return self._connection(address).call(api_key, version, fields)
+        return self._connection(address).call_for(response_type, api_key, version, fields)
 
 
-def _only(items: Sequence[Any], response: str, what: str) -> Any:
+def _only(items: Sequence[_Item], response: str, what: str) -> _Item:
     """The one item of an answer to a request that asked for one."""
     if len(items) != 1:
         raise MalformedResponseError(f"{response} has {len(items)} {what}s, asked for one")
     return items[0]
 
 
-def _broker_map(metadata: Any) -> dict[int, tuple[str, int]]:
+def _broker_map(metadata: MetadataResponse) -> dict[int, tuple[str, int]]:
     return {
         int(broker.node_id): (str(broker.host), int(broker.port)) for broker in metadata.brokers
     }
-
-
-def _producer(state: Any) -> ProducerState:
-    return ProducerState(
-        producer_id=int(state.producer_id),
-        producer_epoch=int(state.producer_epoch),
-        last_sequence=int(state.last_sequence),
-        last_timestamp=int(state.last_timestamp),
-        coordinator_epoch=int(state.coordinator_epoch),
-        transaction_start_offset=int(state.current_txn_start_offset),
-    )
 
 
 def _address(address: tuple[str, int]) -> str:

@@ -1,6 +1,8 @@
-"""DescribeTransactions v0 answers, decoded here rather than by kio: a transactional id that
-has no transaction under way (Empty) has the start time -1, which kio's timestamp type
-refuses. (KIP-664; https://kafka.apache.org/protocol#The_Messages_DescribeTransactions.)
+"""What ``kshim transactions`` describes: a producer as a partition's leader knows it
+(DescribeProducers v0, decoded by kio), and a transactional id as its coordinator knows it
+(DescribeTransactions v0), decoded here rather than by kio: a transactional id that has no
+transaction under way (Empty) has the start time -1, which kio's timestamp type refuses.
+(KIP-664; https://kafka.apache.org/protocol#The_Messages_DescribeTransactions.)
 """
 
 from __future__ import annotations
@@ -8,9 +10,35 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from kio.schema.describe_producers.v0 import response as describe_producers
+
 from kshim.protocol.primitives import DecodeError, read_tagged_fields, read_unsigned_varint
 
 INT16, INT32, INT64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """One producer a partition's leader knows (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int  # the max timestamp of its last batch, epoch ms
+    coordinator_epoch: int  # -1: none known
+    transaction_start_offset: int  # -1: no transaction of its open here
+
+
+def producer_state(state: describe_producers.ProducerState) -> ProducerState:
+    """One producer of a DescribeProducers v0 answer."""
+    return ProducerState(
+        producer_id=int(state.producer_id),
+        producer_epoch=int(state.producer_epoch),
+        last_sequence=int(state.last_sequence),
+        last_timestamp=int(state.last_timestamp),
+        coordinator_epoch=int(state.coordinator_epoch),
+        transaction_start_offset=int(state.current_txn_start_offset),
+    )
 
 
 @dataclass(frozen=True, slots=True)

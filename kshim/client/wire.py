@@ -4,8 +4,9 @@ For programs that must see the protocol itself rather than a client library's vi
 ``kshim groups``, the Docker health check, the raw-protocol tests and the benchmarks. A
 request is a nested dict of kio field names, encoded by ``codec.build(..., any_version=True)``
 (fields the version lacks are dropped, missing ones zero-filled); an answer is kio's
-dataclass for that response version. The raw pieces (request headers, frames, exact bytes
-out, one frame in) let a test send broken input and watch what comes back.
+dataclass for that response version, which ``call_for`` names and checks, so that what a
+caller reads of the answer is type-checked. The raw pieces (request headers, frames, exact
+bytes out, one frame in) let a test send broken input and watch what comes back.
 
 Frames are built and taken apart in ``kshim.client.frames``.
 
@@ -34,7 +35,10 @@ import struct
 import time
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
+
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
 from kshim.client.frames import (
     DEFAULT_CLIENT_ID,
@@ -57,6 +61,8 @@ DEFAULT_MAX_RESPONSE_BYTES = 1 << 28
 RECEIVE_CHUNK = 1 << 16
 SASL_HANDSHAKE = (17, 1)  # v1: the tokens go in SaslAuthenticate requests (KIP-152)
 SASL_AUTHENTICATE = (36, 2)  # v2: flexible (KIP-482); served by Kafka 2.4 and later
+
+Response = TypeVar("Response")
 
 
 class ConnectionClosedError(ConnectionError):
@@ -127,7 +133,7 @@ class WireConnection:
         """SaslHandshake v1, then SaslAuthenticate v2 until ``mechanism`` completes; raises
         AuthenticationFailed when the broker refuses (its error message said) or its SCRAM
         answer does not verify."""
-        handshake = self.call(*SASL_HANDSHAKE, {"mechanism": mechanism})
+        handshake = self.call_for(SaslHandshakeResponse, *SASL_HANDSHAKE, {"mechanism": mechanism})
         if handshake.error_code != ErrorCode.none:
             enabled = ", ".join(handshake.mechanisms) or "none"
             raise AuthenticationFailed(
@@ -137,7 +143,9 @@ class WireConnection:
         exchange = sasl_client(mechanism, username, password)
         token: bytes | None = exchange.first()
         while token is not None:
-            answer = self.call(*SASL_AUTHENTICATE, {"auth_bytes": token})
+            answer = self.call_for(
+                SaslAuthenticateResponse, *SASL_AUTHENTICATE, {"auth_bytes": token}
+            )
             if answer.error_code != ErrorCode.none:
                 name = ErrorCode(answer.error_code).name.upper()
                 said = f": {answer.error_message}" if answer.error_message else ""
@@ -181,7 +189,9 @@ class WireConnection:
         self._socket.settimeout(self.timeout_s)
         self._socket.sendall(data)
 
-    def call(self, api_key: int, api_version: int, fields: Mapping[str, Any] | None = None) -> Any:
+    def call(
+        self, api_key: int, api_version: int, fields: Mapping[str, object] | None = None
+    ) -> Any:
         """Sends one request built from ``fields`` and returns kio's decoded answer to it."""
         correlation_id = self.next_correlation_id()
         request = encode_request(
@@ -189,6 +199,22 @@ class WireConnection:
         )
         self.send(request)
         return self.read_response(api_key, api_version, correlation_id)
+
+    def call_for(
+        self,
+        response_type: type[Response],
+        api_key: int,
+        api_version: int,
+        fields: Mapping[str, object] | None = None,
+    ) -> Response:
+        """``call``, its answer checked to be ``response_type`` (kio's class of that API
+        version's response), so that the fields read from it are type-checked; raises
+        MalformedResponseError for an answer of another class."""
+        answer = self.call(api_key, api_version, fields)
+        if not isinstance(answer, response_type):
+            message = f"{type(answer).__name__} where {response_type.__name__} was expected"
+            raise MalformedResponseError(message)
+        return answer
 
     def exchange(self, api_key: int, api_version: int, body: bytes, *, flexible: bool) -> bytes:
         """Sends an already encoded ``body`` under a header of this client's making and
