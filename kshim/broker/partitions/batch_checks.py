@@ -23,8 +23,10 @@ class Refused(Exception):
         self.message = message
 
 
-def checked_batch(records: memoryview | None, max_message_bytes: int) -> BatchHeader:
-    """The header of the partition's one record batch; raises Refused."""
+def checked_batch(
+    records: memoryview | None, max_message_bytes: int
+) -> tuple[memoryview, BatchHeader]:
+    """The partition's one record batch and its checked header; raises Refused."""
     if not records:
         raise Refused(ErrorCode.invalid_record, "no record batch for this partition")
     if len(records) > max_message_bytes:
@@ -33,7 +35,7 @@ def checked_batch(records: memoryview | None, max_message_bytes: int) -> BatchHe
             f"batch of {len(records)} bytes exceeds max.message.bytes={max_message_bytes}",
         )
     try:
-        return validate_produced(records)
+        return records, validate_produced(records)
     except InvalidBatch as error:
         if _holds_several_batches(records):
             raise Refused(

@@ -117,29 +117,29 @@ class PartitionService:
             return result.refuse(ErrorCode.unknown_topic_or_partition)
         result.log_start_offset = writable.log.log_start_offset
         try:
-            header = self._checked(writable, records)
+            batch, header = self._checked(writable, records)
         except Refused as refused:
             return result.refuse(refused.code, refused.message)
-        assert records is not None  # checked_batch refuses a missing batch
-        result.log = writable.log
         verdict = self._producer_verdict(topic_partition, header, transactional_id)
         if isinstance(verdict, Duplicate):  # a retry: answered with its original offsets
             result.base_offset = verdict.base_offset
             result.durable_offset = verdict.base_offset + header.last_offset_delta
+            result.log = writable.log
             return result
         if verdict is not None:
-            result.log = None
             return result.refuse(verdict)
-        return self._append(topic_partition, writable, records, header, result)
+        return self._append(topic_partition, writable, batch, header, result)
 
-    def _checked(self, writable: WritablePartition, records: memoryview | None) -> BatchHeader:
+    def _checked(
+        self, writable: WritablePartition, records: memoryview | None
+    ) -> tuple[memoryview, BatchHeader]:
         configs = writable.topic.configs
-        header = checked_batch(records, int(configs["max.message.bytes"]))
+        batch, header = checked_batch(records, int(configs["max.message.bytes"]))
         now_ms = self.clock()
         check_timestamps(header, configs, now_ms)
-        if writable.check is not None and records is not None:
-            check_records(writable.check, records, now_ms)
-        return header
+        if writable.check is not None:
+            check_records(writable.check, batch, now_ms)
+        return batch, header
 
     def _producer_verdict(
         self, topic_partition: TopicPartition, header: BatchHeader, transactional_id: str | None
@@ -170,13 +170,13 @@ class PartitionService:
         try:
             result.base_offset = writable.log.append(batch, header)
         except LogFailed as error:
-            result.log = None
             return result.refuse(ErrorCode.kafka_storage_error, str(error))
         if header.has_producer_id:
             self.producer_state(topic_partition).record(header, result.base_offset)
         if header.is_transactional:
             self.transactions.partition(topic_partition).on_append(header, result.base_offset)
         result.durable_offset = result.base_offset + header.last_offset_delta
+        result.log = writable.log
         self.traffic.produced(topic_partition.topic, header.records_count, header.size)
         return result
 
