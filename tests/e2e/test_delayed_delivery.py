@@ -462,7 +462,9 @@ def test_cancel_reaches_every_partition(shared_broker: BrokerProcess) -> None:
     topic = unique_topic("delay-cancel-across")
     create_topic(bootstrap, topic, partitions=2)
     producer = confluent_producer(bootstrap)
-    due = now_ms() + 1500
+    # Far enough ahead that the status poll below sees both records pending before they
+    # are due, even on a loaded machine.
+    due = now_ms() + 4000
     records = [
         Outgoing(b"k", b"cancelled", (deliver_at(due),)),
         Outgoing(b"j", b"kept", (deliver_at(due),)),
