@@ -11,9 +11,11 @@ from kshim.broker.broker import Broker
 from kshim.broker.security.session import Session
 from kshim.protocol.headers import RequestHeader
 
-# The broker's services a handler uses. A handler names the few it needs in a Protocol
-# (records/produce.py: the partition service alone), which Broker satisfies, so a test can
-# hand it those services and nothing else; the others take the whole Broker.
+# The broker's services a handler uses. Each handler names the few it reads in a Protocol
+# of read-only properties (api/services.py, one per service, combined in its domain's
+# services.py), which Broker satisfies structurally; the route table passes the Broker,
+# accepted by covariance, and a test can hand a handler those services and nothing else.
+# Access rules, and DeleteRecords (retention works on the whole broker), take the default.
 Services_co = TypeVar("Services_co", covariant=True, default=Broker)
 
 

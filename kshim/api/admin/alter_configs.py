@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kshim.api.admin.config_changes import change_resource
+from kshim.api.admin.services import TopicServices
 from kshim.api.context import RequestContext
 from kshim.broker.topic_resolver import ResolvedTopic
 from kshim.broker.topics import TopicError
@@ -15,7 +16,9 @@ from kshim.protocol.messages.alter_configs import (
 )
 
 
-async def handle(request: AlterConfigsRequest, context: RequestContext) -> AlterConfigsResponse:
+async def handle(
+    request: AlterConfigsRequest, context: RequestContext[TopicServices]
+) -> AlterConfigsResponse:
     broker = context.broker
     responses = []
     for resource in request.resources:

@@ -11,6 +11,7 @@ writes none.)"""
 
 from __future__ import annotations
 
+from kshim.api.admin.services import TopicServices
 from kshim.api.context import RequestContext
 from kshim.broker.topics import MAX_RECORDS_PER_REQUEST, PastOneBatch, TopicError
 from kshim.protocol.errors import ErrorCode
@@ -23,7 +24,7 @@ from kshim.protocol.messages.create_partitions import (
 
 
 async def handle(
-    request: CreatePartitionsRequest, context: RequestContext
+    request: CreatePartitionsRequest, context: RequestContext[TopicServices]
 ) -> CreatePartitionsResponse:
     room = MAX_RECORDS_PER_REQUEST  # partition records the request may still add
     results = []
@@ -35,7 +36,10 @@ async def handle(
 
 
 async def _add(
-    topic: CreatePartitionsTopic, validate_only: bool, context: RequestContext, room: int
+    topic: CreatePartitionsTopic,
+    validate_only: bool,
+    context: RequestContext[TopicServices],
+    room: int,
 ) -> tuple[CreatePartitionsTopicResult, int]:
     """The topic's result and how much of the batch's ``room`` it takes (all of it when it
     does not fit: Kafka fills its batch before refusing)."""

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import uuid
 
+from kshim.api.admin.services import CreatesTopics
 from kshim.api.context import RequestContext
-from kshim.broker.broker import Broker
 from kshim.broker.config.describe import describe_created_topic_configs
 from kshim.broker.config.topic_configs import TopicConfigs
 from kshim.broker.topic_resolver import NO_TOPIC_ID
@@ -39,7 +39,9 @@ TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 TOO_LARGE_BATCH = "Unable to perform excessively large batch operation."
 
 
-async def handle(request: CreateTopicsRequest, context: RequestContext) -> CreateTopicsResponse:
+async def handle(
+    request: CreateTopicsRequest, context: RequestContext[CreatesTopics]
+) -> CreateTopicsResponse:
     refusal = await _batch_refusal(request.topics, context.broker)
     if refusal is not None:
         return CreateTopicsResponse(
@@ -52,7 +54,7 @@ async def handle(request: CreateTopicsRequest, context: RequestContext) -> Creat
 
 
 async def _create(
-    topic: CreatableTopic, validate_only: bool, context: RequestContext
+    topic: CreatableTopic, validate_only: bool, context: RequestContext[CreatesTopics]
 ) -> CreatableTopicResult:
     broker = context.broker
     partitions = _partition_count(topic, broker)
@@ -88,7 +90,7 @@ def _refused(name: str, error: TopicError) -> CreatableTopicResult:
 
 
 async def _checked_create(
-    topic: CreatableTopic, partitions: int, validate_only: bool, broker: Broker
+    topic: CreatableTopic, partitions: int, validate_only: bool, broker: CreatesTopics
 ) -> Topic | None:
     """The topic created (None when ``validate_only``); raises TopicError."""
     broker.resolver.refuse_creation(topic.name)
@@ -97,7 +99,7 @@ async def _checked_create(
     return await broker.topics.create(topic.name, partitions, _overrides(topic), validate_only)
 
 
-def _partition_count(topic: CreatableTopic, broker: Broker) -> int:
+def _partition_count(topic: CreatableTopic, broker: CreatesTopics) -> int:
     if topic.assignments:
         return len(topic.assignments)
     if topic.num_partitions == DEFAULT:
@@ -109,7 +111,7 @@ def _overrides(topic: CreatableTopic) -> dict[str, str | None]:
     return {config.name: config.value for config in topic.configs}
 
 
-async def _batch_refusal(topics: list[CreatableTopic], broker: Broker) -> TopicError | None:
+async def _batch_refusal(topics: list[CreatableTopic], broker: CreatesTopics) -> TopicError | None:
     """Why the request does not fit in one controller batch, or None. The partitions asked
     for are counted before anything is checked; the records only of the topics that would
     be created (validated here only when all of them together could be too many)."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import uuid
 
+from kshim.api.admin.services import DeletesTopics
 from kshim.api.context import RequestContext
-from kshim.broker.broker import Broker
 from kshim.broker.topic_resolver import NO_TOPIC_ID
 from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
@@ -26,7 +26,9 @@ UNKNOWN_TOPIC = "This server does not host this topic-partition."
 UNKNOWN_TOPIC_ID = "This server does not host this topic ID."
 
 
-async def handle(request: DeleteTopicsRequest, context: RequestContext) -> DeleteTopicsResponse:
+async def handle(
+    request: DeleteTopicsRequest, context: RequestContext[DeletesTopics]
+) -> DeleteTopicsResponse:
     targets: list[tuple[str | None, uuid.UUID | None]]
     if context.version >= FIRST_VERSION_WITH_TOPIC_IDS:
         targets = [(topic.name, topic.topic_id) for topic in request.topics]
@@ -39,7 +41,7 @@ async def handle(request: DeleteTopicsRequest, context: RequestContext) -> Delet
 
 
 async def _delete(
-    broker: Broker, name: str | None, topic_id: uuid.UUID | None
+    broker: DeletesTopics, name: str | None, topic_id: uuid.UUID | None
 ) -> DeletableTopicResult:
     if name is None and topic_id is not None and topic_id != NO_TOPIC_ID:
         by_id = broker.resolver.resolve_id(topic_id)

@@ -7,8 +7,8 @@ message on a topic described or unknown, so theirs is sent as the default, "".
 
 from __future__ import annotations
 
+from kshim.api.admin.services import ConfiguredTopics
 from kshim.api.context import RequestContext
-from kshim.broker.broker import Broker
 from kshim.broker.config.describe import describe_broker_configs, describe_topic_configs
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.describe_configs import (
@@ -25,7 +25,7 @@ UNSET_MESSAGE = ""
 
 
 async def handle(
-    request: DescribeConfigsRequest, context: RequestContext
+    request: DescribeConfigsRequest, context: RequestContext[ConfiguredTopics]
 ) -> DescribeConfigsResponse:
     return DescribeConfigsResponse(
         throttle_time_ms=0,
@@ -37,7 +37,7 @@ async def handle(
 
 
 def _describe(
-    resource: DescribeConfigsResource, broker: Broker, synonyms: bool
+    resource: DescribeConfigsResource, broker: ConfiguredTopics, synonyms: bool
 ) -> DescribeConfigsResult:
     # A null or empty key list asks for every config.
     only = set(resource.configuration_keys) if resource.configuration_keys else None

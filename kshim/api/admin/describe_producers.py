@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kshim.api.admin.services import ProducerServices
 from kshim.api.context import RequestContext
-from kshim.broker.broker import Broker
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.describe_producers import (
     DescribeProducersRequest,
@@ -18,7 +18,7 @@ NO_COORDINATOR_EPOCH = -1
 
 
 async def handle(
-    request: DescribeProducersRequest, context: RequestContext
+    request: DescribeProducersRequest, context: RequestContext[ProducerServices]
 ) -> DescribeProducersResponse:
     topics = [
         TopicResponse(
@@ -33,7 +33,7 @@ async def handle(
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
 
 
-def _partition(broker: Broker, topic_partition: TopicPartition) -> PartitionResponse:
+def _partition(broker: ProducerServices, topic_partition: TopicPartition) -> PartitionResponse:
     """A log's producers; a partition Produce cannot write to (unknown, or a read-only
     view's) keeps no producer state and is UNKNOWN_TOPIC_OR_PARTITION."""
     if not broker.resolver.is_writable(topic_partition):

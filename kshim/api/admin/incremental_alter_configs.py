@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 
 from kshim.api.admin.config_changes import change_resource
+from kshim.api.admin.services import TopicServices
 from kshim.api.context import RequestContext
 from kshim.broker.config.keys import LIST, TOPIC_CONFIGS
 from kshim.broker.topic_resolver import ResolvedTopic
@@ -33,7 +34,7 @@ LIST_OPERATIONS = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
 async def handle(
-    request: IncrementalAlterConfigsRequest, context: RequestContext
+    request: IncrementalAlterConfigsRequest, context: RequestContext[TopicServices]
 ) -> IncrementalAlterConfigsResponse:
     broker = context.broker
     responses = []

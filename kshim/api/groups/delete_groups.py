@@ -7,6 +7,7 @@ A group with members gets NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithGroups
 from kshim.broker.groups.admin import delete_group
 from kshim.protocol.messages.delete_groups import (
     DeletableGroupResult,
@@ -15,7 +16,9 @@ from kshim.protocol.messages.delete_groups import (
 )
 
 
-async def handle(request: DeleteGroupsRequest, context: RequestContext) -> DeleteGroupsResponse:
+async def handle(
+    request: DeleteGroupsRequest, context: RequestContext[WithGroups]
+) -> DeleteGroupsResponse:
     results = [
         DeletableGroupResult(
             group_id=group_id, error_code=await delete_group(context.broker.groups, group_id)

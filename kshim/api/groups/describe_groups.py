@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Callable
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithGroups
 from kshim.broker.groups.admin import GroupDescription, describe_group
 from kshim.broker.security.acls.model import ResourceType, all_supported
 from kshim.protocol.errors import ErrorCode
@@ -30,7 +31,9 @@ from kshim.protocol.metadata_response import UNKNOWN_AUTHORIZED_OPERATIONS
 FIRST_WITH_AUTHORIZED_OPERATIONS = 3
 
 
-async def handle(request: DescribeGroupsRequest, context: RequestContext) -> DescribeGroupsResponse:
+async def handle(
+    request: DescribeGroupsRequest, context: RequestContext[WithGroups]
+) -> DescribeGroupsResponse:
     coordinator = context.broker.groups
     described = [_described(describe_group(coordinator, group_id)) for group_id in request.groups]
     if asks_operations(request, context.version):

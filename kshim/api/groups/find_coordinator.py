@@ -9,6 +9,7 @@ class sends as its default, "".
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.groups.services import Listeners
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.find_coordinator import (
     Coordinator,
@@ -31,7 +32,7 @@ MALFORMED = (
 
 
 async def handle(
-    request: FindCoordinatorRequest, context: RequestContext
+    request: FindCoordinatorRequest, context: RequestContext[Listeners]
 ) -> FindCoordinatorResponse:
     found = _coordinator(request.key, request.key_type, context)
     found_message = FOUND_MESSAGE_V3 if found.error_code == ErrorCode.none else found.error_message
@@ -48,7 +49,7 @@ async def handle(
     )
 
 
-def _coordinator(key: str, key_type: int, context: RequestContext) -> Coordinator:
+def _coordinator(key: str, key_type: int, context: RequestContext[Listeners]) -> Coordinator:
     """This broker for a known key type, else a refusal with no node."""
     if key_type not in KNOWN_KEY_TYPES:
         error_code, message = _refusal(key_type, context.version)

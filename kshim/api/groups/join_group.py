@@ -10,6 +10,7 @@ always false here (KIP-814 is only an optimisation for static leaders).
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithGroups
 from kshim.broker.groups.member import JoinRequest, JoinResult
 from kshim.protocol.messages.join_group import (
     JoinGroupRequest,
@@ -22,7 +23,9 @@ FIRST_TWO_STEP_VERSION = 4  # KIP-394
 FIRST_NULLABLE_PROTOCOL_VERSION = 7
 
 
-async def handle(request: JoinGroupRequest, context: RequestContext) -> JoinGroupResponse:
+async def handle(
+    request: JoinGroupRequest, context: RequestContext[WithGroups]
+) -> JoinGroupResponse:
     rebalance_timeout_ms = request.rebalance_timeout_ms
     if context.version < FIRST_REBALANCE_TIMEOUT_VERSION:
         rebalance_timeout_ms = request.session_timeout_ms

@@ -8,6 +8,7 @@ alone (KIP-345), each with its own error.
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithGroups
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.leave_group import (
     LeaveGroupRequest,
@@ -18,7 +19,9 @@ from kshim.protocol.messages.leave_group import (
 FIRST_BATCHED_VERSION = 3  # KIP-345
 
 
-async def handle(request: LeaveGroupRequest, context: RequestContext) -> LeaveGroupResponse:
+async def handle(
+    request: LeaveGroupRequest, context: RequestContext[WithGroups]
+) -> LeaveGroupResponse:
     coordinator = context.broker.groups
     if context.version < FIRST_BATCHED_VERSION:
         error = coordinator.leave(request.group_id, request.member_id, None)

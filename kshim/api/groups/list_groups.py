@@ -7,6 +7,7 @@ all of kshim's groups are of the classic type.
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithGroups
 from kshim.broker.groups.admin import list_groups
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.list_groups import (
@@ -16,7 +17,9 @@ from kshim.protocol.messages.list_groups import (
 )
 
 
-async def handle(request: ListGroupsRequest, context: RequestContext) -> ListGroupsResponse:
+async def handle(
+    request: ListGroupsRequest, context: RequestContext[WithGroups]
+) -> ListGroupsResponse:
     overviews = list_groups(context.broker.groups, request.states_filter, request.types_filter)
     return ListGroupsResponse(
         throttle_time_ms=0,

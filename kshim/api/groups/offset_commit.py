@@ -10,6 +10,7 @@ v2-4 carry retention_time (-1 in other versions); v6+ the leader epoch (-1 befor
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.groups.services import GroupsAndTopics
 from kshim.broker.groups.offset_commits import CommitRequest, PartitionCommit, commit_offsets
 from kshim.broker.topic_resolver import TopicResolver
 from kshim.protocol.errors import ErrorCode
@@ -22,7 +23,9 @@ from kshim.protocol.messages.offset_commit import (
 from kshim.storage.interface import TopicPartition
 
 
-async def handle(request: OffsetCommitRequest, context: RequestContext) -> OffsetCommitResponse:
+async def handle(
+    request: OffsetCommitRequest, context: RequestContext[GroupsAndTopics]
+) -> OffsetCommitResponse:
     commit = CommitRequest(
         group_id=request.group_id,
         generation_id=request.generation_id_or_member_epoch,

@@ -8,6 +8,7 @@ full-data view's) get UNKNOWN_TOPIC_OR_PARTITION here; the group coordinator
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.groups.services import GroupsAndTopics
 from kshim.broker.groups.offset_commits import delete_offsets
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.offset_delete import (
@@ -19,7 +20,9 @@ from kshim.protocol.messages.offset_delete import (
 from kshim.storage.interface import TopicPartition
 
 
-async def handle(request: OffsetDeleteRequest, context: RequestContext) -> OffsetDeleteResponse:
+async def handle(
+    request: OffsetDeleteRequest, context: RequestContext[GroupsAndTopics]
+) -> OffsetDeleteResponse:
     resolver = context.broker.resolver
     requested = [
         TopicPartition(topic.name, partition.partition_index)

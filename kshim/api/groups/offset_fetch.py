@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from kshim.api.context import RequestContext
+from kshim.api.groups.services import GroupsAndTransactions
 from kshim.broker.groups.offset_commits import FetchedOffset, fetch_offsets
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.offset_fetch import (
@@ -35,7 +36,9 @@ RequestTopics = Sequence[OffsetFetchRequestTopic | OffsetFetchRequestTopics] | N
 Partition = TypeVar("Partition", OffsetFetchResponsePartition, OffsetFetchResponsePartitions)
 
 
-async def handle(request: OffsetFetchRequest, context: RequestContext) -> OffsetFetchResponse:
+async def handle(
+    request: OffsetFetchRequest, context: RequestContext[GroupsAndTransactions]
+) -> OffsetFetchResponse:
     if context.version >= FIRST_BATCHED_VERSION:
         groups = []
         for group in request.groups:
@@ -53,7 +56,10 @@ async def handle(request: OffsetFetchRequest, context: RequestContext) -> Offset
 
 
 def _fetch(
-    context: RequestContext, request: OffsetFetchRequest, group_id: str, topics: RequestTopics
+    context: RequestContext[GroupsAndTransactions],
+    request: OffsetFetchRequest,
+    group_id: str,
+    topics: RequestTopics,
 ) -> tuple[ErrorCode, list[FetchedOffset]]:
     wanted = None
     if topics is not None:

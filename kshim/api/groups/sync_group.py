@@ -9,11 +9,14 @@ null in older versions.
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithGroups
 from kshim.broker.groups.member import SyncRequest
 from kshim.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
 
-async def handle(request: SyncGroupRequest, context: RequestContext) -> SyncGroupResponse:
+async def handle(
+    request: SyncGroupRequest, context: RequestContext[WithGroups]
+) -> SyncGroupResponse:
     sync = SyncRequest(
         group_id=request.group_id,
         generation_id=request.generation_id,

@@ -22,6 +22,7 @@ import time
 from collections.abc import Awaitable, Sequence
 
 from kshim.api.context import RequestContext
+from kshim.api.records.services import FetchServices
 from kshim.broker.fetch_sessions import INVALID_SESSION_ID, Answered, FetchContext, Wanted
 from kshim.broker.partition_reads import PartitionOffsets, ReadablePartition
 from kshim.broker.topic_resolver import TopicResolver
@@ -44,7 +45,7 @@ NO_OFFSET = -1  # high watermark, last stable offset, log start: Kafka's -1 for 
 Target = tuple[TopicPartition, FetchPartition, ReadablePartition | None]
 
 
-def handle(request: FetchRequest, context: RequestContext) -> Awaitable[list[Part]]:
+def handle(request: FetchRequest, context: RequestContext[FetchServices]) -> Awaitable[list[Part]]:
     """Answers ``request`` in its fetch session's context. A plain function returning the
     coroutine that reads (``answer``), so the access rule (access.py) can take the same
     steps with the partitions it refuses set apart, and this path adds no frame."""
@@ -55,7 +56,7 @@ def handle(request: FetchRequest, context: RequestContext) -> Awaitable[list[Par
     return answer(request, context, session, targets, erroneous)
 
 
-def open_session(request: FetchRequest, context: RequestContext) -> FetchContext:
+def open_session(request: FetchRequest, context: RequestContext[FetchServices]) -> FetchContext:
     """The request's fetch session, updated by it: the partitions it reads."""
     return context.broker.fetch_sessions.begin(
         request.session_id,
@@ -66,7 +67,7 @@ def open_session(request: FetchRequest, context: RequestContext) -> FetchContext
     )
 
 
-def session_error(context: RequestContext, error_code: ErrorCode) -> list[Part]:
+def session_error(context: RequestContext[FetchServices], error_code: ErrorCode) -> list[Part]:
     """The answer to a request whose session failed: no partition, ``error_code``."""
     return encode_fetch_response(context.version, (), error_code, INVALID_SESSION_ID)
 
@@ -77,7 +78,7 @@ async def _ready(parts: list[Part]) -> list[Part]:
 
 async def answer(
     request: FetchRequest,
-    context: RequestContext,
+    context: RequestContext[FetchServices],
     session: FetchContext,
     targets: list[Target],
     erroneous: Answered,
@@ -105,7 +106,9 @@ async def answer(
     return encode_fetch_response(context.version, topics, ErrorCode.none, sent.session_id)
 
 
-def resolve(context: RequestContext, wanted: Wanted) -> tuple[list[Target], Answered]:
+def resolve(
+    context: RequestContext[FetchServices], wanted: Wanted
+) -> tuple[list[Target], Answered]:
     """The partitions to read, and the answers of those unknown (Kafka's ``interesting``
     and ``erroneous``). A name nobody reads (``T.delay``) is logged with its reason, which
     Fetch has no field to tell the client (refusal_log.py)."""

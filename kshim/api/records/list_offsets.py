@@ -13,6 +13,7 @@ may read: a hit at or past the last stable offset under read_committed is no ans
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithResolver
 from kshim.broker.partition_reads import ReadablePartition, TimestampHit
 from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
@@ -34,7 +35,9 @@ LEADER_EPOCH = 0  # a single broker's partitions never change leader
 NO_LEADER_EPOCH = -1
 
 
-async def handle(request: ListOffsetsRequest, context: RequestContext) -> ListOffsetsResponse:
+async def handle(
+    request: ListOffsetsRequest, context: RequestContext[WithResolver]
+) -> ListOffsetsResponse:
     read_committed = request.isolation_level == READ_COMMITTED
     topics = []
     for topic in request.topics:

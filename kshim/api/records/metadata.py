@@ -50,7 +50,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kshim.api.context import RequestContext
-from kshim.broker.broker import Broker
+from kshim.api.records.services import MetadataServices
 from kshim.broker.security.acls.model import ResourceType, all_supported
 from kshim.broker.topic_resolver import NO_TOPIC_ID, ResolvedTopic
 from kshim.broker.topics import TopicError, validate_topic_name
@@ -83,7 +83,7 @@ FIRST_BY_TOPIC_ID = 12  # Kafka 3.9 looks topics up by id from Metadata v12 on
 NO_CONTROLLER = -1
 
 
-async def handle(request: MetadataRequest, context: RequestContext) -> list[Part]:
+async def handle(request: MetadataRequest, context: RequestContext[MetadataServices]) -> list[Part]:
     operations = authorized_operations(
         request, context.version, topic=_every_topic_operation, cluster=_every_cluster_operation
     )
@@ -105,7 +105,7 @@ def _every_cluster_operation() -> int:
 
 
 async def topic_entries(
-    context: RequestContext,
+    context: RequestContext[MetadataServices],
     names: tuple[str | None, ...] | None,
     allow_create: bool,
     describable: Callable[[str], bool] | None = None,
@@ -136,7 +136,9 @@ async def topic_entries(
 
 
 def response(
-    context: RequestContext, topics: Sequence[bytes], operations: AuthorizedOperations
+    context: RequestContext[MetadataServices],
+    topics: Sequence[bytes],
+    operations: AuthorizedOperations,
 ) -> bytes:
     """The answer's body: this broker, the cluster, and the topics' entries in order."""
     broker = context.broker
@@ -197,14 +199,14 @@ def requested_names(request: MetadataRequest, version: int) -> tuple[str | None,
     return tuple(dict.fromkeys(request.topics))
 
 
-def auto_creates(request: MetadataRequest, broker: Broker) -> bool:
+def auto_creates(request: MetadataRequest, broker: MetadataServices) -> bool:
     """Whether a named topic that does not exist is created: the request allows it (always
     before v4) and so does ``auto.create.topics.enable``."""
     return request.allow_auto_topic_creation and broker.config.get_bool("auto.create.topics.enable")
 
 
 async def _named(
-    context: RequestContext, names: tuple[str | None, ...], allow_create: bool
+    context: RequestContext[MetadataServices], names: tuple[str | None, ...], allow_create: bool
 ) -> list[bytes]:
     """The entries of the topics asked for, in the order asked."""
     broker, version = context.broker, context.version
@@ -224,7 +226,7 @@ async def _named(
 
 
 async def _unresolved(
-    context: RequestContext, name: str | None, allow_create: bool
+    context: RequestContext[MetadataServices], name: str | None, allow_create: bool
 ) -> ResolvedTopic | MetadataResponseTopic:
     """A name that resolves to nothing yet: the topic auto-created for it, or the error
     entry to answer (its reason logged, when it has one: topic_resolver.refuse_unknown)."""
@@ -266,7 +268,7 @@ def _error(
 
 async def answer_ids(
     request: MetadataRequest,
-    context: RequestContext,
+    context: RequestContext[MetadataServices],
     operations: AuthorizedOperations,
     describable: Callable[[str], bool] | None = None,
 ) -> list[Part] | None:
@@ -298,7 +300,7 @@ async def answer_ids(
 
 
 def _by_id(
-    context: RequestContext,
+    context: RequestContext[MetadataServices],
     ids: Sequence[uuid.UUID],
     operations: AuthorizedOperations,
     describable: Callable[[str], bool] | None,

@@ -9,28 +9,21 @@ and topic a minute, in the broker's log (refusal_log.py).
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from kshim.api.context import RequestContext
+from kshim.api.services import WithPartitions
 from kshim.broker.partitions.service import AppendResult, PartitionService
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.produce_request import PartitionData, ProduceRequest
 from kshim.protocol.produce_response import PartitionAnswer, TopicAnswers, encode_produce_response
 from kshim.storage.interface import TopicPartition
 
-
-class Appends(Protocol):
-    """What Produce uses of the broker: its partition service, nothing else."""
-
-    @property
-    def partitions(self) -> PartitionService: ...
-
-
 # Each topic's partitions' results (partition index, result), in the order of the request.
 Appended = list[tuple[str, list[tuple[int, AppendResult]]]]
 
 
-async def handle(request: ProduceRequest, context: RequestContext[Appends]) -> list[Part] | None:
+async def handle(
+    request: ProduceRequest, context: RequestContext[WithPartitions]
+) -> list[Part] | None:
     """Appends every partition of ``request`` and answers for them, once every appended
     batch is durable; None for acks=0."""
     appended = append_all(request, context)
@@ -40,7 +33,7 @@ async def handle(request: ProduceRequest, context: RequestContext[Appends]) -> l
     return encode(context, answers(appended))
 
 
-def append_all(request: ProduceRequest, context: RequestContext[Appends]) -> Appended:
+def append_all(request: ProduceRequest, context: RequestContext[WithPartitions]) -> Appended:
     """Appends each partition's batch of ``request``, or says why not."""
     return [
         (topic.name, [(data.index, _append(context, topic.name, data, request))
@@ -66,13 +59,16 @@ def answers(appended: Appended) -> list[TopicAnswers]:
     ]
 
 
-def encode(context: RequestContext[Appends], topics: list[TopicAnswers]) -> list[Part]:
+def encode(context: RequestContext[WithPartitions], topics: list[TopicAnswers]) -> list[Part]:
     """The response's body, answering ``topics`` in their order."""
     return [encode_produce_response(context.header.api_version, topics)]
 
 
 def _append(
-    context: RequestContext[Appends], topic_name: str, data: PartitionData, request: ProduceRequest
+    context: RequestContext[WithPartitions],
+    topic_name: str,
+    data: PartitionData,
+    request: ProduceRequest,
 ) -> AppendResult:
     return context.broker.partitions.append(
         TopicPartition(topic_name, data.index),

@@ -1,12 +1,15 @@
-"""What the ACL APIs' handlers share: whether the caller may use them at all, and a
-filter as DescribeAcls and DeleteAcls both send it (the same seven fields, Kafka's
-AclBindingFilter on the wire)."""
+"""What the ACL APIs' handlers share: whether the caller may use them at all, a change
+(CreateAcls, DeleteAcls) allowed or refused whole, and a filter as DescribeAcls and
+DeleteAcls both send it (the same seven fields, Kafka's AclBindingFilter on the wire)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+import asyncio
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithAcls
 from kshim.broker.security.acls.model import (
     AclFilter,
     Operation,
@@ -16,6 +19,9 @@ from kshim.broker.security.acls.model import (
     from_code,
 )
 from kshim.broker.security.acls.service import Answer
+
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
 
 
 class WireFilter(Protocol):
@@ -37,11 +43,26 @@ class WireFilter(Protocol):
     def permission_type(self) -> int: ...
 
 
-def refusal(context: RequestContext, operation: Operation) -> Answer | None:
+def refusal(context: RequestContext[WithAcls], operation: Operation) -> Answer | None:
     """Why the request's principal may not call an ACL API needing ``operation`` on the
     cluster, or None (the authoriser's ``refusal``)."""
     session = context.session
     return context.broker.acls.refusal(session.principal, session.client_address, operation)
+
+
+async def changed(
+    context: RequestContext[WithAcls],
+    items: list[ItemT],
+    change: Callable[[list[ItemT]], list[ResultT]],
+    refused: Callable[[Answer], ResultT],
+) -> list[ResultT]:
+    """Each of ``items``' result of ``change``, which runs in a thread (the ACL store
+    commits and fsyncs); or, when the principal may not ALTER the cluster, the refusal as
+    every item's result (``refused``): as Kafka's AclApis, a change is refused whole."""
+    answer = refusal(context, Operation.ALTER)
+    if answer is not None:
+        return [refused(answer)] * len(items)
+    return await asyncio.to_thread(change, items)
 
 
 def acl_filter(requested: WireFilter) -> AclFilter:

@@ -10,6 +10,7 @@ handler runs.
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithCredentials
 from kshim.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -17,7 +18,7 @@ from kshim.protocol.messages.alter_user_scram_credentials import (
 
 
 async def handle(
-    request: AlterUserScramCredentialsRequest, context: RequestContext
+    request: AlterUserScramCredentialsRequest, context: RequestContext[WithCredentials]
 ) -> AlterUserScramCredentialsResponse:
     results = await context.broker.credentials.alter(request.deletions, request.upsertions)
     return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=results)

@@ -8,10 +8,9 @@ each binding gets its own result, INVALID_REQUEST for one Kafka refuses
 
 from __future__ import annotations
 
-import asyncio
-
 from kshim.api.context import RequestContext
 from kshim.api.security import acl_requests
+from kshim.api.services import WithAcls
 from kshim.broker.security.acls.model import (
     AclBinding,
     Operation,
@@ -20,6 +19,7 @@ from kshim.broker.security.acls.model import (
     ResourceType,
     from_code,
 )
+from kshim.broker.security.acls.service import Answer
 from kshim.protocol.messages.create_acls import (
     AclCreation,
     AclCreationResult,
@@ -28,14 +28,11 @@ from kshim.protocol.messages.create_acls import (
 )
 
 
-async def handle(request: CreateAclsRequest, context: RequestContext) -> CreateAclsResponse:
-    acls = context.broker.acls
-    refusal = acl_requests.refusal(context, Operation.ALTER)
-    if refusal is not None:
-        created = [refusal] * len(request.creations)
-    else:
-        bindings = [_binding(creation) for creation in request.creations]
-        created = await asyncio.to_thread(acls.create, bindings)
+async def handle(
+    request: CreateAclsRequest, context: RequestContext[WithAcls]
+) -> CreateAclsResponse:
+    bindings = [_binding(creation) for creation in request.creations]
+    created = await acl_requests.changed(context, bindings, context.broker.acls.create, _refused)
     return CreateAclsResponse(
         throttle_time_ms=0,
         results=[
@@ -43,6 +40,10 @@ async def handle(request: CreateAclsRequest, context: RequestContext) -> CreateA
             for error_code, message in created
         ],
     )
+
+
+def _refused(answer: Answer) -> Answer:
+    return answer
 
 
 def _binding(creation: AclCreation) -> AclBinding:

@@ -9,12 +9,11 @@ INVALID_REQUEST for an UNKNOWN part (security/acls/model.py filter_problem).
 
 from __future__ import annotations
 
-import asyncio
-
 from kshim.api.context import RequestContext
 from kshim.api.security import acl_requests
-from kshim.broker.security.acls.model import AclBinding, Operation
-from kshim.broker.security.acls.service import DeleteResult
+from kshim.api.services import WithAcls
+from kshim.broker.security.acls.model import AclBinding
+from kshim.broker.security.acls.service import Answer, DeleteResult
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.delete_acls import (
     DeleteAclsFilterResult,
@@ -24,15 +23,11 @@ from kshim.protocol.messages.delete_acls import (
 )
 
 
-async def handle(request: DeleteAclsRequest, context: RequestContext) -> DeleteAclsResponse:
-    acls = context.broker.acls
-    refusal = acl_requests.refusal(context, Operation.ALTER)
-    if refusal is not None:
-        error_code, message = refusal
-        deleted = [DeleteResult(error_code, message, [])] * len(request.filters)
-    else:
-        filters = [acl_requests.acl_filter(requested) for requested in request.filters]
-        deleted = await asyncio.to_thread(acls.delete, filters)
+async def handle(
+    request: DeleteAclsRequest, context: RequestContext[WithAcls]
+) -> DeleteAclsResponse:
+    filters = [acl_requests.acl_filter(requested) for requested in request.filters]
+    deleted = await acl_requests.changed(context, filters, context.broker.acls.delete, _refused)
     return DeleteAclsResponse(
         throttle_time_ms=0,
         filter_results=[
@@ -44,6 +39,11 @@ async def handle(request: DeleteAclsRequest, context: RequestContext) -> DeleteA
             for result in deleted
         ],
     )
+
+
+def _refused(answer: Answer) -> DeleteResult:
+    error_code, message = answer
+    return DeleteResult(error_code, message, [])
 
 
 def _matching(binding: AclBinding) -> DeleteAclsMatchingAcl:

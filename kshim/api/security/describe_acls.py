@@ -13,6 +13,7 @@ from itertools import groupby
 
 from kshim.api.context import RequestContext
 from kshim.api.security import acl_requests
+from kshim.api.services import WithAcls
 from kshim.broker.security.acls.model import (
     AclBinding,
     Operation,
@@ -29,7 +30,9 @@ from kshim.protocol.messages.describe_acls import (
 NO_AUTHORIZER_TO_DESCRIBE = "No Authorizer is configured on the broker"
 
 
-async def handle(request: DescribeAclsRequest, context: RequestContext) -> DescribeAclsResponse:
+async def handle(
+    request: DescribeAclsRequest, context: RequestContext[WithAcls]
+) -> DescribeAclsResponse:
     acls = context.broker.acls
     acl_filter = acl_requests.acl_filter(request)
     refusal = acl_requests.refusal(context, Operation.DESCRIBE)

@@ -11,6 +11,7 @@ user described: the field's default, "", is sent.
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithCredentials
 from kshim.broker.security.credentials import UNSET_MESSAGE
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.describe_user_scram_credentials import (
@@ -20,7 +21,7 @@ from kshim.protocol.messages.describe_user_scram_credentials import (
 
 
 async def handle(
-    request: DescribeUserScramCredentialsRequest, context: RequestContext
+    request: DescribeUserScramCredentialsRequest, context: RequestContext[WithCredentials]
 ) -> DescribeUserScramCredentialsResponse:
     users = None if request.users is None else [user.name for user in request.users]
     return DescribeUserScramCredentialsResponse(

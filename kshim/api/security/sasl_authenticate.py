@@ -17,7 +17,7 @@ from kshim.protocol.messages.sasl_authenticate import (
 
 
 async def handle(
-    request: SaslAuthenticateRequest, context: RequestContext
+    request: SaslAuthenticateRequest, context: RequestContext[object]
 ) -> SaslAuthenticateResponse:
     session = context.session
     if not session.uses_sasl or session.authenticated or session.raw_tokens:

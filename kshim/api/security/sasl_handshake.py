@@ -14,12 +14,15 @@ failure (ApiVersions likewise: api_versions.py).
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.security.services import HandshakeServices
 from kshim.broker.security.authentication import choose_mechanism, enabled_mechanisms
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 
 
-async def handle(request: SaslHandshakeRequest, context: RequestContext) -> SaslHandshakeResponse:
+async def handle(
+    request: SaslHandshakeRequest, context: RequestContext[HandshakeServices]
+) -> SaslHandshakeResponse:
     session = context.session
     enabled = enabled_mechanisms(session, dict(context.broker.config.values))
     if session.uses_sasl and not session.authenticated and session.mechanism is not None:

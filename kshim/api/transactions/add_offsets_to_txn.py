@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithTransactions
 from kshim.protocol.messages.add_offsets_to_txn import (
     AddOffsetsToTxnRequest,
     AddOffsetsToTxnResponse,
@@ -12,7 +13,7 @@ FIRST_FENCED_VERSION = 2  # KIP-588: older versions get INVALID_PRODUCER_EPOCH
 
 
 async def handle(
-    request: AddOffsetsToTxnRequest, context: RequestContext
+    request: AddOffsetsToTxnRequest, context: RequestContext[WithTransactions]
 ) -> AddOffsetsToTxnResponse:
     error = await context.broker.transactions.add_offsets(
         request.transactional_id,

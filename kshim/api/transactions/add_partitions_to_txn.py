@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from kshim.api.context import RequestContext
 from kshim.api.transactions.partition_answers import by_topic
+from kshim.api.transactions.services import TransactionsAndTopics
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
@@ -23,7 +24,7 @@ FIRST_FENCED_VERSION = 2  # KIP-588: older versions get INVALID_PRODUCER_EPOCH
 
 
 async def handle(
-    request: AddPartitionsToTxnRequest, context: RequestContext
+    request: AddPartitionsToTxnRequest, context: RequestContext[TransactionsAndTopics]
 ) -> AddPartitionsToTxnResponse:
     errors = await context.broker.transactions.add_partitions(
         request.v3_and_below_transactional_id,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithTransactions
 from kshim.broker.transactions.answers import TransactionDescription
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.describe_transactions import (
@@ -18,7 +19,7 @@ UNKNOWN_START_TIME = UNKNOWN_PRODUCER = UNKNOWN_EPOCH = 0
 
 
 async def handle(
-    request: DescribeTransactionsRequest, context: RequestContext
+    request: DescribeTransactionsRequest, context: RequestContext[WithTransactions]
 ) -> DescribeTransactionsResponse:
     coordinator = context.broker.transactions
     return DescribeTransactionsResponse(

@@ -13,12 +13,15 @@ or a review that already decided) gets PRODUCER_FENCED and cannot change the out
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithTransactions
 from kshim.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 
 FIRST_FENCED_VERSION = 2  # KIP-588: older versions get INVALID_PRODUCER_EPOCH
 
 
-async def handle(request: EndTxnRequest, context: RequestContext) -> EndTxnResponse:
+async def handle(
+    request: EndTxnRequest, context: RequestContext[WithTransactions]
+) -> EndTxnResponse:
     error = await context.broker.transactions.end_transaction(
         request.transactional_id,
         request.producer_id,

@@ -11,6 +11,7 @@ instance left open, by review (broker/transactions/reviewer.py).
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.transactions.services import ProducerIds
 from kshim.protocol.messages.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -19,7 +20,9 @@ from kshim.protocol.messages.init_producer_id import (
 FIRST_FENCED_VERSION = 4  # KIP-588: older versions get INVALID_PRODUCER_EPOCH
 
 
-async def handle(request: InitProducerIdRequest, context: RequestContext) -> InitProducerIdResponse:
+async def handle(
+    request: InitProducerIdRequest, context: RequestContext[ProducerIds]
+) -> InitProducerIdResponse:
     broker = context.broker
     answer = await broker.transactions.init_producer(
         request.transactional_id,

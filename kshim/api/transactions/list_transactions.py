@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kshim.api.context import RequestContext
+from kshim.api.services import WithTransactions
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.list_transactions import (
     ListTransactionsRequest,
@@ -12,7 +13,7 @@ from kshim.protocol.messages.list_transactions import (
 
 
 async def handle(
-    request: ListTransactionsRequest, context: RequestContext
+    request: ListTransactionsRequest, context: RequestContext[WithTransactions]
 ) -> ListTransactionsResponse:
     listed = context.broker.transactions.list_transactions(
         set(request.state_filters), set(request.producer_id_filters)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from kshim.api.context import RequestContext
 from kshim.api.transactions.partition_answers import by_topic
+from kshim.api.transactions.services import TransactionalOffsets
 from kshim.broker.groups.coordinator import valid_group_id
 from kshim.broker.groups.offset_commits import check_transactional_commit
 from kshim.broker.topic_resolver import TopicResolver
@@ -34,7 +35,7 @@ FIRST_ABORTABLE_VERSION = 4
 
 
 async def handle(
-    request: TxnOffsetCommitRequest, context: RequestContext
+    request: TxnOffsetCommitRequest, context: RequestContext[TransactionalOffsets]
 ) -> TxnOffsetCommitResponse:
     refused = _unreadable_partitions(request, context.broker.resolver)
     offsets = [
@@ -68,7 +69,9 @@ async def handle(
 
 
 async def _commit(
-    request: TxnOffsetCommitRequest, offsets: list[TransactionalOffset], context: RequestContext
+    request: TxnOffsetCommitRequest,
+    offsets: list[TransactionalOffset],
+    context: RequestContext[TransactionalOffsets],
 ) -> ErrorCode:
     """The one answer of every partition that exists. Kafka refuses an empty group id
     before it looks at the transaction, and the transaction before the member."""
