@@ -11,7 +11,7 @@ handler, which refuses it.
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from kshim.api.access.permissions import (
@@ -20,10 +20,8 @@ from kshim.api.access.permissions import (
     TOPIC_REFUSED,
     Permissions,
 )
-from kshim.api.access.refusals import merged
-from kshim.api.access.rule import Handler
+from kshim.api.access.refusals import Listing, Refusals, item_by_item
 from kshim.api.admin.config_changes import ConfigResource, ResourceAnswer
-from kshim.api.context import RequestContext
 from kshim.broker.security.acls.model import Operation
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages import alter_configs as legacy
@@ -44,7 +42,6 @@ REFUSAL_MESSAGES = {
 }
 
 
-ResourceT = TypeVar("ResourceT", bound=ConfigResource)
 AnswerT = TypeVar("AnswerT")
 
 
@@ -63,23 +60,29 @@ def refusal(
     return None
 
 
-async def describe_configs_rule(
-    request: DescribeConfigsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[DescribeConfigsRequest, DescribeConfigsResponse],
-) -> DescribeConfigsResponse:
-    allowed, refused = _split(
-        request.resources, Operation.DESCRIBE_CONFIGS, permissions, _refused_description
-    )
-    return await merged(
-        handle,
-        context,
-        dataclasses.replace(request, resources=allowed) if allowed else None,
-        lambda: DescribeConfigsResponse(throttle_time_ms=0, results=[]),
-        lambda response: response.results,
-        refused,
-    )
+def _configs_need(operation: Operation) -> Refusals[object, ConfigResource]:
+    """Each resource's ``refusal`` of ``operation`` on its configs."""
+
+    def refusals(
+        permissions: Permissions, _request: object, resources: Sequence[ConfigResource]
+    ) -> list[ErrorCode | None]:
+        return [refusal(resource, operation, permissions) for resource in resources]
+
+    return refusals
+
+
+def _refused(answer: ResourceAnswer[AnswerT]) -> Callable[[ConfigResource, ErrorCode], AnswerT]:
+    """A refused resource's ``answer``, with the error's message."""
+
+    def refused(resource: ConfigResource, error: ErrorCode) -> AnswerT:
+        return answer(
+            error_code=error,
+            error_message=REFUSAL_MESSAGES[error],
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        )
+
+    return refused
 
 
 def _refused_description(
@@ -94,69 +97,24 @@ def _refused_description(
     )
 
 
-async def alter_configs_rule(
-    request: legacy.AlterConfigsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[legacy.AlterConfigsRequest, legacy.AlterConfigsResponse],
-) -> legacy.AlterConfigsResponse:
-    allowed, refused = _split(
-        request.resources, Operation.ALTER_CONFIGS, permissions, legacy.AlterConfigsResourceResponse
-    )
-    return await merged(
-        handle,
-        context,
-        dataclasses.replace(request, resources=allowed) if allowed else None,
-        lambda: legacy.AlterConfigsResponse(throttle_time_ms=0, responses=[]),
-        lambda response: response.responses,
-        refused,
-    )
-
-
-async def incremental_alter_configs_rule(
-    request: incremental.IncrementalAlterConfigsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[
-        incremental.IncrementalAlterConfigsRequest, incremental.IncrementalAlterConfigsResponse
-    ],
-) -> incremental.IncrementalAlterConfigsResponse:
-    allowed, refused = _split(
-        request.resources,
-        Operation.ALTER_CONFIGS,
-        permissions,
-        incremental.AlterConfigsResourceResponse,
-    )
-    return await merged(
-        handle,
-        context,
-        dataclasses.replace(request, resources=allowed) if allowed else None,
-        lambda: incremental.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[]),
-        lambda response: response.responses,
-        refused,
-    )
-
-
-def _split(
-    resources: list[ResourceT],
-    operation: Operation,
-    permissions: Permissions,
-    answer: ResourceAnswer[AnswerT],
-) -> tuple[list[ResourceT], list[AnswerT]]:
-    """(the resources whose configs the client may ``operation``, the others' answers)."""
-    allowed: list[ResourceT] = []
-    refused: list[AnswerT] = []
-    for resource in resources:
-        error = refusal(resource, operation, permissions)
-        if error is None:
-            allowed.append(resource)
-        else:
-            refused.append(
-                answer(
-                    error_code=error,
-                    error_message=REFUSAL_MESSAGES[error],
-                    resource_type=resource.resource_type,
-                    resource_name=resource.resource_name,
-                )
-            )
-    return allowed, refused
+# Configs are described with DESCRIBE_CONFIGS on their resource, changed with ALTER_CONFIGS.
+describe_configs_rule = item_by_item(
+    Listing(DescribeConfigsRequest, "resources", DescribeConfigsResponse, "results"),
+    _configs_need(Operation.DESCRIBE_CONFIGS),
+    _refused(_refused_description),
+)
+alter_configs_rule = item_by_item(
+    Listing(legacy.AlterConfigsRequest, "resources", legacy.AlterConfigsResponse, "responses"),
+    _configs_need(Operation.ALTER_CONFIGS),
+    _refused(legacy.AlterConfigsResourceResponse),
+)
+incremental_alter_configs_rule = item_by_item(
+    Listing(
+        incremental.IncrementalAlterConfigsRequest,
+        "resources",
+        incremental.IncrementalAlterConfigsResponse,
+        "responses",
+    ),
+    _configs_need(Operation.ALTER_CONFIGS),
+    _refused(incremental.AlterConfigsResourceResponse),
+)

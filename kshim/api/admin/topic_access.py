@@ -13,7 +13,7 @@ import dataclasses
 import uuid
 
 from kshim.api.access.permissions import TOPIC_REFUSED, Permissions
-from kshim.api.access.refusals import merged, split_topics
+from kshim.api.access.refusals import Listing, item_by_item, topics_need
 from kshim.api.access.rule import Handler
 from kshim.api.admin import delete_topics
 from kshim.api.context import RequestContext
@@ -23,6 +23,7 @@ from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
+    CreatePartitionsTopic,
     CreatePartitionsTopicResult,
 )
 from kshim.protocol.messages.create_topics import (
@@ -40,6 +41,7 @@ from kshim.protocol.messages.describe_producers import (
     DescribeProducersRequest,
     DescribeProducersResponse,
     PartitionResponse,
+    TopicRequest,
     TopicResponse,
 )
 
@@ -154,57 +156,37 @@ def _refused_deletion(name: str | None, topic_id: uuid.UUID) -> DeletableTopicRe
     )
 
 
-async def create_partitions_rule(
-    request: CreatePartitionsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[CreatePartitionsRequest, CreatePartitionsResponse],
-) -> CreatePartitionsResponse:
-    """Each topic needs ALTER, or it is TOPIC_AUTHORIZATION_FAILED (with no message, as
-    ControllerApis.createPartitions answers)."""
-    allowed, denied = split_topics(permissions, Operation.ALTER, request.topics)
-    return await merged(
-        handle,
-        context,
-        dataclasses.replace(request, topics=allowed) if allowed else None,
-        lambda: CreatePartitionsResponse(throttle_time_ms=0, results=[]),
-        lambda response: response.results,
-        (
-            CreatePartitionsTopicResult(
-                name=topic.name, error_code=ErrorCode.topic_authorization_failed
+def _refused_growth(topic: CreatePartitionsTopic, error: ErrorCode) -> CreatePartitionsTopicResult:
+    # No message, as ControllerApis.createPartitions answers.
+    return CreatePartitionsTopicResult(name=topic.name, error_code=error)
+
+
+# Each topic needs ALTER, or it is TOPIC_AUTHORIZATION_FAILED.
+create_partitions_rule = item_by_item(
+    Listing(CreatePartitionsRequest, "topics", CreatePartitionsResponse, "results"),
+    topics_need(Operation.ALTER),
+    _refused_growth,
+)
+
+
+def _refused_producers(topic: TopicRequest, error: ErrorCode) -> TopicResponse:
+    return TopicResponse(
+        name=topic.name,
+        partitions=[
+            PartitionResponse(
+                partition_index=index,
+                error_code=error,
+                error_message=TOPIC_REFUSED,
+                active_producers=[],
             )
-            for topic in denied
-        ),
+            for index in topic.partition_indexes
+        ],
     )
 
 
-async def describe_producers_rule(
-    request: DescribeProducersRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[DescribeProducersRequest, DescribeProducersResponse],
-) -> DescribeProducersResponse:
-    """Each topic needs READ, or its partitions are TOPIC_AUTHORIZATION_FAILED."""
-    allowed, denied = split_topics(permissions, Operation.READ, request.topics)
-    return await merged(
-        handle,
-        context,
-        dataclasses.replace(request, topics=allowed) if allowed else None,
-        lambda: DescribeProducersResponse(throttle_time_ms=0, topics=[]),
-        lambda response: response.topics,
-        (
-            TopicResponse(
-                name=topic.name,
-                partitions=[
-                    PartitionResponse(
-                        partition_index=index,
-                        error_code=ErrorCode.topic_authorization_failed,
-                        error_message=TOPIC_REFUSED,
-                        active_producers=[],
-                    )
-                    for index in topic.partition_indexes
-                ],
-            )
-            for topic in denied
-        ),
-    )
+# Each topic needs READ, or its partitions are TOPIC_AUTHORIZATION_FAILED.
+describe_producers_rule = item_by_item(
+    Listing(DescribeProducersRequest, "topics", DescribeProducersResponse, "topics"),
+    topics_need(Operation.READ),
+    _refused_producers,
+)

@@ -14,7 +14,16 @@ import dataclasses
 from typing import Protocol
 
 from kshim.api.access.permissions import GROUP_REFUSED, TRANSACTIONAL_ID_REFUSED, Permissions
-from kshim.api.access.refusals import merged, refused_partitions, split, split_topics
+from kshim.api.access.refusals import (
+    Listing,
+    item_by_item,
+    partition_by_partition,
+    refused_unless,
+    split,
+    split_topics,
+    topics_need,
+    whole_first,
+)
 from kshim.api.access.rule import Handler, all_or_nothing
 from kshim.api.context import RequestContext
 from kshim.api.groups import describe_groups, find_coordinator, join_group
@@ -41,7 +50,6 @@ from kshim.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupRes
 from kshim.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 from kshim.protocol.messages.offset_commit import (
     OffsetCommitRequest,
-    OffsetCommitRequestTopic,
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
@@ -230,62 +238,20 @@ async def list_groups_rule(
     return response
 
 
-async def delete_groups_rule(
-    request: DeleteGroupsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[DeleteGroupsRequest, DeleteGroupsResponse],
-) -> DeleteGroupsResponse:
-    """Each group needs DELETE, or it is GROUP_AUTHORIZATION_FAILED."""
-    allowed, denied = split(
-        request.groups_names, lambda group: permissions.allows_group(Operation.DELETE, group)
-    )
-    return await merged(
-        handle,
-        context,
-        dataclasses.replace(request, groups_names=allowed) if allowed else None,
-        lambda: DeleteGroupsResponse(throttle_time_ms=0, results=[]),
-        lambda response: response.results,
-        (
-            DeletableGroupResult(group_id=group, error_code=ErrorCode.group_authorization_failed)
-            for group in denied
-        ),
-    )
+def _deletes_group(permissions: Permissions, group_id: str) -> bool:
+    return permissions.allows_group(Operation.DELETE, group_id)
 
 
-async def offset_commit_rule(
-    request: OffsetCommitRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[OffsetCommitRequest, OffsetCommitResponse],
-) -> OffsetCommitResponse:
-    """READ on the group, or every partition is GROUP_AUTHORIZATION_FAILED; then READ on
-    each topic, or its partitions are TOPIC_AUTHORIZATION_FAILED. With nothing left to
-    commit, the group coordinator is not asked."""
-    if not permissions.allows_group(Operation.READ, request.group_id):
-        return OffsetCommitResponse(
-            throttle_time_ms=0,
-            topics=_commit_errors(request.topics, ErrorCode.group_authorization_failed),
-        )
-    allowed, denied = split_topics(permissions, Operation.READ, request.topics)
-    return await merged(
-        handle,
-        context,
-        dataclasses.replace(request, topics=allowed) if allowed else None,
-        lambda: OffsetCommitResponse(throttle_time_ms=0, topics=[]),
-        lambda response: response.topics,
-        _commit_errors(denied, ErrorCode.topic_authorization_failed),
-    )
+def _refused_deletion(group_id: str, error: ErrorCode) -> DeletableGroupResult:
+    return DeletableGroupResult(group_id=group_id, error_code=error)
 
 
-def _commit_errors(
-    topics: list[OffsetCommitRequestTopic], error: ErrorCode
-) -> list[OffsetCommitResponseTopic]:
-    return refused_partitions(
-        topics,
-        lambda name, partitions: OffsetCommitResponseTopic(name=name, partitions=partitions),
-        lambda index: OffsetCommitResponsePartition(partition_index=index, error_code=error),
-    )
+# Each group needs DELETE, or it is GROUP_AUTHORIZATION_FAILED.
+delete_groups_rule = item_by_item(
+    Listing(DeleteGroupsRequest, "groups_names", DeleteGroupsResponse, "results"),
+    refused_unless(_deletes_group, ErrorCode.group_authorization_failed),
+    _refused_deletion,
+)
 
 
 async def offset_delete_rule(
@@ -304,15 +270,24 @@ async def offset_delete_rule(
     allowed, denied = split_topics(permissions, Operation.READ, request.topics)
     response = await handle(dataclasses.replace(request, topics=allowed), context)
     if response.error_code == ErrorCode.none:
+        refused = partition_by_partition(OffsetDeleteResponseTopic, OffsetDeleteResponsePartition)
         response.topics.extend(
-            refused_partitions(
-                denied,
-                lambda name, partitions: OffsetDeleteResponseTopic(
-                    name=name, partitions=partitions
-                ),
-                lambda index: OffsetDeleteResponsePartition(
-                    partition_index=index, error_code=ErrorCode.topic_authorization_failed
-                ),
-            )
+            refused(topic, ErrorCode.topic_authorization_failed) for topic in denied
         )
     return response
+
+
+def _group_refusal(permissions: Permissions, request: _GroupRequest) -> ErrorCode | None:
+    if _reads_group(permissions, request):
+        return None
+    return ErrorCode.group_authorization_failed
+
+
+# READ on the group, or every partition is GROUP_AUTHORIZATION_FAILED; then READ on each
+# topic, or its partitions are TOPIC_AUTHORIZATION_FAILED. With nothing left to commit, the
+# group coordinator is not asked.
+offset_commit_rule = item_by_item(
+    Listing(OffsetCommitRequest, "topics", OffsetCommitResponse, "topics"),
+    whole_first(_group_refusal, topics_need(Operation.READ)),
+    partition_by_partition(OffsetCommitResponseTopic, OffsetCommitResponsePartition),
+)

@@ -22,34 +22,27 @@ from kshim.api.context import RequestContext
 from kshim.api.groups import offset_fetch
 from kshim.broker.security.acls.model import Operation
 from kshim.protocol.errors import ErrorCode
-from kshim.protocol.messages.offset_fetch import (
-    OffsetFetchRequest,
-    OffsetFetchRequestGroup,
-    OffsetFetchRequestTopic,
-    OffsetFetchRequestTopics,
-    OffsetFetchResponse,
-    OffsetFetchResponseGroup,
-    OffsetFetchResponsePartition,
-    OffsetFetchResponsePartitions,
-    OffsetFetchResponseTopic,
-    OffsetFetchResponseTopics,
-)
+from kshim.protocol.messages import offset_fetch as messages
 
 FIRST_WITH_REQUEST_ERROR = 2
 NO_OFFSET = -1
 NO_LEADER_EPOCH = -1
 NO_METADATA = ""
 
-RequestTopic = TypeVar("RequestTopic", OffsetFetchRequestTopic, OffsetFetchRequestTopics)
-ResponseTopic = TypeVar("ResponseTopic", OffsetFetchResponseTopic, OffsetFetchResponseTopics)
+RequestTopic = TypeVar(
+    "RequestTopic", messages.OffsetFetchRequestTopic, messages.OffsetFetchRequestTopics
+)
+ResponseTopic = TypeVar(
+    "ResponseTopic", messages.OffsetFetchResponseTopic, messages.OffsetFetchResponseTopics
+)
 
 
 async def offset_fetch_rule(
-    request: OffsetFetchRequest,
+    request: messages.OffsetFetchRequest,
     context: RequestContext,
     permissions: Permissions,
-    handle: Handler[OffsetFetchRequest, OffsetFetchResponse],
-) -> OffsetFetchResponse:
+    handle: Handler[messages.OffsetFetchRequest, messages.OffsetFetchResponse],
+) -> messages.OffsetFetchResponse:
     if context.version >= offset_fetch.FIRST_BATCHED_VERSION:
         return await _batched(request, context, permissions, handle)
     if not permissions.allows_group(Operation.DESCRIBE, request.group_id):
@@ -66,29 +59,38 @@ async def offset_fetch_rule(
             _refused_topics(
                 denied,
                 ErrorCode.topic_authorization_failed,
-                OffsetFetchResponseTopic,
-                OffsetFetchResponsePartition,
+                messages.OffsetFetchResponseTopic,
+                messages.OffsetFetchResponsePartition,
             )
         )
     return response
 
 
-def _refused_group(request: OffsetFetchRequest, version: int) -> OffsetFetchResponse:
+def _refused_group(
+    request: messages.OffsetFetchRequest, version: int
+) -> messages.OffsetFetchResponse:
     error = ErrorCode.group_authorization_failed
     if version >= FIRST_WITH_REQUEST_ERROR:
-        return OffsetFetchResponse(throttle_time_ms=0, groups=[], topics=[], error_code=error)
+        return messages.OffsetFetchResponse(
+            throttle_time_ms=0, groups=[], topics=[], error_code=error
+        )
     topics = _refused_topics(
-        request.topics or (), error, OffsetFetchResponseTopic, OffsetFetchResponsePartition
+        request.topics or (),
+        error,
+        messages.OffsetFetchResponseTopic,
+        messages.OffsetFetchResponsePartition,
     )
-    return OffsetFetchResponse(throttle_time_ms=0, groups=[], topics=topics, error_code=error)
+    return messages.OffsetFetchResponse(
+        throttle_time_ms=0, groups=[], topics=topics, error_code=error
+    )
 
 
 async def _batched(
-    request: OffsetFetchRequest,
+    request: messages.OffsetFetchRequest,
     context: RequestContext,
     permissions: Permissions,
-    handle: Handler[OffsetFetchRequest, OffsetFetchResponse],
-) -> OffsetFetchResponse:
+    handle: Handler[messages.OffsetFetchRequest, messages.OffsetFetchResponse],
+) -> messages.OffsetFetchResponse:
     """Each group decided on its own; the handler answers the allowed ones, one answer per
     group in the order asked, and the refusals take their places."""
     decisions = [
@@ -99,7 +101,7 @@ async def _batched(
         for group, ok in zip(request.groups, decisions, strict=True)
         if ok
     ]
-    answered: list[OffsetFetchResponseGroup] = []
+    answered: list[messages.OffsetFetchResponseGroup] = []
     if allowed:
         response = await handle(dataclasses.replace(request, groups=allowed), context)
         answered = response.groups
@@ -109,15 +111,17 @@ async def _batched(
     groups = [
         _completed(group, next(answers), permissions)
         if ok
-        else OffsetFetchResponseGroup(
+        else messages.OffsetFetchResponseGroup(
             group_id=group.group_id, topics=[], error_code=ErrorCode.group_authorization_failed
         )
         for group, ok in zip(request.groups, decisions, strict=True)
     ]
-    return OffsetFetchResponse(throttle_time_ms=0, groups=groups, topics=[])
+    return messages.OffsetFetchResponse(throttle_time_ms=0, groups=groups, topics=[])
 
 
-def _narrowed(group: OffsetFetchRequestGroup, permissions: Permissions) -> OffsetFetchRequestGroup:
+def _narrowed(
+    group: messages.OffsetFetchRequestGroup, permissions: Permissions
+) -> messages.OffsetFetchRequestGroup:
     if group.topics is None:
         return group
     allowed, _ = split_topics(permissions, Operation.DESCRIBE, group.topics)
@@ -125,8 +129,10 @@ def _narrowed(group: OffsetFetchRequestGroup, permissions: Permissions) -> Offse
 
 
 def _completed(
-    asked: OffsetFetchRequestGroup, answer: OffsetFetchResponseGroup, permissions: Permissions
-) -> OffsetFetchResponseGroup:
+    asked: messages.OffsetFetchRequestGroup,
+    answer: messages.OffsetFetchResponseGroup,
+    permissions: Permissions,
+) -> messages.OffsetFetchResponseGroup:
     """One allowed group's answer: the topics it may not see left out (all offsets asked
     for) or refused (asked for by name)."""
     if answer.error_code != ErrorCode.none:
@@ -139,8 +145,8 @@ def _completed(
         _refused_topics(
             denied,
             ErrorCode.topic_authorization_failed,
-            OffsetFetchResponseTopics,
-            OffsetFetchResponsePartitions,
+            messages.OffsetFetchResponseTopics,
+            messages.OffsetFetchResponsePartitions,
         )
     )
     return answer
@@ -151,7 +157,9 @@ def _describable(topics: list[ResponseTopic], permissions: Permissions) -> list[
     return [topic for topic in topics if topic.name in describable]
 
 
-Partition = TypeVar("Partition", OffsetFetchResponsePartition, OffsetFetchResponsePartitions)
+Partition = TypeVar(
+    "Partition", messages.OffsetFetchResponsePartition, messages.OffsetFetchResponsePartitions
+)
 
 
 def _refused_topics(

@@ -20,7 +20,12 @@ import struct
 from collections.abc import Collection, Iterable
 
 from kshim.api.access.permissions import Permissions
-from kshim.api.access.refusals import merged, refused_partitions, split_topics
+from kshim.api.access.refusals import (
+    Listing,
+    item_by_item,
+    partition_by_partition,
+    topics_need,
+)
 from kshim.api.access.rule import Handler
 from kshim.api.context import RequestContext
 from kshim.api.records import fetch, metadata, produce
@@ -50,8 +55,6 @@ from kshim.protocol.produce_response import PartitionAnswer, TopicAnswers
 from kshim.protocol.record_batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG_MASK
 
 NO_OFFSET = -1  # base offset, high watermark, log start: Kafka's -1 for "none"
-NO_TIMESTAMP = -1
-NO_LEADER_EPOCH = -1
 NO_LOW_WATERMARK = -1
 _ATTRIBUTES = struct.Struct(">h")
 
@@ -173,34 +176,6 @@ def _with_refused(wanted: Wanted, readable: Collection[str], erroneous: Answered
     return merged
 
 
-async def list_offsets_rule(
-    request: ListOffsetsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[ListOffsetsRequest, ListOffsetsResponse],
-) -> ListOffsetsResponse:
-    """Each topic needs DESCRIBE, or its partitions are TOPIC_AUTHORIZATION_FAILED."""
-    allowed, denied = split_topics(permissions, Operation.DESCRIBE, request.topics)
-    return await merged(
-        handle,
-        context,
-        dataclasses.replace(request, topics=allowed) if allowed else None,
-        lambda: ListOffsetsResponse(throttle_time_ms=0, topics=[]),
-        lambda response: response.topics,
-        refused_partitions(
-            denied,
-            lambda name, partitions: ListOffsetsTopicResponse(name=name, partitions=partitions),
-            lambda index: ListOffsetsPartitionResponse(
-                partition_index=index,
-                error_code=ErrorCode.topic_authorization_failed,
-                timestamp=NO_TIMESTAMP,
-                offset=NO_OFFSET,
-                leader_epoch=NO_LEADER_EPOCH,
-            ),
-        ),
-    )
-
-
 async def metadata_rule(
     request: MetadataRequest,
     context: RequestContext,
@@ -300,27 +275,25 @@ def _refused_topic(name: str) -> MetadataResponseTopic:
     )
 
 
-async def delete_records_rule(
-    request: DeleteRecordsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[DeleteRecordsRequest, DeleteRecordsResponse],
-) -> DeleteRecordsResponse:
-    """Each topic needs DELETE, or its partitions are TOPIC_AUTHORIZATION_FAILED."""
-    allowed, denied = split_topics(permissions, Operation.DELETE, request.topics)
-    return await merged(
-        handle,
-        context,
-        dataclasses.replace(request, topics=allowed) if allowed else None,
-        lambda: DeleteRecordsResponse(throttle_time_ms=0, topics=[]),
-        lambda response: response.topics,
-        refused_partitions(
-            denied,
-            lambda name, partitions: DeleteRecordsTopicResult(name=name, partitions=partitions),
-            lambda index: DeleteRecordsPartitionResult(
-                partition_index=index,
-                low_watermark=NO_LOW_WATERMARK,
-                error_code=ErrorCode.topic_authorization_failed,
-            ),
-        ),
+def _refused_deletion(
+    *, partition_index: int, error_code: ErrorCode
+) -> DeleteRecordsPartitionResult:
+    return DeleteRecordsPartitionResult(
+        partition_index=partition_index, low_watermark=NO_LOW_WATERMARK, error_code=error_code
     )
+
+
+# Each topic needs DELETE, or its partitions are TOPIC_AUTHORIZATION_FAILED.
+delete_records_rule = item_by_item(
+    Listing(DeleteRecordsRequest, "topics", DeleteRecordsResponse, "topics"),
+    topics_need(Operation.DELETE),
+    partition_by_partition(DeleteRecordsTopicResult, _refused_deletion),
+)
+
+
+# Each topic needs DESCRIBE, or its partitions are TOPIC_AUTHORIZATION_FAILED.
+list_offsets_rule = item_by_item(
+    Listing(ListOffsetsRequest, "topics", ListOffsetsResponse, "topics"),
+    topics_need(Operation.DESCRIBE),
+    partition_by_partition(ListOffsetsTopicResponse, ListOffsetsPartitionResponse),
+)

@@ -13,9 +13,17 @@ ids.
 from __future__ import annotations
 
 import dataclasses
+from typing import Protocol
 
 from kshim.api.access.permissions import Permissions
-from kshim.api.access.refusals import merged, refused_partitions, split, split_topics
+from kshim.api.access.refusals import (
+    Listing,
+    item_by_item,
+    partition_by_partition,
+    split,
+    topics_need,
+    whole_first,
+)
 from kshim.api.access.rule import Handler, all_or_nothing
 from kshim.api.context import RequestContext
 from kshim.api.transactions import add_partitions_to_txn
@@ -45,7 +53,6 @@ from kshim.protocol.messages.list_transactions import (
 )
 from kshim.protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
-    TxnOffsetCommitRequestTopic,
     TxnOffsetCommitResponse,
     TxnOffsetCommitResponsePartition,
     TxnOffsetCommitResponseTopic,
@@ -124,13 +131,31 @@ async def add_offsets_to_txn_rule(
     permissions: Permissions,
     handle: Handler[AddOffsetsToTxnRequest, AddOffsetsToTxnResponse],
 ) -> AddOffsetsToTxnResponse:
-    if not permissions.allows_transactional_id(Operation.WRITE, request.transactional_id):
-        error = ErrorCode.transactional_id_authorization_failed
-    elif not permissions.allows_group(Operation.READ, request.group_id):
-        error = ErrorCode.group_authorization_failed
-    else:
+    """WRITE on the transactional id and READ on the group, or the request is refused."""
+    error = _offsets_refusal(permissions, request)
+    if error is None:
         return await handle(request, context)
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=error)
+
+
+class _OffsetsToTxn(Protocol):
+    """A request of a transaction's producer about its consumer group's offsets."""
+
+    @property
+    def transactional_id(self) -> str: ...
+
+    @property
+    def group_id(self) -> str: ...
+
+
+def _offsets_refusal(permissions: Permissions, request: _OffsetsToTxn) -> ErrorCode | None:
+    """The error refusing a transaction's offsets of a group: WRITE on the transactional
+    id first, then READ on the group."""
+    if not permissions.allows_transactional_id(Operation.WRITE, request.transactional_id):
+        return ErrorCode.transactional_id_authorization_failed
+    if not permissions.allows_group(Operation.READ, request.group_id):
+        return ErrorCode.group_authorization_failed
+    return None
 
 
 def _writes_transactional_id(permissions: Permissions, request: EndTxnRequest) -> bool:
@@ -146,40 +171,14 @@ def _refused_end_txn(_request: EndTxnRequest, _context: RequestContext) -> EndTx
 end_txn_rule = all_or_nothing(_writes_transactional_id, _refused_end_txn)
 
 
-async def txn_offset_commit_rule(
-    request: TxnOffsetCommitRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[TxnOffsetCommitRequest, TxnOffsetCommitResponse],
-) -> TxnOffsetCommitResponse:
-    """WRITE on the transactional id and READ on the group, or every partition carries the
-    refusal; then READ on each topic, or its partitions are TOPIC_AUTHORIZATION_FAILED. With
-    nothing left to commit, the transaction is not asked."""
-    if not permissions.allows_transactional_id(Operation.WRITE, request.transactional_id):
-        error = ErrorCode.transactional_id_authorization_failed
-        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=_errors(request.topics, error))
-    if not permissions.allows_group(Operation.READ, request.group_id):
-        error = ErrorCode.group_authorization_failed
-        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=_errors(request.topics, error))
-    allowed, denied = split_topics(permissions, Operation.READ, request.topics)
-    return await merged(
-        handle,
-        context,
-        dataclasses.replace(request, topics=allowed) if allowed else None,
-        lambda: TxnOffsetCommitResponse(throttle_time_ms=0, topics=[]),
-        lambda response: response.topics,
-        _errors(denied, ErrorCode.topic_authorization_failed),
-    )
-
-
-def _errors(
-    topics: list[TxnOffsetCommitRequestTopic], error: ErrorCode
-) -> list[TxnOffsetCommitResponseTopic]:
-    return refused_partitions(
-        topics,
-        lambda name, partitions: TxnOffsetCommitResponseTopic(name=name, partitions=partitions),
-        lambda index: TxnOffsetCommitResponsePartition(partition_index=index, error_code=error),
-    )
+# WRITE on the transactional id and READ on the group, or every partition carries the
+# refusal; then READ on each topic, or its partitions are TOPIC_AUTHORIZATION_FAILED. With
+# nothing left to commit, the transaction is not asked.
+txn_offset_commit_rule = item_by_item(
+    Listing(TxnOffsetCommitRequest, "topics", TxnOffsetCommitResponse, "topics"),
+    whole_first(_offsets_refusal, topics_need(Operation.READ)),
+    partition_by_partition(TxnOffsetCommitResponseTopic, TxnOffsetCommitResponsePartition),
+)
 
 
 async def describe_transactions_rule(
