@@ -37,7 +37,8 @@ from kshim.broker.security.acls.model import (
     is_principal,
 )
 from kshim.cli.acl_admin import AclAdmin, AclAdminError, acl_admin, describe
-from kshim.cli.admin_options import run_subcommand, subcommands
+from kshim.cli.admin_options import Commands, add_admin_command, run_subcommand
+from kshim.cli.argument_types import add_list_option
 from kshim.cli.errors import OneLineArgumentParser, UsageError
 from kshim.cli.text_table import fixed_width_table
 
@@ -70,23 +71,17 @@ Entry = tuple[str, str, Operation, Permission]
 Action = Callable[[AclAdmin], Iterator[str]]
 
 
-def add_acls_parser(
-    commands: argparse._SubParsersAction[OneLineArgumentParser],
-    bootstrap_type: Callable[[str], str],
-) -> None:
-    """Adds ``acls`` and its subcommands to the ``kshim`` parser's ``commands``;
-    ``bootstrap_type`` checks --bootstrap (host:port)."""
-    acls = commands.add_parser("acls", help="ACLs: add, list, remove")
-    acls.error_program = ACLS_PROGRAM
-    add = subcommands(acls, "acls_command", ("add", "list", "remove"), ACLS_PROGRAM, bootstrap_type)
+def add_acls_parser(commands: Commands) -> None:
+    """Adds ``acls`` and its subcommands to the ``kshim`` parser's ``commands``."""
+    add = add_admin_command(
+        commands, "acls", "ACLs: add, list, remove", ACLS_PROGRAM, ("add", "list", "remove")
+    )
     adding = add("add", "add ACLs")
     _add_resources(adding, "literal (default) or prefixed")
     _add_entries(adding)
     listing = add("list", "ACLs of the resources named (default: every ACL)")
     _add_resources(listing, "literal (default), prefixed, any or match")
-    listing.add_argument(
-        "--principal", action="extend", nargs="+", default=[], help="only these principals' ACLs"
-    )
+    add_list_option(listing, "--principal", "PRINCIPAL", "only these principals' ACLs")
     removing = add("remove", "remove ACLs")
     _add_resources(removing, "literal (default), prefixed, any or match")
     _add_entries(removing)
@@ -97,9 +92,7 @@ def add_acls_parser(
 
 def _add_resources(parser: OneLineArgumentParser, pattern_help: str) -> None:
     for option in RESOURCE_OPTIONS:
-        parser.add_argument(
-            "--" + option.replace("_", "-"), action="extend", nargs="+", default=[], metavar="NAME"
-        )
+        add_list_option(parser, "--" + option.replace("_", "-"), "NAME")
     parser.add_argument("--cluster", action="store_true", help="the cluster resource")
     parser.add_argument(
         "--resource-pattern-type",
@@ -111,25 +104,11 @@ def _add_resources(parser: OneLineArgumentParser, pattern_help: str) -> None:
 
 
 def _add_entries(parser: OneLineArgumentParser) -> None:
-    for option in ("allow-principal", "deny-principal"):
-        parser.add_argument(
-            "--" + option,
-            action="extend",
-            nargs="+",
-            default=[],
-            type=principal_argument,
-            metavar="PRINCIPAL",
-            help="User:name, or User:* for every principal",
-        )
-    for option in ("allow-host", "deny-host"):
-        parser.add_argument(
-            "--" + option,
-            action="extend",
-            nargs="+",
-            default=[],
-            metavar="HOST",
-            help="an IP address (default: * for any host)",
-        )
+    principal_help = "User:name, or User:* for every principal"
+    for option in ("--allow-principal", "--deny-principal"):
+        add_list_option(parser, option, "PRINCIPAL", principal_help, principal_argument)
+    for option in ("--allow-host", "--deny-host"):
+        add_list_option(parser, option, "HOST", "an IP address (default: * for any host)")
     parser.add_argument(
         "--operation",
         action="extend",

@@ -1,21 +1,25 @@
-"""What every admin command's subcommands take (``kshim topics``, ``transactions``,
-``groups``' subcommands), as Kafka's tools do: ``--bootstrap``, ``--command-config`` (a
-Kafka client properties file: security.protocol, TLS and SASL settings, read by
-``kshim.client.security``) and ``--json``."""
+"""What every command that talks to a running broker takes (``kshim topics``,
+``transactions``, ``groups``' subcommands, ``tail``, ``produce`` ...), as Kafka's tools do:
+``--bootstrap``, ``--command-config`` (a Kafka client properties file: security.protocol,
+TLS and SASL settings, read by ``kshim.client.security``) and ``--json``; and how each says
+that the broker could not be reached or refused it."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Protocol, TypeAlias, TypeVar
 
+from kshim.cli.argument_types import accepted_text
 from kshim.cli.config_sources import DEFAULT_LISTEN
 from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, print_lines
-from kshim.client.errors import reason
+from kshim.client.errors import broken_off, reason
+from kshim.client.frames import MalformedResponseError
 from kshim.client.java_properties import load_client_properties
 from kshim.client.sasl import AuthenticationFailed
 from kshim.client.security import ClientSecurity, ClientSecurityError, client_security
+from kshim.client.wire import ConnectionClosedError, WireConnection, connect, parse_bootstrap
 
 AdminT = TypeVar("AdminT")
 AdminT_co = TypeVar("AdminT_co", covariant=True)
@@ -34,13 +38,50 @@ class AdminFactory(Protocol[AdminT_co]):
     ) -> AbstractContextManager[AdminT_co]: ...
 
 
+# The ``kshim`` parser's commands, to which each command module adds its own (a string:
+# argparse's class takes no type argument at run time).
+Commands: TypeAlias = "argparse._SubParsersAction[OneLineArgumentParser]"
 # Adds one subcommand (name, help) with the common options; returns its parser.
 AddSubcommand = Callable[[str, str], OneLineArgumentParser]
 
 
+def bootstrap_argument(text: str) -> str:
+    """argparse type of --bootstrap: ``text`` if it is host:port."""
+    return accepted_text(text, parse_bootstrap)
+
+
+def add_command(
+    commands: Commands, name: str, help_text: str, program: str
+) -> OneLineArgumentParser:
+    """Adds the command ``name`` to the ``kshim`` parser's ``commands``, its errors said as
+    ``program`` (``kshim topics: error: ...``); returns its parser."""
+    parser = commands.add_parser(name, help=help_text)
+    parser.error_program = program
+    return parser
+
+
+def add_topic_command(
+    commands: Commands, name: str, help_text: str, program: str, json_help: str
+) -> OneLineArgumentParser:
+    """Adds the command ``name`` (``produce``, ``tail``) on one TOPIC of a running broker,
+    with the common options; returns its parser."""
+    parser = add_command(commands, name, help_text, program)
+    parser.add_argument("topic", metavar="TOPIC")
+    add_common_options(parser, json_help=json_help)
+    return parser
+
+
+def add_admin_command(
+    commands: Commands, name: str, help_text: str, program: str, names: Iterable[str]
+) -> AddSubcommand:
+    """Adds the admin command ``name`` (``topics``, ``users``, ...) with its subcommands
+    ``names``, the one chosen kept as ``<name>_command``; returns what adds each of them."""
+    parser = add_command(commands, name, help_text, program)
+    return subcommands(parser, f"{name}_command", names, program)
+
+
 def add_common_options(
     parser: OneLineArgumentParser,
-    bootstrap_type: Callable[[str], str],
     bootstrap_default: str = DEFAULT_LISTEN,
     json_help: str = "one JSON object per line",
 ) -> None:
@@ -52,7 +93,7 @@ def add_common_options(
     parser.add_argument(
         "--bootstrap",
         default=bootstrap_default,
-        type=bootstrap_type,
+        type=bootstrap_argument,
         help=f"a running broker, host:port (default {shown})",
     )
     add_command_config(parser, argparse.SUPPRESS if kept else None)
@@ -96,7 +137,6 @@ def subcommands(
     dest: str,
     names: Iterable[str],
     program: str,
-    bootstrap_type: Callable[[str], str],
     required: bool = True,
     bootstrap_default: str = DEFAULT_LISTEN,
 ) -> AddSubcommand:
@@ -104,7 +144,7 @@ def subcommands(
     common options; errors are said as ``program``. With ``bootstrap_default`` set to
     argparse.SUPPRESS a --bootstrap given to ``parent`` itself is kept."""
     common = OneLineArgumentParser(add_help=False)
-    add_common_options(common, bootstrap_type, bootstrap_default)
+    add_common_options(common, bootstrap_default)
     actions = parent.add_subparsers(
         dest=dest, required=required, metavar="{" + ",".join(names) + "}"
     )
@@ -132,17 +172,47 @@ def run_subcommand(
     refuses the request (one of ``refusals``).
     """
     security = command_security(arguments.command_config)
+    with broker_failures(bootstrap, refusals), admin(bootstrap, security=security) as connected:
+        for line in subcommand(connected, arguments):
+            print_lines(line)
+
+
+@contextmanager
+def broker_failures(
+    bootstrap: str, refusals: tuple[type[Exception], ...], attempt: str = "reach"
+) -> Iterator[None]:
+    """Raises CommandFailed for what goes wrong in its block, talking to the broker at
+    ``bootstrap``: it cannot be reached (``cannot {attempt} ...``), refuses the
+    authentication, or refuses the request (one of ``refusals``)."""
     try:
-        with admin(bootstrap, security=security) as connected:
-            for line in subcommand(connected, arguments):
-                print_lines(line)
+        yield
     except OSError as error:
-        raise CommandFailed(f"cannot reach {bootstrap}: {reason(error)}") from error
+        raise CommandFailed(f"cannot {attempt} {bootstrap}: {reason(error)}") from error
     except AuthenticationFailed as error:
-        raise CommandFailed(authentication_failure(bootstrap, error)) from error
+        raise CommandFailed(f"cannot authenticate to {bootstrap}: {error}") from error
     except refusals as error:
         raise CommandFailed(str(error)) from error
 
 
-def authentication_failure(bootstrap: str, error: AuthenticationFailed) -> str:
-    return f"cannot authenticate to {bootstrap}: {error}"
+@contextmanager
+def record_connection(
+    bootstrap: str,
+    security: ClientSecurity | None,
+    client_id: str,
+    read_timeout_s: float,
+    what: str,
+    refusal: type[Exception],
+) -> Iterator[WireConnection]:
+    """A connection to the broker at ``bootstrap`` to ``what`` (``read``, ``write``) records,
+    closed after its block. Raises CommandFailed as broker_failures does (``refusal`` the
+    request's), and for a broker that closes the connection or answers something malformed,
+    with the hint about secured listeners that broken_off gives a plain connection."""
+    with broker_failures(bootstrap, (refusal,)):
+        try:
+            with connect(
+                bootstrap, read_timeout_s, client_id=client_id, security=security
+            ) as connection:
+                yield connection
+        except (ConnectionClosedError, MalformedResponseError) as error:
+            # Before broker_failures sees it: a closed connection is an OSError too.
+            raise CommandFailed(broken_off(bootstrap, what, error, security)) from error

@@ -21,6 +21,7 @@ from kshim.broker.config.keys import (
     parse_properties,
 )
 from kshim.broker.config.validators import ConfigError, refusal
+from kshim.cli.argument_types import accepted_text
 from kshim.cli.errors import print_warning
 from kshim.client.errors import reason
 
@@ -38,11 +39,7 @@ class Setting:
 
 def listener_argument(text: str) -> str:
     """argparse type of --listen and --advertised: ``text`` if it is host:port."""
-    try:
-        parse_listener(text)
-    except ConfigError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
+    return accepted_text(text, parse_listener)
 
 
 def load_config(

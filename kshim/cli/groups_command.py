@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict
 
 from kshim.cli.admin_options import run_subcommand, subcommands
+from kshim.cli.argument_types import partition_argument
 from kshim.cli.errors import GROUPS_PROGRAM, OneLineArgumentParser
 from kshim.cli.text_table import fixed_width_table
 from kshim.client.group_admin import GroupAdmin, GroupAdminError, GroupMember, group_admin
@@ -34,11 +35,9 @@ from kshim.client.offset_reset import (
 NO_OFFSET = "-"
 
 
-def add_group_admin_parsers(
-    groups: OneLineArgumentParser, bootstrap_type: Callable[[str], str]
-) -> None:
+def add_group_admin_parsers(groups: OneLineArgumentParser) -> None:
     """Adds the optional ``reset-offsets`` and ``delete`` subcommands to the ``kshim groups``
-    parser; ``bootstrap_type`` checks --bootstrap (host:port)."""
+    parser."""
     # No --bootstrap default on the subcommands: one given before the subcommand, or the
     # groups parser's default, is kept unless the subcommand names one itself.
     add = subcommands(
@@ -46,7 +45,6 @@ def add_group_admin_parsers(
         "groups_command",
         SUBCOMMANDS,
         GROUPS_PROGRAM,
-        bootstrap_type,
         required=False,
         bootstrap_default=argparse.SUPPRESS,
     )
@@ -100,13 +98,6 @@ def _add_reset(reset: OneLineArgumentParser) -> None:
     reset.add_argument(
         "--execute", action="store_true", help="commit the new offsets (default: only show them)"
     )
-
-
-def partition_argument(text: str) -> int:
-    """argparse type of --partition: a partition number, 0 or more."""
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a partition number")
-    return int(text)
 
 
 def datetime_argument(text: str) -> int:

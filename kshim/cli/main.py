@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import logging
 import os
 import sys
@@ -18,7 +17,13 @@ from kshim.broker.clock import wall_clock_ms
 from kshim.broker.delay.status import delay_status
 from kshim.broker.groups.consumption_status import PartitionStatus, group_status
 from kshim.cli.acls import ACLS_PROGRAM, add_acls_parser, run_acls
-from kshim.cli.admin_options import add_command_config, authentication_failure, command_security
+from kshim.cli.admin_options import (
+    add_command,
+    add_command_config,
+    bootstrap_argument,
+    broker_failures,
+    command_security,
+)
 from kshim.cli.config_sources import (
     DEFAULT_DATA_DIR,
     DEFAULT_LISTEN,
@@ -42,6 +47,7 @@ from kshim.cli.produce_command import PRODUCE_PROGRAM, add_produce_parser, run_p
 from kshim.cli.serve_command import add_serve_parser, run_broker, serve, stopped_line
 from kshim.cli.status_tables import consumption_table, delays_table
 from kshim.cli.tail_command import TAIL_PROGRAM, add_tail_parser, run_tail
+from kshim.cli.text_table import json_or_table
 from kshim.cli.topics_command import TOPICS_PROGRAM, add_topics_parser, run_topics
 from kshim.cli.transactions_command import (
     TRANSACTIONS_PROGRAM,
@@ -49,10 +55,7 @@ from kshim.cli.transactions_command import (
     run_transactions,
 )
 from kshim.cli.users import USERS_PROGRAM, add_users_parser, run_users
-from kshim.client.errors import reason
 from kshim.client.group_query import GroupOffsets, QueryError, query_groups
-from kshim.client.sasl import AuthenticationFailed
-from kshim.client.wire import parse_bootstrap
 from kshim.storage.interface import TopicPartition
 from kshim.storage.meta.lmdb_types import LmdbFailed
 from kshim.storage.schedule.delay_records import ScheduleLayoutError
@@ -69,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=VersionAction)
     commands = parser.add_subparsers(dest="command", required=True)
     add_serve_parser(commands)
-    groups = commands.add_parser("groups", help="consumer groups: committed offsets and lag")
+    groups_help = "consumer groups: committed offsets and lag"
+    groups = add_command(commands, "groups", groups_help, GROUPS_PROGRAM)
     groups.add_argument(
         "--bootstrap",
         default=DEFAULT_LISTEN,
@@ -79,22 +83,19 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_argument("--group", help="only this group (default: every group)")
     add_command_config(groups)
     groups.add_argument("--json", action="store_true", help="one JSON object per partition")
-    groups.error_program = GROUPS_PROGRAM
-    add_group_admin_parsers(groups, bootstrap_argument)
-    add_tail_parser(commands, bootstrap_argument)
-    add_produce_parser(commands, bootstrap_argument)
-    add_topics_parser(commands, bootstrap_argument)
-    add_transactions_parser(commands, bootstrap_argument)
-    add_users_parser(commands, bootstrap_argument)
-    add_acls_parser(commands, bootstrap_argument)
-    delays = commands.add_parser(
-        "delays", help="delayed delivery: pending records per topic, next due, lateness"
-    )
+    add_group_admin_parsers(groups)
+    add_tail_parser(commands)
+    add_produce_parser(commands)
+    add_topics_parser(commands)
+    add_transactions_parser(commands)
+    add_users_parser(commands)
+    add_acls_parser(commands)
+    delays_help = "delayed delivery: pending records per topic, next due, lateness"
+    delays = add_command(commands, "delays", delays_help, DELAYS_PROGRAM)
     delays.add_argument(
         "--data-dir", default=DEFAULT_DATA_DIR, help=f"the broker's (default {DEFAULT_DATA_DIR})"
     )
     delays.add_argument("--json", action="store_true", help="one JSON object per topic")
-    delays.error_program = DELAYS_PROGRAM
     return parser
 
 
@@ -119,34 +120,15 @@ def package_version() -> str:
         return "(version unknown: not installed)"
 
 
-def bootstrap_argument(text: str) -> str:
-    """argparse type of --bootstrap: ``text`` if it is host:port."""
-    try:
-        parse_bootstrap(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
-
-
 def show_groups(arguments: argparse.Namespace) -> None:
     """Prints the consumption status table of a running broker's groups; raises
     CommandFailed when the broker cannot be asked or the group does not exist, UsageError
     for a --command-config that cannot be used."""
     security = command_security(arguments.command_config)
-    try:
+    with broker_failures(arguments.bootstrap, (QueryError,), attempt="query"):
         groups = query_groups(arguments.bootstrap, arguments.group, security=security)
-    except OSError as error:
-        raise CommandFailed(f"cannot query {arguments.bootstrap}: {reason(error)}") from error
-    except AuthenticationFailed as error:
-        raise CommandFailed(authentication_failure(arguments.bootstrap, error)) from error
-    except QueryError as error:
-        raise CommandFailed(str(error)) from error
-    rows = status_rows(groups)
-    if arguments.json:
-        for row in rows:
-            print_lines(json.dumps(row.to_json()))
-    else:
-        print_lines(consumption_table(rows))
+    for line in json_or_table(status_rows(groups), arguments.json, consumption_table):
+        print_lines(line)
 
 
 def status_rows(groups: list[GroupOffsets]) -> list[PartitionStatus]:
@@ -175,11 +157,8 @@ def show_delays(arguments: argparse.Namespace) -> None:
         raise CommandFailed(f"cannot read the delay schedule in {data_dir}: {error}") from error
     finally:
         store.close()
-    if arguments.json:
-        for row in rows:
-            print_lines(json.dumps(row.to_json()))
-    else:
-        print_lines(delays_table(rows))
+    for line in json_or_table(rows, arguments.json, delays_table):
+        print_lines(line)
 
 
 def run_groups(arguments: argparse.Namespace) -> None:

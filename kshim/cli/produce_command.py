@@ -22,17 +22,13 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
-from kshim.cli.admin_options import add_common_options, authentication_failure, command_security
-from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, print_lines
-from kshim.cli.groups_command import partition_argument
-from kshim.client.errors import broken_off, reason
-from kshim.client.frames import MalformedResponseError
+from kshim.cli.admin_options import Commands, add_topic_command, command_security, record_connection
+from kshim.cli.argument_types import partition_argument
+from kshim.cli.errors import UsageError, print_lines
 from kshim.client.java_properties import load_client_properties
-from kshim.client.sasl import AuthenticationFailed
 from kshim.client.topic_writer import TopicWriter, WriteError, Written
-from kshim.client.wire import ConnectionClosedError, connect
 from kshim.protocol.records import Header, Record
 
 PRODUCE_PROGRAM = "kshim produce"
@@ -42,16 +38,15 @@ STDIN_CHUNK_BYTES = 1 << 20
 ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
 
 
-def add_produce_parser(
-    commands: argparse._SubParsersAction[OneLineArgumentParser],
-    bootstrap_type: Callable[[str], str],
-) -> None:
-    """Adds ``produce`` to the ``kshim`` parser's ``commands``; ``bootstrap_type`` checks
-    --bootstrap (host:port)."""
-    produce = commands.add_parser("produce", help="write lines of standard input as records")
-    produce.error_program = PRODUCE_PROGRAM
-    produce.add_argument("topic", metavar="TOPIC")
-    add_common_options(produce, bootstrap_type, json_help="one JSON object per record written")
+def add_produce_parser(commands: Commands) -> None:
+    """Adds ``produce`` to the ``kshim`` parser's ``commands``."""
+    produce = add_topic_command(
+        commands,
+        "produce",
+        "write lines of standard input as records",
+        PRODUCE_PROGRAM,
+        json_help="one JSON object per record written",
+    )
     produce.add_argument(
         "-K", "--key-separator", metavar="SEP", help="the key is the text before SEP"
     )
@@ -89,8 +84,8 @@ def run_produce(arguments: argparse.Namespace) -> None:
     security = command_security(arguments.command_config)
     acks = _acks(arguments)
     try:
-        with connect(
-            arguments.bootstrap, READ_TIMEOUT_S, client_id=CLIENT_ID, security=security
+        with record_connection(
+            arguments.bootstrap, security, CLIENT_ID, READ_TIMEOUT_S, "write", WriteError
         ) as connection:
             writer = TopicWriter(connection, arguments.topic, acks, arguments.partition)
             for lines in _line_batches(sys.stdin.buffer.fileno()):
@@ -98,14 +93,6 @@ def run_produce(arguments: argparse.Namespace) -> None:
                 _report(writer.write(records), arguments.json)
     except KeyboardInterrupt:
         return  # what was sent before Ctrl-C stays written
-    except (ConnectionClosedError, MalformedResponseError) as error:
-        raise CommandFailed(broken_off(arguments.bootstrap, "write", error, security)) from error
-    except OSError as error:
-        raise CommandFailed(f"cannot reach {arguments.bootstrap}: {reason(error)}") from error
-    except AuthenticationFailed as error:
-        raise CommandFailed(authentication_failure(arguments.bootstrap, error)) from error
-    except WriteError as error:
-        raise CommandFailed(str(error)) from error
 
 
 def _acks(arguments: argparse.Namespace) -> int:

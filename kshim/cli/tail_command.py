@@ -23,16 +23,11 @@ import base64
 import datetime
 import json
 import time
-from collections.abc import Callable
 
-from kshim.cli.admin_options import add_common_options, authentication_failure, command_security
-from kshim.cli.errors import CommandFailed, OneLineArgumentParser, OutputClosed, print_lines
-from kshim.cli.groups_command import partition_argument
-from kshim.client.errors import broken_off, reason
-from kshim.client.frames import MalformedResponseError
-from kshim.client.sasl import AuthenticationFailed
+from kshim.cli.admin_options import Commands, add_topic_command, command_security, record_connection
+from kshim.cli.argument_types import partition_argument
+from kshim.cli.errors import OutputClosed, print_lines
 from kshim.client.topic_reader import EARLIEST, LATEST, ReadError, ReadRecord, TopicReader
-from kshim.client.wire import ConnectionClosedError, connect
 
 TAIL_PROGRAM = "kshim tail"
 CLIENT_ID = "kshim-tail"
@@ -49,16 +44,15 @@ ESCAPES = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7F]} | {
 }
 
 
-def add_tail_parser(
-    commands: argparse._SubParsersAction[OneLineArgumentParser],
-    bootstrap_type: Callable[[str], str],
-) -> None:
-    """Adds ``tail`` to the ``kshim`` parser's ``commands``; ``bootstrap_type`` checks
-    --bootstrap (host:port)."""
-    tail = commands.add_parser("tail", help="print a topic's records as they arrive")
-    tail.error_program = TAIL_PROGRAM
-    tail.add_argument("topic", metavar="TOPIC")
-    add_common_options(tail, bootstrap_type, json_help="one JSON object per record")
+def add_tail_parser(commands: Commands) -> None:
+    """Adds ``tail`` to the ``kshim`` parser's ``commands``."""
+    tail = add_topic_command(
+        commands,
+        "tail",
+        "print a topic's records as they arrive",
+        TAIL_PROGRAM,
+        json_help="one JSON object per record",
+    )
     tail.add_argument(
         "--from-beginning", action="store_true", help="start at the log start, not at the end"
     )
@@ -94,22 +88,14 @@ def run_tail(arguments: argparse.Namespace) -> None:
     security = command_security(arguments.command_config)
     topic = arguments.topic + (FULL_VIEW_SUFFIX if arguments.full else "")
     try:
-        with connect(
-            arguments.bootstrap, READ_TIMEOUT_S, client_id=CLIENT_ID, security=security
+        with record_connection(
+            arguments.bootstrap, security, CLIENT_ID, READ_TIMEOUT_S, "read", ReadError
         ) as connection:
             reader = TopicReader(connection, topic)
             _place(reader, _partitions(reader, arguments.partition), arguments.from_beginning)
             _follow(reader, arguments)
     except (KeyboardInterrupt, OutputClosed):
         return  # Ctrl-C ends following; a closed pipe wants no more
-    except (ConnectionClosedError, MalformedResponseError) as error:
-        raise CommandFailed(broken_off(arguments.bootstrap, "read", error, security)) from error
-    except OSError as error:
-        raise CommandFailed(f"cannot reach {arguments.bootstrap}: {reason(error)}") from error
-    except AuthenticationFailed as error:
-        raise CommandFailed(authentication_failure(arguments.bootstrap, error)) from error
-    except ReadError as error:
-        raise CommandFailed(str(error)) from error
 
 
 def _partitions(reader: TopicReader, named: int | None) -> list[int]:

@@ -13,9 +13,10 @@ import argparse
 import json
 from collections.abc import Callable, Iterator
 
-from kshim.cli.admin_options import run_subcommand, subcommands
+from kshim.cli.admin_options import Commands, add_admin_command, run_subcommand
+from kshim.cli.argument_types import add_list_option
 from kshim.cli.errors import OneLineArgumentParser, UsageError
-from kshim.cli.text_table import fixed_width_table
+from kshim.cli.text_table import fixed_width_table, json_or_table
 from kshim.client.topic_admin import (
     BROKER_DEFAULT,
     AdminError,
@@ -30,15 +31,10 @@ TOPICS_PROGRAM = "kshim topics"
 NO_VALUE = "-"
 
 
-def add_topics_parser(
-    commands: argparse._SubParsersAction[OneLineArgumentParser],
-    bootstrap_type: Callable[[str], str],
-) -> None:
-    """Adds ``topics`` and its subcommands to the ``kshim`` parser's ``commands``;
-    ``bootstrap_type`` checks --bootstrap (host:port)."""
-    topics = commands.add_parser("topics", help="topics: list, describe, create, delete, configs")
-    topics.error_program = TOPICS_PROGRAM
-    add = subcommands(topics, "topics_command", SUBCOMMANDS, TOPICS_PROGRAM, bootstrap_type)
+def add_topics_parser(commands: Commands) -> None:
+    """Adds ``topics`` and its subcommands to the ``kshim`` parser's ``commands``."""
+    topics_help = "topics: list, describe, create, delete, configs"
+    add = add_admin_command(commands, "topics", topics_help, TOPICS_PROGRAM, SUBCOMMANDS)
     add("list", "topic names, partition counts, internal or not")
     _add_describe(add("describe", "partitions, leaders, replicas, ISR and configs"))
     _add_create(add("create", "create a topic"))
@@ -63,30 +59,13 @@ def _add_create(create: OneLineArgumentParser) -> None:
     create.add_argument(
         "--replication-factor", type=int, default=BROKER_DEFAULT, help="default: the broker's"
     )
-    create.add_argument(
-        "--config", action="extend", nargs="+", type=config_pair, default=[], metavar="KEY=VALUE"
-    )
+    add_list_option(create, "--config", "KEY=VALUE", value_type=config_pair)
 
 
 def _add_alter(alter: OneLineArgumentParser) -> None:
     alter.add_argument("--topic", required=True)
-    alter.add_argument(
-        "--add-config",
-        action="extend",
-        nargs="+",
-        type=config_pair,
-        default=[],
-        metavar="KEY=VALUE",
-        help="set these configs",
-    )
-    alter.add_argument(
-        "--delete-config",
-        action="extend",
-        nargs="+",
-        default=[],
-        metavar="KEY",
-        help="go back to the default of these",
-    )
+    add_list_option(alter, "--add-config", "KEY=VALUE", "set these configs", config_pair)
+    add_list_option(alter, "--delete-config", "KEY", "go back to the default of these")
 
 
 def config_pair(text: str) -> tuple[str, str]:
@@ -122,11 +101,7 @@ def check_changes(add_configs: list[tuple[str, str]], delete_configs: list[str])
 
 
 def _list(admin: TopicAdmin, arguments: argparse.Namespace) -> Iterator[str]:
-    listings = admin.list_topics()
-    if arguments.json:
-        yield from (json.dumps(listing.to_json()) for listing in listings)
-    else:
-        yield listing_table(listings)
+    yield from json_or_table(admin.list_topics(), arguments.json, listing_table)
 
 
 def _describe(admin: TopicAdmin, arguments: argparse.Namespace) -> Iterator[str]:

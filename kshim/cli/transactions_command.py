@@ -43,9 +43,10 @@ import math
 import time
 from collections.abc import Callable, Iterator
 
-from kshim.cli.admin_options import run_subcommand, subcommands
+from kshim.cli.admin_options import Commands, add_admin_command, run_subcommand
+from kshim.cli.argument_types import add_list_option
 from kshim.cli.errors import OneLineArgumentParser, UsageError
-from kshim.cli.text_table import fixed_width_table
+from kshim.cli.text_table import fixed_width_table, json_or_table
 from kshim.client.hanging_transactions import OpenTransaction, hanging_transactions
 from kshim.client.topic_admin import AdminError
 from kshim.client.transaction_admin import (
@@ -79,18 +80,11 @@ LACKS_ABORT = (
 )
 
 
-def add_transactions_parser(
-    commands: argparse._SubParsersAction[OneLineArgumentParser],
-    bootstrap_type: Callable[[str], str],
-) -> None:
-    """Adds ``transactions`` and its subcommands to the ``kshim`` parser's ``commands``;
-    ``bootstrap_type`` checks --bootstrap (host:port)."""
-    transactions = commands.add_parser(
-        "transactions", help="transactions: list, describe, find-hanging, abort"
-    )
-    transactions.error_program = TRANSACTIONS_PROGRAM
-    add = subcommands(
-        transactions, "transactions_command", SUBCOMMANDS, TRANSACTIONS_PROGRAM, bootstrap_type
+def add_transactions_parser(commands: Commands) -> None:
+    """Adds ``transactions`` and its subcommands to the ``kshim`` parser's ``commands``."""
+    transactions_help = "transactions: list, describe, find-hanging, abort"
+    add = add_admin_command(
+        commands, "transactions", transactions_help, TRANSACTIONS_PROGRAM, SUBCOMMANDS
     )
     _add_list(add("list", "transactional ids: coordinator, state, producer id"))
     add("describe", "one transactional id's transaction").add_argument(
@@ -101,24 +95,9 @@ def add_transactions_parser(
 
 
 def _add_list(list_parser: OneLineArgumentParser) -> None:
-    list_parser.add_argument(
-        "--state",
-        action="extend",
-        nargs="+",
-        type=state_name,
-        default=[],
-        metavar="STATE",
-        help=f"only these states: {', '.join(STATES)}",
-    )
-    list_parser.add_argument(
-        "--producer-id",
-        action="extend",
-        nargs="+",
-        type=int,
-        default=[],
-        metavar="ID",
-        help="only these producer ids",
-    )
+    states_help = f"only these states: {', '.join(STATES)}"
+    add_list_option(list_parser, "--state", "STATE", states_help, state_name)
+    add_list_option(list_parser, "--producer-id", "ID", "only these producer ids", int)
 
 
 def _add_find_hanging(find: OneLineArgumentParser) -> None:
@@ -192,10 +171,7 @@ def check_abort_target(arguments: argparse.Namespace) -> None:
 
 def _list(admin: TransactionAdmin, arguments: argparse.Namespace) -> Iterator[str]:
     listings = admin.list_transactions(arguments.state, arguments.producer_id)
-    if arguments.json:
-        yield from (json.dumps(listing.to_json()) for listing in listings)
-    else:
-        yield listing_table(listings)
+    yield from json_or_table(listings, arguments.json, listing_table)
 
 
 def _describe(admin: TransactionAdmin, arguments: argparse.Namespace) -> Iterator[str]:

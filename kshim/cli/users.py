@@ -25,50 +25,32 @@ import argparse
 import functools
 import getpass
 import json
-import os
 import sys
 from collections.abc import Callable, Iterator
 
 from kshim.broker.security.scram_credential import (
     MAX_ITERATIONS,
-    MECHANISM_TYPES,
     MECHANISMS,
     MIN_ITERATIONS,
-    ScramCredential,
-    mechanism_type,
     new_salt,
     salted_password,
 )
-from kshim.cli.admin_options import command_security, run_subcommand, subcommands
-from kshim.cli.errors import (
-    CommandFailed,
-    OneLineArgumentParser,
-    UsageError,
-    data_directory_problem,
-    print_lines,
-)
-from kshim.cli.text_table import fixed_width_table
+from kshim.cli.admin_options import Commands, add_admin_command, command_security, run_subcommand
+from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, print_lines
+from kshim.cli.text_table import fixed_width_table, json_or_table
 from kshim.cli.user_admin import CredentialListing, SaltedCredential, UserAdmin, user_admin
+from kshim.cli.user_store import add_offline, list_offline
 from kshim.client.errors import reason
 from kshim.client.topic_admin import AdminError
-from kshim.storage.files.data_directory_lock import DataDirectoryInUse, DataDirectoryLock
-from kshim.storage.meta.lmdb_types import LmdbFailed
-from kshim.storage.meta.metadata import MetadataStore
-from kshim.storage.meta.scram_store import MAX_USER_BYTES, StoredScramCredential, read_credentials
+from kshim.storage.meta.scram_store import MAX_USER_BYTES
 
 USERS_PROGRAM = "kshim users"
-METADATA_DIRECTORY = "meta"  # the broker's metadata store, inside its data directory
 
 
-def add_users_parser(
-    commands: argparse._SubParsersAction[OneLineArgumentParser],
-    bootstrap_type: Callable[[str], str],
-) -> None:
-    """Adds ``users`` and its subcommands to the ``kshim`` parser's ``commands``;
-    ``bootstrap_type`` checks --bootstrap (host:port)."""
-    users = commands.add_parser("users", help="SCRAM users: add, list, remove")
-    users.error_program = USERS_PROGRAM
-    add = subcommands(users, "users_command", SUBCOMMANDS, USERS_PROGRAM, bootstrap_type)
+def add_users_parser(commands: Commands) -> None:
+    """Adds ``users`` and its subcommands to the ``kshim`` parser's ``commands``."""
+    users_help = "SCRAM users: add, list, remove"
+    add = add_admin_command(commands, "users", users_help, USERS_PROGRAM, SUBCOMMANDS)
     _add_add(add("add", "set a user's SCRAM credential (a new password)"))
     listing = add("list", "users' SCRAM mechanisms and iterations")
     listing.add_argument(
@@ -200,67 +182,11 @@ def salted(mechanism: str, password: str, iterations: int) -> SaltedCredential:
     )
 
 
-def add_offline(data_dir: str, user: str, mechanism: str, credential: SaltedCredential) -> None:
-    """Writes ``user``'s credential into the metadata store of the broker data directory
-    ``data_dir`` (made if missing), holding the directory's lock meanwhile, as the broker
-    does. Raises CommandFailed while a broker holds the directory, when it cannot be
-    written. ``user`` must fit the store (MAX_USER_BYTES)."""
-    try:
-        os.makedirs(data_dir, exist_ok=True)
-        lock = DataDirectoryLock.acquire(data_dir)
-    except DataDirectoryInUse as error:
-        raise CommandFailed(
-            f"{error}: stop it first, or add the user through it (without --data-dir)"
-        ) from None
-    except OSError as error:
-        raise CommandFailed(data_directory_problem(data_dir, error)) from None
-    try:
-        _store(os.path.join(data_dir, METADATA_DIRECTORY), user, mechanism, credential)
-    except (LmdbFailed, OSError) as error:
-        raise CommandFailed(f"cannot write the metadata store in {data_dir}: {error}") from None
-    finally:
-        lock.release()
-
-
-def _store(directory: str, user: str, mechanism: str, credential: SaltedCredential) -> None:
-    made = ScramCredential.from_salted_password(
-        mechanism, credential.salt, credential.salted_password, credential.iterations
-    )
-    stored = StoredScramCredential(
-        mechanism_type(mechanism), made.salt, made.stored_key, made.server_key, made.iterations
-    )
-    store = MetadataStore(directory)
-    try:
-        store.scram.put(user, stored)
-    finally:
-        store.close()
-
-
 def _add(
     admin: UserAdmin, arguments: argparse.Namespace, credential: SaltedCredential
 ) -> Iterator[str]:
     admin.upsert(arguments.name, arguments.mechanism, credential)
     yield added_line(arguments)
-
-
-def list_offline(data_dir: str, names: list[str]) -> tuple[list[CredentialListing], list[str]]:
-    """As UserAdmin.describe, from the metadata store of the data directory ``data_dir``
-    (read-only, so a running broker's too). Raises CommandFailed when that is no kshim
-    data directory or its store cannot be read."""
-    directory = os.path.join(data_dir, METADATA_DIRECTORY)
-    if not os.path.isdir(directory):
-        raise CommandFailed(f"{data_dir} is not a kshim data directory (no meta/ in it)")
-    try:
-        stored = read_credentials(directory)
-    except LmdbFailed as error:
-        raise CommandFailed(f"cannot read the metadata store in {data_dir}: {error}") from None
-    listings = [
-        CredentialListing(user, MECHANISM_TYPES[mechanism], credential.iterations)
-        for (user, mechanism), credential in stored.items()
-        if mechanism in MECHANISM_TYPES and (not names or user in names)
-    ]
-    listed = {listing.user for listing in listings}
-    return listings, [name for name in dict.fromkeys(names) if name not in listed]
 
 
 def _list(admin: UserAdmin, arguments: argparse.Namespace) -> Iterator[str]:
@@ -272,10 +198,7 @@ def _list_lines(
 ) -> Iterator[str]:
     """The listing as a table or JSON lines; raises AdminError (after the lines) naming
     the users asked for that have no credential."""
-    if arguments.json:
-        yield from (json.dumps(listing.to_json()) for listing in listings)
-    else:
-        yield listing_table(listings)
+    yield from json_or_table(listings, arguments.json, listing_table)
     if missing:
         raise AdminError(f"no SCRAM credential for user {', '.join(missing)}")
 

@@ -160,7 +160,7 @@ class Credentials:
             removals, puts, refusals = self._plan(deletions, upsertions)
             await asyncio.to_thread(
                 self._store.alter,
-                [(user, _to_stored(credential)) for user, credential in puts.items()],
+                [(user, to_stored(credential)) for user, credential in puts.items()],
                 [(user, mechanism_type(mechanism)) for user, mechanism in removals.items()],
             )
             for user, mechanism in removals.items():
@@ -283,7 +283,8 @@ def _from_stored(stored: StoredScramCredential) -> ScramCredential:
     )
 
 
-def _to_stored(credential: ScramCredential) -> StoredScramCredential:
+def to_stored(credential: ScramCredential) -> StoredScramCredential:
+    """``credential`` as the metadata store keeps it (its mechanism by number)."""
     return StoredScramCredential(
         mechanism_type(credential.mechanism),
         credential.salt,
