@@ -30,8 +30,9 @@ from kshim.cli.errors import CommandFailed, OneLineArgumentParser, OutputClosed,
 from kshim.cli.groups_command import partition_argument
 from kshim.client.errors import broken_off, reason
 from kshim.client.frames import MalformedResponseError
+from kshim.client.list_offsets import EARLIEST, LATEST
 from kshim.client.sasl import AuthenticationFailed
-from kshim.client.topic_reader import EARLIEST, LATEST, ReadError, ReadRecord, TopicReader
+from kshim.client.topic_reader import ReadError, ReadRecord, TopicReader
 from kshim.client.wire import ConnectionClosedError, connect
 
 TAIL_PROGRAM = "kshim tail"

@@ -47,9 +47,9 @@ from kshim.cli.admin_options import run_subcommand, subcommands
 from kshim.cli.errors import OneLineArgumentParser, UsageError
 from kshim.cli.text_table import fixed_width_table
 from kshim.client.hanging_transactions import OpenTransaction, hanging_transactions
+from kshim.client.request_versions import WRITE_TXN_MARKERS
 from kshim.client.topic_admin import AdminError
 from kshim.client.transaction_admin import (
-    WRITE_TXN_MARKERS,
     BrokerLacksApi,
     PartitionLeader,
     TransactionAdmin,
