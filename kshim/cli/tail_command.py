@@ -27,7 +27,8 @@ import time
 from kshim.cli.admin_options import Commands, add_topic_command, command_security, record_connection
 from kshim.cli.argument_types import partition_argument
 from kshim.cli.errors import OutputClosed, print_lines
-from kshim.client.topic_reader import EARLIEST, LATEST, ReadError, ReadRecord, TopicReader
+from kshim.client.list_offsets import EARLIEST, LATEST
+from kshim.client.topic_reader import ReadError, ReadRecord, TopicReader
 
 TAIL_PROGRAM = "kshim tail"
 CLIENT_ID = "kshim-tail"

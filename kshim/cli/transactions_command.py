@@ -48,9 +48,9 @@ from kshim.cli.argument_types import add_list_option
 from kshim.cli.errors import OneLineArgumentParser, UsageError
 from kshim.cli.text_table import fixed_width_table, json_or_table
 from kshim.client.hanging_transactions import OpenTransaction, hanging_transactions
+from kshim.client.request_versions import WRITE_TXN_MARKERS
 from kshim.client.topic_admin import AdminError
 from kshim.client.transaction_admin import (
-    WRITE_TXN_MARKERS,
     BrokerLacksApi,
     PartitionLeader,
     TransactionAdmin,

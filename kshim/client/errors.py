@@ -1,6 +1,7 @@
-"""How kshim's client says a failure in one line: an OSError in the system's words, and a
-broker that broke off a request, with a hint when the connection was a plain one. The
-``kshim`` commands print these lines as they are."""
+"""How kshim's client says a failure in one line: an OSError in the system's words, an
+error code in an answer by Kafka's name for it, and a broker that broke off a request,
+with a hint when the connection was a plain one. The ``kshim`` commands print these lines
+as they are."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import ssl
 
 from kshim.client.security import ClientSecurity
+from kshim.protocol.errors import ErrorCode
 
 
 def reason(error: OSError) -> str:
@@ -21,6 +23,25 @@ def reason(error: OSError) -> str:
     if error.errno is not None and error.errno > 0:
         return os.strerror(error.errno).lower()
     return str(error.strerror or error)
+
+
+def error_name(error_code: int) -> str:
+    """Kafka's name of an error code (NON_EMPTY_GROUP), or its number when unknown."""
+    try:
+        return ErrorCode(error_code).name.upper()
+    except ValueError:
+        return f"error code {error_code}"
+
+
+def check_answer(
+    error: type[Exception], error_code: int, what: str, message: str | None = None
+) -> None:
+    """Raises ``error`` unless ``error_code`` is NONE: ``what``, Kafka's name for the
+    error, and the broker's own message when it sent one (``cannot create topic t:
+    INVALID_CONFIG (...)``)."""
+    if error_code != 0:
+        said = f" ({message})" if message else ""
+        raise error(f"{what}: {error_name(error_code)}{said}")
 
 
 # A TLS listener closes a plain connection at its first bytes (they are no TLS handshake),

@@ -11,7 +11,6 @@ socket operation has a timeout; a connection is used by one thread.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -23,39 +22,28 @@ from kio.schema.describe_groups.v5.response import (
     DescribeGroupsResponse,
 )
 from kio.schema.list_groups.v4.response import ListGroupsResponse
-from kio.schema.list_offsets.v5.response import ListOffsetsResponse
 from kio.schema.metadata.v11.response import MetadataResponse
 from kio.schema.offset_commit.v8.response import OffsetCommitResponse
 from kio.schema.offset_fetch.v7.response import OffsetFetchResponse
 
-from kshim.client.admin_connection import admin_connection
-from kshim.client.security import ClientSecurity
-from kshim.client.wire import WireConnection
+from kshim.client.admin_connection import BootstrapAdmin
+from kshim.client.errors import error_name
+from kshim.client.list_offsets import NO_LEADER_EPOCH, READ_UNCOMMITTED, list_offsets
+from kshim.client.request_versions import (
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    LIST_GROUPS,
+    METADATA,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+)
 from kshim.protocol.consumer_protocol import assigned_partitions
-from kshim.protocol.errors import ErrorCode
 
-_Response = TypeVar("_Response")
-
-CLIENT_ID = "kshim-groups"
-METADATA = (3, 11)
-LIST_OFFSETS = (2, 5)
-OFFSET_COMMIT = (8, 8)
-OFFSET_FETCH = (9, 7)
-DESCRIBE_GROUPS = (15, 5)
-DELETE_GROUPS = (42, 2)
-LIST_GROUPS = (16, 4)
-READ_TIMEOUT_S = 30.0
-# ListOffsets' special timestamps (ListOffsetsRequest.EARLIEST_TIMESTAMP, LATEST_TIMESTAMP),
-# and its answer when no record has a timestamp at or after the one asked for.
-EARLIEST, LATEST = -2, -1
-UNKNOWN_OFFSET = -1
-READ_UNCOMMITTED = 0
 # The admin client's commit (AdminClient.alterConsumerGroupOffsets): no generation, no
 # member; a coordinator takes it only while the group is Empty or unknown
 # (GroupCoordinator.validateOffsetCommit).
 ADMIN_GENERATION = -1
 ADMIN_MEMBER_ID = ""
-NO_LEADER_EPOCH = -1
 DEAD = "Dead"  # DescribeGroups' state of a group that does not exist
 
 
@@ -103,41 +91,23 @@ class GroupMember:
     assignment: tuple[tuple[str, int], ...]
 
 
-@contextlib.contextmanager
-def group_admin(
-    bootstrap: str,
-    timeout_s: float = READ_TIMEOUT_S,
-    *,
-    security: ClientSecurity | None = None,
-) -> Iterator[GroupAdmin]:
-    """A GroupAdmin on a connection to the first broker of ``bootstrap``, secured as
-    ``security`` says (None: PLAINTEXT), closed after.
-
-    Raises ValueError for a bootstrap that is not host:port, OSError when the broker cannot
-    be reached or does not answer in time, GroupAdminError on an error answer or when the
-    broker closes the connection or answers something malformed.
-    """
-    with admin_connection(bootstrap, timeout_s, CLIENT_ID, GroupAdminError, security) as connection:
-        yield GroupAdmin(connection)
-
-
-class GroupAdmin:
+class GroupAdmin(BootstrapAdmin):
     """The group requests, over one connection; each raises GroupAdminError on an error
     answer. Offsets are of one topic at a time, by partition."""
 
-    def __init__(self, connection: WireConnection) -> None:
-        self._connection = connection
+    client_id = "kshim-groups"
+    error = GroupAdminError
 
     def describe(self, group: str) -> GroupDescription:
         response = self._call(DescribeGroupsResponse, DESCRIBE_GROUPS, {"groups": [group]})
         [described] = response.groups
-        _check(described.error_code, f"cannot describe group {group}")
+        self._check(described.error_code, f"cannot describe group {group}")
         return GroupDescription(group, str(described.group_state), len(described.members))
 
     def list_groups(self) -> list[str]:
         """Every group's id, sorted."""
         response = self._call(ListGroupsResponse, LIST_GROUPS, {"states_filter": []})
-        _check(response.error_code, "cannot list groups")
+        self._check(response.error_code, "cannot list groups")
         return sorted(str(group.group_id) for group in response.groups)
 
     def members(self, groups: Sequence[str]) -> dict[str, list[GroupMember]]:
@@ -146,7 +116,7 @@ class GroupAdmin:
         described: dict[str, list[GroupMember]] = {}
         response = self._call(DescribeGroupsResponse, DESCRIBE_GROUPS, {"groups": list(groups)})
         for group in response.groups:
-            _check(group.error_code, f"cannot describe group {group.group_id}")
+            self._check(group.error_code, f"cannot describe group {group.group_id}")
             if group.group_state != DEAD:
                 members = [_member(group, member) for member in group.members]
                 described[str(group.group_id)] = members
@@ -157,7 +127,7 @@ class GroupAdmin:
         that does not exist (it is never created: auto-creation is refused)."""
         request = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
         [described] = self._call(MetadataResponse, METADATA, request).topics
-        _check(described.error_code, f"cannot describe topic {topic}")
+        self._check(described.error_code, f"cannot describe topic {topic}")
         return sorted(int(partition.partition_index) for partition in described.partitions)
 
     def committed(self, group: str, topic: str, partitions: Sequence[int]) -> dict[int, int]:
@@ -165,10 +135,10 @@ class GroupAdmin:
         topics = [{"name": topic, "partition_indexes": list(partitions)}]
         request = {"group_id": group, "topics": topics}
         response = self._call(OffsetFetchResponse, OFFSET_FETCH, request)
-        _check(response.error_code, f"cannot fetch the offsets of group {group}")
+        self._check(response.error_code, f"cannot fetch the offsets of group {group}")
         committed = {}
         for index, partition in _answered_partitions(response.topics):
-            _check(
+            self._check(
                 partition.error_code, f"cannot fetch the offset of group {group} on {topic}-{index}"
             )
             if partition.committed_offset >= 0:  # -1: nothing committed
@@ -179,25 +149,9 @@ class GroupAdmin:
         """ListOffsets of each partition: EARLIEST (the log start), LATEST (the high
         watermark, as Kafka's admin tools read it: read_uncommitted) or the first offset
         whose timestamp is at or after ``timestamp`` (UNKNOWN_OFFSET when there is none)."""
-        wanted = [
-            {
-                "partition_index": index,
-                "current_leader_epoch": NO_LEADER_EPOCH,
-                "timestamp": timestamp,
-            }
-            for index in partitions
-        ]
-        request = {
-            "replica_id": -1,
-            "isolation_level": READ_UNCOMMITTED,
-            "topics": [{"name": topic, "partitions": wanted}],
-        }
-        offsets = {}
-        response = self._call(ListOffsetsResponse, LIST_OFFSETS, request)
-        for index, partition in _answered_partitions(response.topics):
-            _check(partition.error_code, f"cannot list offsets of {topic}-{index}")
-            offsets[index] = int(partition.offset)
-        return offsets
+        return list_offsets(
+            self._connection, self.error, topic, partitions, timestamp, READ_UNCOMMITTED
+        )
 
     def commit(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
         """Commits ``offsets`` for the group as the admin client does (no generation, no
@@ -221,7 +175,7 @@ class GroupAdmin:
         }
         response = self._call(OffsetCommitResponse, OFFSET_COMMIT, request)
         for index, partition in _answered_partitions(response.topics):
-            _check(
+            self._check(
                 partition.error_code, f"cannot commit offsets of group {group} on {topic}-{index}"
             )
 
@@ -235,11 +189,9 @@ class GroupAdmin:
             for result in response.results
         }
 
-    def _call(
-        self, response_type: type[_Response], api: tuple[int, int], fields: Mapping[str, object]
-    ) -> _Response:
-        api_key, version = api
-        return self._connection.call_for(response_type, api_key, version, fields)
+
+# ``kshim groups``' admin on the bootstrap broker (BootstrapAdmin.connected).
+group_admin = GroupAdmin.connected
 
 
 def _member(group: DescribedGroup, member: DescribedGroupMember) -> GroupMember:
@@ -263,16 +215,3 @@ def _answered_partitions(
     for topic in topics:
         for partition in topic.partitions:
             yield int(partition.partition_index), partition
-
-
-def error_name(error_code: int) -> str:
-    """Kafka's name of an error code (NON_EMPTY_GROUP), or its number when unknown."""
-    try:
-        return ErrorCode(error_code).name.upper()
-    except ValueError:
-        return f"error code {error_code}"
-
-
-def _check(error_code: int, what: str) -> None:
-    if error_code != 0:
-        raise GroupAdminError(f"{what}: {error_name(error_code)}")

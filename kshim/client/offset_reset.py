@@ -16,10 +16,12 @@ options, as in Kafka.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from enum import Enum
 
-from kshim.client.group_admin import EARLIEST, LATEST, UNKNOWN_OFFSET, GroupAdmin
+from kshim.client.group_admin import GroupAdmin
+from kshim.client.json_rows import JsonRow
+from kshim.client.list_offsets import EARLIEST, LATEST, UNKNOWN_OFFSET
 
 # DescribeGroups' states in which Kafka lets the offsets of a group be reset.
 INACTIVE_STATES = frozenset({"Empty", "Dead"})
@@ -44,7 +46,7 @@ class ResetTarget:
 
 
 @dataclass(frozen=True, slots=True)
-class PlannedOffset:
+class PlannedOffset(JsonRow):
     """One row of the plan: a partition, its committed offset (None: none) and the new one."""
 
     group: str
@@ -52,9 +54,6 @@ class PlannedOffset:
     partition: int
     committed: int | None
     new_offset: int
-
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def plan_reset(

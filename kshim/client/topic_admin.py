@@ -13,11 +13,9 @@ timeout; a connection is used by one thread.
 from __future__ import annotations
 
 import base64
-import contextlib
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import TypeVar
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.delete_topics.v6.response import DeleteTopicsResponse
@@ -32,19 +30,16 @@ from kio.schema.metadata.v11.response import (
     MetadataResponseTopic,
 )
 
-from kshim.client.admin_connection import admin_connection
-from kshim.client.security import ClientSecurity
-from kshim.client.wire import WireConnection
-from kshim.protocol.errors import ErrorCode
+from kshim.client.admin_connection import BootstrapAdmin
+from kshim.client.json_rows import JsonRow
+from kshim.client.request_versions import (
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    DESCRIBE_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS,
+    METADATA,
+)
 
-_Response = TypeVar("_Response")
-
-CLIENT_ID = "kshim-topics"
-METADATA = (3, 11)
-CREATE_TOPICS = (19, 7)
-DELETE_TOPICS = (20, 6)
-DESCRIBE_CONFIGS = (32, 4)
-INCREMENTAL_ALTER_CONFIGS = (44, 1)
 # CreateTopics v4+: -1 partitions or replication factor means the broker's default
 # (num.partitions, default.replication.factor; KIP-464).
 BROKER_DEFAULT = -1
@@ -78,15 +73,12 @@ class AdminError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class TopicListing:
+class TopicListing(JsonRow):
     """One topic of ``kshim topics list``."""
 
     topic: str
     partitions: int
     internal: bool
-
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +99,7 @@ class ConfigEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class TopicDescription:
+class TopicDescription(JsonRow):
     """One topic of ``kshim topics describe``: its partitions and configs."""
 
     topic: str
@@ -116,12 +108,9 @@ class TopicDescription:
     partitions: tuple[PartitionDescription, ...]
     configs: tuple[ConfigEntry, ...]
 
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
-
 
 @dataclass(frozen=True, slots=True)
-class CreatedTopic:
+class CreatedTopic(JsonRow):
     """What CreateTopics v5+ says of the topic it made."""
 
     topic: str
@@ -129,33 +118,13 @@ class CreatedTopic:
     partitions: int
     replication_factor: int
 
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
 
-
-@contextlib.contextmanager
-def topic_admin(
-    bootstrap: str,
-    timeout_s: float = READ_TIMEOUT_S,
-    *,
-    security: ClientSecurity | None = None,
-) -> Iterator[TopicAdmin]:
-    """A TopicAdmin on a connection to the first broker of ``bootstrap``, secured as
-    ``security`` says (None: PLAINTEXT), closed after.
-
-    Raises ValueError for a bootstrap that is not host:port, OSError when the broker cannot
-    be reached or does not answer in time, AdminError on an error answer or when the
-    broker closes the connection or answers something malformed.
-    """
-    with admin_connection(bootstrap, timeout_s, CLIENT_ID, AdminError, security) as connection:
-        yield TopicAdmin(connection)
-
-
-class TopicAdmin:
+class TopicAdmin(BootstrapAdmin):
     """The topic requests, over one connection; each raises AdminError on an error answer."""
 
-    def __init__(self, connection: WireConnection) -> None:
-        self._connection = connection
+    client_id = "kshim-topics"
+    read_timeout_s = READ_TIMEOUT_S
+    error = AdminError
 
     def list_topics(self) -> list[TopicListing]:
         """Every topic the broker lists (internal ones too), sorted by name."""
@@ -190,7 +159,7 @@ class TopicAdmin:
         }
         request = {"topics": [topic], "timeout": OPERATION_TIMEOUT_MS, "validate_only": False}
         [result] = self._call(CreateTopicsResponse, CREATE_TOPICS, request).topics
-        _check(result.error_code, f"cannot create topic {name}", result.error_message)
+        self._check(result.error_code, f"cannot create topic {name}", result.error_message)
         return CreatedTopic(
             name,
             kafka_uuid(result.topic_id),
@@ -205,7 +174,7 @@ class TopicAdmin:
             "timeout": OPERATION_TIMEOUT_MS,
         }
         [result] = self._call(DeleteTopicsResponse, DELETE_TOPICS, request).responses
-        _check(result.error_code, f"cannot delete topic {name}", result.error_message)
+        self._check(result.error_code, f"cannot delete topic {name}", result.error_message)
 
     def alter_configs(
         self, name: str, set_configs: Mapping[str, str], delete_configs: Sequence[str] = ()
@@ -220,7 +189,9 @@ class TopicAdmin:
         request = {"resources": [resource], "validate_only": False}
         response = self._call(IncrementalAlterConfigsResponse, INCREMENTAL_ALTER_CONFIGS, request)
         [result] = response.responses
-        _check(result.error_code, f"cannot alter configs of topic {name}", result.error_message)
+        self._check(
+            result.error_code, f"cannot alter configs of topic {name}", result.error_message
+        )
 
     def _metadata(self, names: Sequence[str] | None) -> list[MetadataResponseTopic]:
         """Metadata's topics, sorted by name; null topics (v1+) asks for all of them.
@@ -234,7 +205,7 @@ class TopicAdmin:
         request = {"topics": topics, "allow_auto_topic_creation": False}
         response = self._call(MetadataResponse, METADATA, request)
         for topic in response.topics if names is not None else ():
-            _check(topic.error_code, f"cannot describe topic {topic.name}")
+            self._check(topic.error_code, f"cannot describe topic {topic.name}")
         return sorted(response.topics, key=lambda topic: str(topic.name))
 
     def _configs(self, names: Sequence[str]) -> dict[str, list[ConfigEntry]]:
@@ -249,17 +220,15 @@ class TopicAdmin:
         described: dict[str, list[ConfigEntry]] = {}
         for result in self._call(DescribeConfigsResponse, DESCRIBE_CONFIGS, request).results:
             what = f"cannot describe configs of topic {result.resource_name}"
-            _check(result.error_code, what, result.error_message)
+            self._check(result.error_code, what, result.error_message)
             described[str(result.resource_name)] = sorted(
                 (_config(entry) for entry in result.configs), key=lambda entry: entry.name
             )
         return described
 
-    def _call(
-        self, response_type: type[_Response], api: tuple[int, int], fields: Mapping[str, object]
-    ) -> _Response:
-        api_key, version = api
-        return self._connection.call_for(response_type, api_key, version, fields)
+
+# ``kshim topics``' admin on the bootstrap broker (BootstrapAdmin.connected).
+topic_admin = TopicAdmin.connected
 
 
 def _description(
@@ -309,15 +278,3 @@ def kafka_uuid(value: uuid.UUID | None) -> str:
     padding), which kafka-topics.sh prints and takes; the zero id for none."""
     raw = (value or NO_TOPIC_ID).bytes
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def _check(error_code: int, what: str, message: str | None = None) -> None:
-    """Raises AdminError unless ``error_code`` is NONE: ``what``, Kafka's name for the
-    error, and the broker's own message when it sent one."""
-    if error_code == 0:
-        return
-    try:
-        name = ErrorCode(error_code).name.upper()
-    except ValueError:
-        name = f"error code {error_code}"
-    raise AdminError(f"{what}: {name}" + (f" ({message})" if message else ""))

@@ -15,30 +15,27 @@ from __future__ import annotations
 
 import heapq
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from kio.schema.fetch.v12.response import FetchResponse, PartitionData
-from kio.schema.list_offsets.v5.response import ListOffsetsResponse
 from kio.schema.metadata.v11.response import MetadataResponse
 
+from kshim.client.admin_connection import ConnectionClient
+from kshim.client.list_offsets import (
+    CONSUMER_REPLICA_ID,
+    NO_LEADER_EPOCH,
+    READ_COMMITTED,
+    list_offsets,
+)
+from kshim.client.request_versions import FETCH, METADATA
 from kshim.client.wire import WireConnection
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.primitives import DecodeError
 from kshim.protocol.record_batch import BatchHeader, InvalidBatch, iter_batches
 from kshim.protocol.records import Header, Record, decode_records
 
-_Response = TypeVar("_Response")
-
-METADATA = (3, 11)
-LIST_OFFSETS = (2, 5)
-FETCH = (1, 12)
-EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps
-READ_COMMITTED = 1
-CONSUMER_REPLICA_ID = -1
 NO_SESSION_ID, NO_SESSION_EPOCH = 0, -1  # a full fetch outside any fetch session (KIP-227)
-NO_LEADER_EPOCH = -1
 # A consumer's defaults: fetch.max.bytes is 50 MiB and max.partition.fetch.bytes 1 MiB;
 # a tool printing records needs less at a time.
 FETCH_MAX_BYTES = 8 << 20
@@ -64,12 +61,14 @@ class ReadRecord:
     headers: tuple[Header, ...]
 
 
-class TopicReader:
+class TopicReader(ConnectionClient):
     """Reads one topic over one connection; keeps a position per partition, moved past
     every batch it was given."""
 
+    error = ReadError
+
     def __init__(self, connection: WireConnection, topic: str) -> None:
-        self._connection = connection
+        super().__init__(connection)
         self.topic = topic
         self.positions: dict[int, int] = {}
 
@@ -78,32 +77,15 @@ class TopicReader:
         (never auto-created)."""
         request = {"topics": [{"name": self.topic}], "allow_auto_topic_creation": False}
         [described] = self._call(MetadataResponse, METADATA, request).topics
-        _check(described.error_code, f"cannot read topic {self.topic}")
+        self._check(described.error_code, f"cannot read topic {self.topic}")
         return sorted(int(partition.partition_index) for partition in described.partitions)
 
     def offsets(self, partitions: Sequence[int], timestamp: int) -> dict[int, int]:
         """ListOffsets: EARLIEST (the log start) or LATEST (the last stable offset, the
         end of what read_committed can read) of each partition."""
-        wanted = [
-            {
-                "partition_index": index,
-                "current_leader_epoch": NO_LEADER_EPOCH,
-                "timestamp": timestamp,
-            }
-            for index in partitions
-        ]
-        request = {
-            "replica_id": CONSUMER_REPLICA_ID,
-            "isolation_level": READ_COMMITTED,
-            "topics": [{"name": self.topic, "partitions": wanted}],
-        }
-        found = {}
-        for topic in self._call(ListOffsetsResponse, LIST_OFFSETS, request).topics:
-            for partition in topic.partitions:
-                where = f"cannot list offsets of {self.topic}-{partition.partition_index}"
-                _check(partition.error_code, where)
-                found[int(partition.partition_index)] = int(partition.offset)
-        return found
+        return list_offsets(
+            self._connection, self.error, self.topic, partitions, timestamp, READ_COMMITTED
+        )
 
     def fetch(self, max_wait_ms: int) -> tuple[list[ReadRecord], list[int]]:
         """One Fetch of every partition from its position, answered once any record is
@@ -111,7 +93,7 @@ class TopicReader:
         and the partitions whose position was out of range (moved by retention), which
         the caller places again."""
         response = self._call(FetchResponse, FETCH, self._fetch_request(max_wait_ms))
-        _check(response.error_code, f"cannot fetch from {self.topic}")
+        self._check(response.error_code, f"cannot fetch from {self.topic}")
         records: list[ReadRecord] = []
         out_of_range: list[int] = []
         for topic in response.responses:
@@ -120,7 +102,7 @@ class TopicReader:
                 if partition.error_code == ErrorCode.offset_out_of_range:
                     out_of_range.append(index)
                     continue
-                _check(partition.error_code, f"cannot fetch from {self.topic}-{index}")
+                self._check(partition.error_code, f"cannot fetch from {self.topic}-{index}")
                 records += self._take(index, partition)
         return records, out_of_range
 
@@ -172,12 +154,6 @@ class TopicReader:
             "rack_id": "",
         }
 
-    def _call(
-        self, response_type: type[_Response], api: tuple[int, int], fields: Mapping[str, object]
-    ) -> _Response:
-        api_key, version = api
-        return self._connection.call_for(response_type, api_key, version, fields)
-
 
 def visible_records(
     data: bytes, aborted: Iterable[tuple[int, int]], fetch_offset: int
@@ -216,12 +192,3 @@ def _ends_abort(header: BatchHeader, batch: bytes) -> bool:
             marker_type: int = CONTROL_KEY.unpack_from(record.key)[1]
             return marker_type == ABORT_MARKER
     return False
-
-
-def _check(error_code: int, what: str) -> None:
-    if error_code != 0:
-        try:
-            name = ErrorCode(error_code).name.upper()
-        except ValueError:
-            name = f"error code {error_code}"
-        raise ReadError(f"{what}: {name}")

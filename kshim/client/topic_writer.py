@@ -9,23 +9,21 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from kio.schema.metadata.v11.response import MetadataResponse
 from kio.schema.produce.v9.response import ProduceResponse
 
+from kshim.client.admin_connection import ConnectionClient
+from kshim.client.errors import error_name
 from kshim.client.frames import encode_request
 from kshim.client.partitioner import partition_for_key
+from kshim.client.request_versions import METADATA, PRODUCE
 from kshim.client.wire import WireConnection
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.records import Record, build_batch
 
-_Response = TypeVar("_Response")
-
-METADATA = (3, 11)
-PRODUCE = (0, 9)
 NO_RESPONSE_ACKS = 0
 PRODUCE_TIMEOUT_MS = 30_000
 # A topic the Metadata request has just created has no leader for a moment in Kafka
@@ -52,10 +50,12 @@ class Written:
     count: int
 
 
-class TopicWriter:
+class TopicWriter(ConnectionClient):
     """Writes records to one topic over one connection, batch by batch; a keyed record
     goes where Kafka's Java producer puts it, an unkeyed one to one partition per batch
     (Kafka's sticky partitioner, KIP-480), unless a partition is named."""
+
+    error = WriteError
 
     def __init__(
         self,
@@ -65,7 +65,7 @@ class TopicWriter:
         partition: int | None = None,
         auto_create: bool = True,
     ) -> None:
-        self._connection = connection
+        super().__init__(connection)
         self.topic = topic
         self._acks = acks
         self._partitions = self._wait_for_partitions(auto_create)
@@ -124,12 +124,8 @@ class TopicWriter:
     def _answered(self, partition: int, count: int, response: ProduceResponse) -> Written:
         [topic] = response.responses
         [answer] = topic.partition_responses
-        if answer.error_code != 0:
-            reason = f" ({answer.error_message})" if answer.error_message else ""
-            raise WriteError(
-                f"cannot produce to {self.topic}-{partition}: "
-                f"{_error_name(answer.error_code)}{reason}"
-            )
+        what = f"cannot produce to {self.topic}-{partition}"
+        self._check(answer.error_code, what, answer.error_message)
         return Written(partition, int(answer.base_offset), count)
 
     def _wait_for_partitions(self, auto_create: bool) -> list[int]:
@@ -144,15 +140,9 @@ class TopicWriter:
                 return partitions
             retriable = error in RETRIABLE_METADATA and auto_create
             if not (retriable or leaderless) or time.monotonic() >= deadline:
-                name = _error_name(error) if error else "no partition has a leader"
+                name = error_name(error) if error else "no partition has a leader"
                 raise WriteError(f"cannot write to topic {self.topic}: {name}")
             time.sleep(METADATA_RETRY_S)
-
-    def _call(
-        self, response_type: type[_Response], api: tuple[int, int], fields: Mapping[str, object]
-    ) -> _Response:
-        api_key, version = api
-        return self._connection.call_for(response_type, api_key, version, fields)
 
 
 def _batches(records: list[Record]) -> list[list[Record]]:
@@ -167,10 +157,3 @@ def _batches(records: list[Record]) -> list[list[Record]]:
         batches[-1].append(record)
         size += length
     return batches
-
-
-def _error_name(error_code: int) -> str:
-    try:
-        return ErrorCode(error_code).name.upper()
-    except ValueError:
-        return f"error code {error_code}"

@@ -34,8 +34,18 @@ from kio.schema.list_transactions.v0.response import ListTransactionsResponse
 from kio.schema.metadata.v11.response import MetadataResponse
 from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
 
-from kshim.client.errors import broken_off, reason
+from kshim.client.errors import broken_off, check_answer, error_name, reason
 from kshim.client.frames import MalformedResponseError, encode_body, split_response
+from kshim.client.json_rows import JsonRow
+from kshim.client.request_versions import (
+    API_VERSIONS,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    FIND_COORDINATOR,
+    LIST_TRANSACTIONS,
+    METADATA,
+    WRITE_TXN_MARKERS,
+)
 from kshim.client.sasl import AuthenticationFailed
 from kshim.client.security import ClientSecurity
 from kshim.client.topic_admin import AdminError
@@ -53,13 +63,6 @@ _Response = TypeVar("_Response")
 _Item = TypeVar("_Item")
 
 CLIENT_ID = "kshim-transactions"
-METADATA = (3, 11)
-FIND_COORDINATOR = (10, 4)
-API_VERSIONS = (18, 2)
-WRITE_TXN_MARKERS = (27, 1)
-DESCRIBE_PRODUCERS = (61, 0)
-DESCRIBE_TRANSACTIONS = (65, 0)
-LIST_TRANSACTIONS = (66, 0)
 TRANSACTION_COORDINATOR = 1  # FindCoordinator's key type of a transactional id
 NOT_FOUND = ErrorCode.transactional_id_not_found
 READ_TIMEOUT_S = 15.0
@@ -70,21 +73,13 @@ class BrokerLacksApi(AdminError):
 
 
 @dataclass(frozen=True, slots=True)
-class TransactionListing:
+class TransactionListing(JsonRow):
     """One transactional id of ``kshim transactions list``."""
 
     transactional_id: str
     coordinator: int  # the node id of the broker that listed it
     producer_id: int
     state: str
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "transactional_id": self.transactional_id,
-            "coordinator": self.coordinator,
-            "producer_id": self.producer_id,
-            "state": self.state,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,16 +330,15 @@ class TransactionAdmin:
     def _connection(self, address: tuple[str, int]) -> WireConnection:
         connection = self._connections.get(address)
         if connection is None:
+            where = _address(address)
             try:
                 connection = WireConnection(
                     *address, self._timeout_s, client_id=CLIENT_ID, security=self._security
                 )
             except OSError as error:
-                message = f"cannot reach broker {_address(address)}: {reason(error)}"
-                raise AdminError(message) from error
+                raise AdminError(f"cannot reach broker {where}: {reason(error)}") from error
             except AuthenticationFailed as error:
-                message = f"cannot authenticate to broker {_address(address)}: {error}"
-                raise AdminError(message) from error
+                raise AdminError(f"cannot authenticate to broker {where}: {error}") from error
             self._connections[address] = connection
         return connection
 
@@ -377,16 +371,5 @@ def _address(address: tuple[str, int]) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def error_name(code: int) -> str:
-    """Kafka's name of an error code (TRANSACTIONAL_ID_NOT_FOUND)."""
-    try:
-        return ErrorCode(code).name.upper()
-    except ValueError:
-        return f"error code {code}"
-
-
 def _check(error_code: int, what: str, message: str | None = None) -> None:
-    """Raises AdminError unless ``error_code`` is NONE: ``what``, Kafka's name for the
-    error, and the broker's own message when it sent one."""
-    if error_code != 0:
-        raise AdminError(f"{what}: {error_name(error_code)}" + (f" ({message})" if message else ""))
+    check_answer(AdminError, error_code, what, message)
