@@ -150,35 +150,29 @@ class DeletablePartition:
         return await self.view.applied_position(self.log.topic_partition)
 
 
+@dataclass(eq=False, slots=True)
 class TopicResolver:
     """Resolves names against the stored topics; event-loop thread only."""
 
-    def __init__(
-        self,
-        topics: TopicManager,
-        transactions: TransactionCoordinator,
-        full_view: FullView,
-        delays: DelaySchedule,
-    ) -> None:
-        self._topics = topics
-        self._transactions = transactions
-        self._full_view = full_view
-        self._delays = delays
+    topics: TopicManager
+    transactions: TransactionCoordinator
+    full_view: FullView
+    delays: DelaySchedule
 
     def resolve(self, name: str) -> ResolvedTopic | None:
         """The topic or view called ``name``, or None."""
-        topic = self._topics.get(name)
+        topic = self.topics.get(name)
         if topic is not None:
             delayed = delay_naming.reserved_for_delay(name)
             return ResolvedTopic(name, TopicKind.DELAY if delayed else TopicKind.LOG, topic)
-        source = naming.source_of(self._topics.by_name, name)
+        source = naming.source_of(self.topics.by_name, name)
         if source is not None:
             return ResolvedTopic(name, TopicKind.VIEW, source)
         return None
 
     def resolve_id(self, topic_id: uuid.UUID) -> ResolvedTopic | None:
         """The stored topic with this id, or None (views are never addressed by id)."""
-        for topic in self._topics.by_name.values():
+        for topic in self.topics.by_name.values():
             if topic.record.topic_id == topic_id.bytes:
                 return ResolvedTopic(topic.record.name, TopicKind.LOG, topic)
         return None
@@ -187,7 +181,7 @@ class TopicResolver:
         """Every stored topic (Metadata for all topics). Views, and any other kind of topic
         derived from a stored one, are left out: they resolve only by name (module
         docstring)."""
-        for name, topic in list(self._topics.by_name.items()):
+        for name, topic in list(self.topics.by_name.items()):
             if not delay_naming.reserved_for_delay(name):
                 yield ResolvedTopic(name, TopicKind.LOG, topic)
 
@@ -195,12 +189,12 @@ class TopicResolver:
         """The delay companion ``name`` (``T.delay``), created now with ``T``'s partition
         count if ``T`` exists and it does not; None when ``name`` is no companion's."""
         target = delay_naming.target_of(name)
-        stored = None if target is None else self._topics.get(target)
+        stored = None if target is None else self.topics.get(target)
         if stored is None:
             return None
-        if self._topics.get(name) is None:
+        if self.topics.get(name) is None:
             try:  # never a view of its own: its records are not T's until delivered
-                await self._topics.create(
+                await self.topics.create(
                     name, stored.record.partitions, {naming.VIEW_CONFIG: "false"}
                 )
             except TopicError as error:
@@ -219,7 +213,7 @@ class TopicResolver:
         target = delay_naming.target_of(name)
         if target is None:
             return True
-        return self._topics.get(target) is None and self.may_create(target)
+        return self.topics.get(target) is None and self.may_create(target)
 
     async def auto_create(self, name: str, partitions: int) -> ResolvedTopic | None:
         """The topic ``name``, auto-created (Metadata, with auto-creation on): as Kafka
@@ -232,7 +226,7 @@ class TopicResolver:
             return None
         stored = delay_naming.target_of(name) or name
         try:
-            await self._topics.create(stored, partitions, {})
+            await self.topics.create(stored, partitions, {})
         except TopicError as error:
             if error.code != ErrorCode.topic_already_exists:
                 raise
@@ -294,8 +288,8 @@ class TopicResolver:
             )
         source_log = resolved.stored.logs[topic_partition.partition]
         if resolved.kind is TopicKind.VIEW:
-            return ViewPartition(self._full_view, topic_partition, source_log.topic_partition)
-        transactions = self._transactions.partition(topic_partition)
+            return ViewPartition(self.full_view, topic_partition, source_log.topic_partition)
+        transactions = self.transactions.partition(topic_partition)
         return LogPartition(source_log, transactions)
 
     def writable_partition(self, topic_partition: TopicPartition) -> WritablePartition | None:
@@ -312,7 +306,7 @@ class TopicResolver:
             resolved.refuse_change("produce to its topic instead", ErrorCode.invalid_request)
         log = resolved.stored.logs[topic_partition.partition]
         if resolved.kind is TopicKind.DELAY:
-            max_delay_ms = self._delays.max_delay_ms
+            max_delay_ms = self.delays.max_delay_ms
             return WritablePartition(
                 log, resolved.stored, lambda batch, now: check_batch(batch, now, max_delay_ms)
             )
@@ -349,24 +343,24 @@ class TopicResolver:
         """Every partition of every stored topic, as they are now (retention's pass)."""
         return [
             self._deletable(topic, index)
-            for topic in list(self._topics.by_name.values())
+            for topic in list(self.topics.by_name.values())
             for index in range(len(topic.logs))
         ]
 
     def _deletable(self, topic: Topic, index: int) -> DeletablePartition:
         if delay_naming.reserved_for_delay(topic.record.name):
-            return DeletablePartition(topic.logs[index], topic, None, self._delays)
-        view = self._full_view if self._full_view.keeps(topic) else None
+            return DeletablePartition(topic.logs[index], topic, None, self.delays)
+        view = self.full_view if self.full_view.keeps(topic) else None
         return DeletablePartition(topic.logs[index], topic, view)
 
     async def grow_companions(self, topic: str, partitions: int) -> None:
         """``topic`` now has ``partitions`` partitions: so has its delay companion, if any."""
         if not delay_naming.may_have_delay(topic):
             return
-        companion = self._topics.get(delay_naming.delay_name(topic))
+        companion = self.topics.get(delay_naming.delay_name(topic))
         if companion is not None and companion.record.partitions < partitions:
             # Follows a growth already allowed: not counted against the request's batch.
-            await self._topics.add_partitions(companion.record.name, partitions, room=partitions)
+            await self.topics.add_partitions(companion.record.name, partitions, room=partitions)
 
     def stored_companions(self, topic: str) -> list[str]:
         """The stored topics that go when the stored topic ``topic`` goes: its delay
@@ -374,14 +368,14 @@ class TopicResolver:
         if not delay_naming.may_have_delay(topic):
             return []
         companion = delay_naming.delay_name(topic)
-        return [companion] if self._topics.get(companion) is not None else []
+        return [companion] if self.topics.get(companion) is not None else []
 
     async def forget_derived(self, topic: str) -> None:
         """Deletes what the deleted topic ``topic`` had beside its stored companions: its
         view's data and its pending delayed records (nothing for those it never had)."""
-        await self._full_view.forget_topic(topic)
+        await self.full_view.forget_topic(topic)
         if delay_naming.may_have_delay(topic):
-            await self._delays.forget_topic(topic, delay_naming.delay_name(topic))
+            await self.delays.forget_topic(topic, delay_naming.delay_name(topic))
 
     def derived_names(self, topic: str) -> list[str]:
         """The names that belong to the stored topic ``topic`` and go when it goes: its
@@ -396,5 +390,5 @@ class TopicResolver:
         """True when the stored topic ``topic`` keeps its full-data view current (which must
         then see every append, and hold back retention until it has applied what goes):
         a view set on explicitly, or read once (full_view/view.py)."""
-        stored = self._topics.get(topic)
-        return stored is not None and self._full_view.keeps(stored)
+        stored = self.topics.get(topic)
+        return stored is not None and self.full_view.keeps(stored)

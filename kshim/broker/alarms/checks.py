@@ -99,29 +99,32 @@ async def check_once(watched: Watched, settings: AlarmSettings, state: CheckStat
 
 
 def _group_lag(watched: Watched, settings: AlarmSettings, state: CheckState, now_s: float) -> None:
-    seen = set()
-    for group, topic_partition, lag in watched.group_lags():
-        subject = f"{group} {topic_partition}"
-        seen.add(subject)
-        message = (f"consumer group {group} is {lag} records behind on {topic_partition}, "
-                   f"more than {settings.group_lag_records}")  # fmt: skip
-        _sustained(watched.alarms, state, GROUP_LAG, subject, lag, settings.group_lag_records,
-                   settings.group_lag_s, now_s, message)  # fmt: skip
-    watched.alarms.forget(GROUP_LAG, seen.__contains__)
+    limit = settings.group_lag_records
+    lags = ((f"{group} {topic_partition}", lag,
+             f"consumer group {group} is {lag} records behind on {topic_partition}, more "
+             f"than {limit}") for group, topic_partition, lag in watched.group_lags())  # fmt: skip
+    _lag_alarms(watched.alarms, state, GROUP_LAG, lags, limit, settings.group_lag_s, now_s)
 
 
 async def _view_lag(
     watched: Watched, settings: AlarmSettings, state: CheckState, now_s: float
 ) -> None:
+    limit = settings.view_lag_records
+    lags = ((str(topic_partition), lag,
+             f"the full-data view of {topic_partition} is {lag} records behind, more than "
+             f"{limit}") for topic_partition, lag in await watched.view_lags())  # fmt: skip
+    _lag_alarms(watched.alarms, state, VIEW_LAG, lags, limit, settings.view_lag_s, now_s)
+
+
+def _lag_alarms(alarms: Alarms, state: CheckState, kind: str, lags: Iterable[tuple[str, int, str]],
+          threshold: int, duration_s: float, now_s: float) -> None:  # fmt: skip
+    """Each (subject, lag, message) of ``lags`` held as a ``_sustained`` alarm; the alarms
+    of subjects no longer listed (a partition or group gone) are forgotten."""
     seen = set()
-    for topic_partition, lag in await watched.view_lags():
-        subject = str(topic_partition)
+    for subject, lag, message in lags:
         seen.add(subject)
-        message = (f"the full-data view of {topic_partition} is {lag} records behind, more "
-                   f"than {settings.view_lag_records}")  # fmt: skip
-        _sustained(watched.alarms, state, VIEW_LAG, subject, lag, settings.view_lag_records,
-                   settings.view_lag_s, now_s, message)  # fmt: skip
-    watched.alarms.forget(VIEW_LAG, seen.__contains__)
+        _sustained(alarms, state, kind, subject, lag, threshold, duration_s, now_s, message)
+    alarms.forget(kind, seen.__contains__)
 
 
 def _sustained(alarms: Alarms, state: CheckState, kind: str, subject: str, value: float,

@@ -13,7 +13,7 @@ counters, added by prometheus_client); labels are topic, partition, group, API.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -64,13 +64,25 @@ class BrokerCollector(Collector):
         families += await _views(broker)
         families += await _delays(broker)
         families += _storage(broker)
-        connections = GaugeMetricFamily(
-            "kshim_connections", "Open client connections, by listener", labels=["listener"]
-        )
-        for listener, count in self._connections().items():
-            connections.add_metric([listener], count)
-        families.append(connections)
+        families.append(
+            _per_label(GaugeMetricFamily, "kshim_connections",
+                       "Open client connections, by listener", "listener", self._connections())
+        )  # fmt: skip
         return families
+
+
+def _per_label(
+    kind: type[CounterMetricFamily | GaugeMetricFamily],
+    name: str,
+    documentation: str,
+    label: str,
+    values: Mapping[str, float],
+) -> Metric:
+    """A family of ``kind`` with one sample per key of ``values``, labelled ``label``."""
+    family = kind(name, documentation, labels=[label])
+    for key, value in values.items():
+        family.add_metric([key], value)
+    return family
 
 
 def _partition_gauge(name: str, documentation: str) -> GaugeMetricFamily:
@@ -99,35 +111,32 @@ def _logs(broker: Broker) -> Families:
 
 def _traffic(broker: Broker) -> Families:
     traffic = broker.traffic
-    families: Families = []
-    for name, documentation, counts in (
-        (
-            "kshim_produced_records",
-            "Records appended by Produce, by topic",
-            traffic.produced_records,
-        ),
-        (
-            "kshim_produced_bytes",
-            "Bytes of record batches appended by Produce, by topic",
-            traffic.produced_bytes,
-        ),
-        (
-            "kshim_fetched_bytes",
-            "Bytes of record batches answered to Fetch, by topic",
-            traffic.fetched_bytes,
-        ),
-        (
-            "kshim_fetched_records",
-            "Records answered to Fetch, by topic, counted by offsets (a transaction's marker "
-            "counts as one; full-data views are not counted)",
-            traffic.fetched_offsets,
-        ),
-    ):
-        family = CounterMetricFamily(name, documentation, labels=["topic"])
-        for topic, count in counts.items():
-            family.add_metric([topic], count)
-        families.append(family)
-    return families
+    return [
+        _per_label(CounterMetricFamily, name, documentation, "topic", counts)
+        for name, documentation, counts in (
+            (
+                "kshim_produced_records",
+                "Records appended by Produce, by topic",
+                traffic.produced_records,
+            ),
+            (
+                "kshim_produced_bytes",
+                "Bytes of record batches appended by Produce, by topic",
+                traffic.produced_bytes,
+            ),
+            (
+                "kshim_fetched_bytes",
+                "Bytes of record batches answered to Fetch, by topic",
+                traffic.fetched_bytes,
+            ),
+            (
+                "kshim_fetched_records",
+                "Records answered to Fetch, by topic, counted by offsets (a transaction's marker "
+                "counts as one; full-data views are not counted)",
+                traffic.fetched_offsets,
+            ),
+        )
+    ]
 
 
 def _groups(broker: Broker) -> Families:
@@ -180,24 +189,24 @@ def _transactions(broker: Broker) -> Families:
         "Open transactions past their time, to be reviewed",
         value=due,
     )
-    outcomes = CounterMetricFamily(
+    outcomes = _per_label(
+        CounterMetricFamily,
         "kshim_transaction_reviews",
         "Reviews of overdue transactions, by outcome (unknown: asked again later)",
-        labels=["outcome"],
+        "outcome",
+        broker.reviewer.outcomes,
     )
-    for outcome, total in broker.reviewer.outcomes.items():
-        outcomes.add_metric([outcome], total)
     return [count, open_, reviews, outcomes]
 
 
 def _alarms(broker: Broker) -> Families:
-    raised = CounterMetricFamily(
+    raised = _per_label(
+        CounterMetricFamily,
         "kshim_alarms_raised",
         "Alarms raised (or, for events, said) since the broker started",
-        labels=["kind"],
+        "kind",
+        broker.alarms.raised,
     )
-    for kind, count in broker.alarms.raised.items():
-        raised.add_metric([kind], count)
     active = GaugeMetricFamily(
         "kshim_alarms_active", "Alarms raised and not cleared: 1 each", labels=["kind", "subject"]
     )

@@ -17,6 +17,7 @@ import logging
 import socket
 import ssl
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from kshim.server.security.held_refusals import HeldRefusals, Refused
 from kshim.server.security.login_throttle import Login
@@ -25,27 +26,20 @@ log = logging.getLogger(__name__)
 BACKLOG = 1024
 
 
+@dataclass(eq=False, slots=True)
 class TlsAcceptor:
-    def __init__(
-        self,
-        context: ssl.SSLContext,
-        protocol: Callable[[Login], asyncio.BaseProtocol],
-        admit: Callable[[str], Login | Refused],
-        dropped: Callable[[Login], None],
-        refusals: HeldRefusals,
-        handshake_timeout_s: float,
-    ) -> None:
-        """``protocol`` serves an admitted connection once its handshake is done;
-        ``dropped`` is told of one whose handshake failed."""
-        self._context = context
-        self._protocol = protocol
-        self._admit = admit
-        self._dropped = dropped
-        self._refusals = refusals
-        self._handshake_timeout_s = handshake_timeout_s
-        self._socket: socket.socket | None = None
-        self._accepting: asyncio.Task[None] | None = None
-        self.handshakes: set[asyncio.Task[None]] = set()
+    """``protocol`` serves an admitted connection once its handshake is done; ``dropped``
+    is told of one whose handshake failed."""
+
+    context: ssl.SSLContext
+    protocol: Callable[[Login], asyncio.BaseProtocol]
+    admit: Callable[[str], Login | Refused]
+    dropped: Callable[[Login], None]
+    refusals: HeldRefusals
+    handshake_timeout_s: float
+    _socket: socket.socket | None = field(default=None, init=False)
+    _accepting: asyncio.Task[None] | None = field(default=None, init=False)
+    handshakes: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         """Binds and starts accepting; returns the bound address. Raises OSError."""
@@ -78,9 +72,9 @@ class TlsAcceptor:
                 await asyncio.sleep(0.05)
                 continue
             address = peer[0] if isinstance(peer, tuple) else ""
-            admitted = self._admit(address)
+            admitted = self.admit(address)
             if isinstance(admitted, Refused):
-                self._refusals.hold(connection.close, admitted.hold_s)
+                self.refusals.hold(connection.close, admitted.hold_s)
                 continue
             task = asyncio.create_task(self._handshake(connection, peer, admitted))
             self.handshakes.add(task)
@@ -89,17 +83,17 @@ class TlsAcceptor:
     async def _handshake(self, connection: socket.socket, peer: object, login: Login) -> None:
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
-                lambda: self._protocol(login),
+                lambda: self.protocol(login),
                 connection,
-                ssl=self._context,
-                ssl_handshake_timeout=self._handshake_timeout_s,
+                ssl=self.context,
+                ssl_handshake_timeout=self.handshake_timeout_s,
             )
         except OSError as error:  # ssl.SSLError, TimeoutError and resets among them
             # Kafka logs "Failed authentication with <address> (SSL handshake failed)".
             reason = str(error) or type(error).__name__
             log.info("closing connection from %s: TLS handshake failed: %s", peer, reason)
             connection.close()
-            self._dropped(login)
+            self.dropped(login)
 
     def close(self) -> None:
         """Stops accepting; handshakes under way are cancelled."""

@@ -31,8 +31,7 @@ class FaultyFileSystem:
     def __init__(self, inner: FileSystem) -> None:
         self._inner = inner
         self._lock = threading.Lock()
-        self._write_error: int | None = None  # errno each write raises, if any
-        self._sync_error: int | None = None  # errno each sync raises, if any
+        self._errors: dict[str, int] = {}  # the errno each write or sync raises, by kind
         self.fsync_delay_s = 0.0  # each sync sleeps this long before it is attempted
         self.injected: collections.Counter[str] = collections.Counter()  # faults, by kind
         self.sync_attempts = 0  # every sync called, failed or not
@@ -51,25 +50,20 @@ class FaultyFileSystem:
     def fail_writes(self, error_number: int) -> None:
         """From now on every ``write`` and ``open_append`` raises ``OSError(error_number)``."""
         with self._lock:
-            self._write_error = error_number
+            self._errors[WRITE] = error_number
 
     def fail_syncs(self, error_number: int) -> None:
         """From now on every fsync, directory fsync and ``sync_all`` raises the error."""
         with self._lock:
-            self._sync_error = error_number
+            self._errors[SYNC] = error_number
 
     def heal(self) -> None:
         """Stops failing writes and syncs (``fsync_delay_s`` stays as it is)."""
         with self._lock:
-            self._write_error = self._sync_error = None
+            self._errors.clear()
 
     def _check_write(self) -> None:
-        with self._lock:
-            error_number = self._write_error
-            if error_number is not None:
-                self.injected[WRITE] += 1
-        if error_number is not None:
-            raise OSError(error_number, os.strerror(error_number))
+        self._raise_injected(WRITE)
 
     def _check_sync(self) -> None:
         with self._lock:
@@ -77,10 +71,14 @@ class FaultyFileSystem:
             delay_s = self.fsync_delay_s
         if delay_s > 0:
             time.sleep(delay_s)  # a worker thread's (or an inline round's) slow disk
+        self._raise_injected(SYNC)
+
+    def _raise_injected(self, kind: str) -> None:
+        """Raises the error injected for ``kind`` (WRITE, SYNC), if any, and counts it."""
         with self._lock:
-            error_number = self._sync_error
+            error_number = self._errors.get(kind)
             if error_number is not None:
-                self.injected[SYNC] += 1
+                self.injected[kind] += 1
         if error_number is not None:
             raise OSError(error_number, os.strerror(error_number))
 

@@ -30,6 +30,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from kshim.storage.files.filesystem import FileSystem
 from kshim.storage.interface import StoreSettings
@@ -40,43 +41,44 @@ from kshim.storage.log.write_ahead_log import WriteAheadLog
 Spill = list[tuple[DiskPartitionLog, list[PendingBatch]]]
 
 
+@dataclass(eq=False, slots=True)
 class Checkpointer:
     """Spill and checkpoint jobs of one store. Event loop only (jobs use a worker thread)."""
 
-    def __init__(
-        self,
-        wal: WriteAheadLog,
-        filesystem: FileSystem,
-        logs_dir: str,
-        settings: StoreSettings,
-        on_failure: Callable[[BaseException], None],
-        checkpoint_limit: Callable[[], int],
-    ) -> None:
-        self._wal = wal
-        self._checkpoint_limit = checkpoint_limit
-        self._fs = filesystem
-        self._logs_dir = logs_dir
-        self._settings = settings
-        self._on_failure = on_failure
-        self.lock = asyncio.Lock()  # held for a job's file work, and by deletions
-        self._unspilled: dict[DiskPartitionLog, None] = {}  # logs with unspilled batches
-        self._unspilled_bytes = 0
-        self._spill_due: dict[DiskPartitionLog, None] = {}
-        self._spill_all = False
-        self._recent: OrderedDict[DiskPartitionLog, None] = OrderedDict()  # by last append
-        self.memtable_bytes = 0  # of every log's memtable together
-        self._dirty: set[DiskPartitionLog] = set()  # spilled since the last checkpoint
-        self._last_checkpoint = time.monotonic()
-        self._last_checkpoint_end = wal.end  # the log's end when the last checkpoint began
-        self._direct_bytes = 0  # written straight to segment files since then
-        self.direct_bytes_written = 0  # the same, over the store's life
-        # The end of the records of every finished flush round: a round still writing has
-        # taken its batches, which a checkpoint may not have spilled, so it waits for it.
-        self._logged_end = wal.end
-        self._timer: asyncio.TimerHandle | None = None
-        self._checkpoint_requested = False
-        self._task: asyncio.Task[None] | None = None
-        self._stopped = False  # the store failed: see ``stop``
+    wal: WriteAheadLog
+    filesystem: FileSystem
+    logs_dir: str
+    settings: StoreSettings
+    on_failure: Callable[[BaseException], None]
+    checkpoint_limit: Callable[[], int]
+    # Held for a job's file work, and by deletions.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+    # Logs with unspilled batches.
+    _unspilled: dict[DiskPartitionLog, None] = field(default_factory=dict, init=False)
+    _unspilled_bytes: int = field(default=0, init=False)
+    _spill_due: dict[DiskPartitionLog, None] = field(default_factory=dict, init=False)
+    _spill_all: bool = field(default=False, init=False)
+    # Logs by last append, least recent first.
+    _recent: OrderedDict[DiskPartitionLog, None] = field(default_factory=OrderedDict, init=False)
+    memtable_bytes: int = field(default=0, init=False)  # of every log's memtable together
+    # Logs spilled since the last checkpoint.
+    _dirty: set[DiskPartitionLog] = field(default_factory=set, init=False)
+    _last_checkpoint: float = field(default_factory=time.monotonic, init=False)
+    # The log's end when the last checkpoint began.
+    _last_checkpoint_end: int = field(init=False)
+    # Bytes written straight to segment files since then, and over the store's life.
+    _direct_bytes: int = field(default=0, init=False)
+    direct_bytes_written: int = field(default=0, init=False)
+    # The end of the records of every finished flush round: a round still writing has
+    # taken its batches, which a checkpoint may not have spilled, so it waits for it.
+    _logged_end: int = field(init=False)
+    _timer: asyncio.TimerHandle | None = field(default=None, init=False)
+    _checkpoint_requested: bool = field(default=False, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+    _stopped: bool = field(default=False, init=False)  # the store failed: see ``stop``
+
+    def __post_init__(self) -> None:
+        self._last_checkpoint_end = self._logged_end = self.wal.end
 
     def appended(self, log: DiskPartitionLog, size: int) -> None:
         """A batch joined ``log``'s memtable."""
@@ -86,7 +88,7 @@ class Checkpointer:
 
     def log_recovered(self) -> None:
         """The write-ahead log was read (a restart): its end is where rounds go on."""
-        self._logged_end = self._last_checkpoint_end = self._wal.end
+        self._logged_end = self._last_checkpoint_end = self.wal.end
 
     def unspilled_changed(self, log: DiskPartitionLog, delta: int) -> None:
         """``log`` has ``delta`` more bytes to spill (a flush round took its batches)."""
@@ -101,7 +103,7 @@ class Checkpointer:
         for log in logs:
             if log.unspilled_bytes >= log.spill_threshold and not log.deleted:
                 self._spill_due[log] = None
-        if self._unspilled_bytes >= self._settings.memtable_total_bytes // 2:
+        if self._unspilled_bytes >= self.settings.memtable_total_bytes // 2:
             self._spill_all = True
         if self._spill_due or self._spill_all or self._checkpoint_due():
             self._start()
@@ -111,7 +113,7 @@ class Checkpointer:
     def _arm_timer(self) -> None:
         """A checkpoint kshim.wal.checkpoint.interval.ms from now, unless one is set."""
         if self._timer is None:
-            delay_s = self._settings.checkpoint_interval_ms / 1000
+            delay_s = self.settings.checkpoint_interval_ms / 1000
             self._timer = asyncio.get_running_loop().call_later(delay_s, self._start)
 
     def forget(self, log: DiskPartitionLog) -> None:
@@ -126,7 +128,7 @@ class Checkpointer:
         """Returns at once unless the memtables hold more than their total budget (spills
         fell behind a slow disk); then once the spills under way are done, which holds
         flush rounds, and so producers, back."""
-        if self.memtable_bytes > self._settings.memtable_total_bytes:
+        if self.memtable_bytes > self.settings.memtable_total_bytes:
             await self.idle()
 
     async def idle(self) -> None:
@@ -165,7 +167,7 @@ class Checkpointer:
         try:
             await self._checkpoint()
         except Exception as error:
-            self._on_failure(error)
+            self.on_failure(error)
             raise
 
     def request_checkpoint(self) -> None:
@@ -196,9 +198,9 @@ class Checkpointer:
         written = self._written_since_checkpoint()
         if written == 0:
             return False
-        grown = written >= self._settings.checkpoint_bytes
+        grown = written >= self.settings.checkpoint_bytes
         waited_ms = (time.monotonic() - self._last_checkpoint) * 1000
-        return grown or waited_ms >= self._settings.checkpoint_interval_ms
+        return grown or waited_ms >= self.settings.checkpoint_interval_ms
 
     async def _run(self) -> None:
         failed = False
@@ -211,7 +213,7 @@ class Checkpointer:
                 else:
                     break
         except Exception as error:  # a disk error: the store refuses further appends
-            self._on_failure(error)
+            self.on_failure(error)
             failed = True
         finally:
             self._task = None
@@ -235,11 +237,11 @@ class Checkpointer:
             self._direct_bytes = 0
             # Every record before the position belongs to a batch spilled below, except
             # those of partitions not opened since a restart, which hold it back.
-            position = min(self._logged_end, self._checkpoint_limit())
+            position = min(self._logged_end, self.checkpoint_limit())
             spill = self._take(list(self._unspilled))
             dirty = self._dirty | {log for log, _ in spill}
             self._dirty = set()
-            if dirty or position != self._wal.checkpointed:
+            if dirty or position != self.wal.checkpointed:
                 await asyncio.to_thread(self._checkpoint_files, spill, dirty, position)
         self._last_checkpoint = time.monotonic()
         self._spilled(spill, synced=True)
@@ -271,7 +273,7 @@ class Checkpointer:
             _, _, last = batches[-1]
             self.memtable_bytes -= log.spilled(last.base_offset + last.last_offset_delta + 1)
         for log in list(self._recent):
-            if self.memtable_bytes <= self._settings.memtable_total_bytes:
+            if self.memtable_bytes <= self.settings.memtable_total_bytes:
                 break
             self.memtable_bytes -= log.release_memtable()
             if log.memtable_bytes == 0:
@@ -283,11 +285,11 @@ class Checkpointer:
         _write_spills(spill)
         synced = {log: log.writer.unsynced_paths for log in dirty}
         paths = {path for log_paths in synced.values() for path in log_paths}
-        directories = {log.writer.directory for log in dirty} | {self._logs_dir}
-        self._fs.sync_all(paths, directories)
+        directories = {log.writer.directory for log in dirty} | {self.logs_dir}
+        self.filesystem.sync_all(paths, directories)
         for log, log_paths in synced.items():
             log.writer.synced(log_paths)
-        self._wal.checkpoint(position)
+        self.wal.checkpoint(position)
 
 
 def _write_spills(spill: Spill) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from kshim.storage.log.partition_log import DiskPartitionLog
@@ -43,35 +44,32 @@ class DirectWrites(Protocol):
     def written_directly(self, log: DiskPartitionLog, size: int, end_offset: int) -> None: ...
 
 
+@dataclass(eq=False, slots=True)
 class GroupCommit:
-    """The flush rounds of one store. Event loop only (rounds may use a worker thread)."""
+    """The flush rounds of one store. Event loop only (rounds may use a worker thread).
+    ``before_round`` may hold a round back (while spills catch up with memory)."""
 
-    def __init__(
-        self,
-        wal: WriteAheadLog,
-        inline_write_max_us: int,
-        after_round: Callable[[list[DiskPartitionLog], int], None],  # logs, logged end
-        on_failure: Callable[[BaseException], None],
-        before_round: Callable[[], Awaitable[None]],
-        direct: DirectWrites,
-    ) -> None:
-        """``before_round`` may hold a round back (while spills catch up with memory)."""
-        self._wal = wal
-        self._direct = direct
-        self._before_round = before_round
-        self._inline_write_max_us = inline_write_max_us
-        self._after_round = after_round
-        self._on_failure = on_failure
-        self._waiting: dict[DiskPartitionLog, None] = {}  # logs with unlogged batches, in order
-        self._unsynced: set[DiskPartitionLog] = set()  # written in rounds that skipped fsync
-        self._extra_records: list[bytes] = []  # records of the store's own (deletions)
-        self._task: asyncio.Task[None] | None = None
-        self._stopped = False  # the store failed: see ``stop``
-        self._appends = 0  # batches appended so far (how a loop turn shows it brought more)
-        self._inline_write_us = 0.0  # moving average of an inline round's write and fsync
-        self._last_inline_write = 0.0  # time.monotonic() of the last inline round
-        # Told of each round: (seconds to write and sync it, batches it made durable).
-        self.round_observers: list[Callable[[float, int], None]] = []
+    wal: WriteAheadLog
+    inline_write_max_us: int
+    after_round: Callable[[list[DiskPartitionLog], int], None]  # logs, logged end
+    on_failure: Callable[[BaseException], None]
+    before_round: Callable[[], Awaitable[None]]
+    direct: DirectWrites
+    # Logs with unlogged batches, in order.
+    _waiting: dict[DiskPartitionLog, None] = field(default_factory=dict, init=False)
+    # Written in rounds that skipped fsync.
+    _unsynced: set[DiskPartitionLog] = field(default_factory=set, init=False)
+    # Records of the store's own (deletions).
+    _extra_records: list[bytes] = field(default_factory=list, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+    _stopped: bool = field(default=False, init=False)  # the store failed: see ``stop``
+    # Batches appended so far (how a loop turn shows it brought more).
+    _appends: int = field(default=0, init=False)
+    # Moving average of an inline round's write and fsync, and time.monotonic() of the last.
+    _inline_write_us: float = field(default=0.0, init=False)
+    _last_inline_write: float = field(default=0.0, init=False)
+    # Told of each round: (seconds to write and sync it, batches it made durable).
+    round_observers: list[Callable[[float, int], None]] = field(default_factory=list, init=False)
 
     def appended(self, log: DiskPartitionLog) -> None:
         """``log`` has a batch for the next round."""
@@ -109,7 +107,7 @@ class GroupCommit:
         try:
             await self._gather_appends()
             while self._waiting or self._extra_records:
-                await self._before_round()
+                await self.before_round()
                 if self._stopped:
                     break
                 started = time.perf_counter()
@@ -117,7 +115,7 @@ class GroupCommit:
                 for observe in self.round_observers:
                     observe(time.perf_counter() - started, batches)
         except Exception as error:  # a disk error: the store refuses further appends
-            self._on_failure(error)
+            self.on_failure(error)
         finally:
             self._task = None
 
@@ -127,8 +125,8 @@ class GroupCommit:
             (log,) = self._waiting
             # Unsynced records in the write-ahead log (flush.messages > 1) wait for a
             # round that syncs it; a round that only syncs segment files would not.
-            if not self._unsynced and log.sync_due() and self._direct.may_write_directly(log):
-                async with self._direct.lock:  # free: taken without waiting
+            if not self._unsynced and log.sync_due() and self.direct.may_write_directly(log):
+                async with self.direct.lock:  # free: taken without waiting
                     return await self._round_to_segments(log)
         logs = list(self._waiting)
         self._waiting.clear()
@@ -149,7 +147,7 @@ class GroupCommit:
         if self._write_inline():
             self._write_on_loop(parts, sync)
         else:
-            await asyncio.to_thread(self._wal.write, parts, sync)
+            await asyncio.to_thread(self.wal.write, parts, sync)
             # A checkpoint may have failed the store meanwhile. (A round to segment files
             # cannot overlap one: both hold the checkpointer's lock.)
             if self._stopped:
@@ -160,7 +158,7 @@ class GroupCommit:
             self._unsynced.clear()
         for log, target in zip(logs, targets, strict=True):
             log.logged(target)
-        self._after_round(logs, self._wal.end)
+        self.after_round(logs, self.wal.end)
         return batches
 
     async def _round_to_segments(self, log: DiskPartitionLog) -> int:
@@ -173,9 +171,9 @@ class GroupCommit:
         else:
             await asyncio.to_thread(log.writer.write_durably, pending)
         log.synced(messages)
-        self._direct.written_directly(log, sum(len(data) for _, data, _ in pending), target)
+        self.direct.written_directly(log, sum(len(data) for _, data, _ in pending), target)
         log.logged(target)
-        self._after_round([log], self._wal.end)
+        self.after_round([log], self.wal.end)
         return len(pending)
 
     async def _gather_appends(self) -> None:
@@ -197,14 +195,14 @@ class GroupCommit:
         # much latency. A slow disk must not stall the event loop, though: once inline
         # rounds average over the limit, rounds go to a worker thread, with one inline
         # probe every PROBE_INTERVAL_S to notice when the disk is fast again.
-        if self._inline_write_max_us <= 0:
+        if self.inline_write_max_us <= 0:
             return False
-        if self._inline_write_us < self._inline_write_max_us:
+        if self._inline_write_us < self.inline_write_max_us:
             return True
         return time.monotonic() - self._last_inline_write >= PROBE_INTERVAL_S
 
     def _write_on_loop(self, parts: list[bytes | memoryview], sync: bool) -> None:
-        self._timed_on_loop(lambda: self._wal.write(parts, sync))
+        self._timed_on_loop(lambda: self.wal.write(parts, sync))
 
     def _timed_on_loop(self, write: Callable[[], None]) -> None:
         started = time.perf_counter()

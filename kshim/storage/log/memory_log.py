@@ -39,7 +39,6 @@ from kshim.storage.interface import (
     LogConfig,
     LogFailed,
     LogStore,
-    OffsetOutOfRange,
     PartitionLog,
     PartitionToOpen,
     ReadResult,
@@ -48,8 +47,8 @@ from kshim.storage.interface import (
 )
 from kshim.storage.log.cleaner import SegmentRewrite, clean_segments, start_pass
 from kshim.storage.log.segment import Segment, segment_holding, should_roll
+from kshim.storage.log.segmented_log import SegmentedLog
 from kshim.storage.log.timestamp_lookup import first_record_at_or_after, record_with_max_timestamp
-from kshim.storage.retention import SegmentSummary
 
 
 @dataclass(slots=True)
@@ -80,7 +79,7 @@ class MemorySegment(Segment):
             yield data[self.batch_positions[index] : self.batch_end(index)]
 
 
-class MemoryPartitionLog:
+class MemoryPartitionLog(SegmentedLog):
     """The in-memory implementation of interface.PartitionLog (see the module docstring)."""
 
     def __init__(
@@ -94,7 +93,7 @@ class MemoryPartitionLog:
         self.topic_partition = topic_partition
         self.config = config
         self._clock = clock
-        self.segments = segments  # oldest first; the last is the active one
+        self.segments: list[MemorySegment] = segments  # oldest first; the last is the active one
         self.log_end_offset = segments[-1].next_offset
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
         self.high_watermark = self.log_end_offset
@@ -156,13 +155,7 @@ class MemoryPartitionLog:
     ) -> ReadResult:
         """See interface.PartitionLog.read: stops at a segment's end, as the disk log does
         (and Kafka's, which reads one LogSegment at a time). Chunks are ``bytes``."""
-        if offset < self.log_start_offset or offset > self.high_watermark:
-            raise OffsetOutOfRange(
-                f"{offset} outside [{self.log_start_offset}, {self.high_watermark}]"
-            )
-        upper = self.high_watermark
-        if upper_offset is not None:
-            upper = min(upper_offset, upper)
+        upper = self.read_upper(offset, upper_offset)
         if offset >= upper:
             return ReadResult((), 0, offset)
         return segment_holding(self.segments, offset).read(offset, max_bytes, upper)
@@ -179,16 +172,6 @@ class MemoryPartitionLog:
         """See interface.PartitionLog.offset_of_max_timestamp."""
         visible = range(self.log_start_offset, self.high_watermark)
         return await record_with_max_timestamp(self.segments, self._read_batch, visible)
-
-    def advance_log_start_offset(self, offset: int) -> None:
-        """See interface.PartitionLog.advance_log_start_offset."""
-        if offset > self.high_watermark:
-            raise OffsetOutOfRange(f"{offset} beyond high watermark {self.high_watermark}")
-        self.log_start_offset = max(self.log_start_offset, offset)
-
-    def segment_summaries(self) -> list[SegmentSummary]:
-        """See interface.PartitionLog.segment_summaries."""
-        return [segment.summary() for segment in self.segments]
 
     async def drop_oldest_segments(self, count: int, log_start_offset: int) -> None:
         """See interface.PartitionLog.drop_oldest_segments."""

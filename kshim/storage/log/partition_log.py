@@ -29,7 +29,6 @@ from kshim.storage.interface import (
     Clock,
     LogConfig,
     LogFailed,
-    OffsetOutOfRange,
     ReadResult,
     TimestampHit,
     TopicPartition,
@@ -42,9 +41,9 @@ from kshim.storage.log.recovery import RecoveredLog
 from kshim.storage.log.segment import Segment, segment_file_name, segment_holding, should_roll
 from kshim.storage.log.segment_check import SegmentReads
 from kshim.storage.log.segment_writer import PendingBatch, SegmentWriter
+from kshim.storage.log.segmented_log import SegmentedLog
 from kshim.storage.log.timestamp_lookup import first_record_at_or_after, record_with_max_timestamp
 from kshim.storage.log.write_ahead_log import BATCH_RECORD, record_prefix
-from kshim.storage.retention import SegmentSummary
 
 
 class LogHost(Protocol):
@@ -80,7 +79,7 @@ class LogHost(Protocol):
         ...
 
 
-class DiskPartitionLog:
+class DiskPartitionLog(SegmentedLog):
     """The disk implementation of interface.PartitionLog (see the module docstring).
     Not thread-safe: use from the event loop only."""
 
@@ -101,7 +100,7 @@ class DiskPartitionLog:
         self._clock = clock
         self._host = host
         self.writer = writer
-        self.segments = recovered.segments
+        self.segments: list[Segment] = recovered.segments
         self.log_end_offset = self.segments[-1].next_offset
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.high_watermark = self.log_end_offset
@@ -262,13 +261,7 @@ class DiskPartitionLog:
         ``upper_offset`` defaults to the high watermark (and is capped by it).
         Raises OffsetOutOfRange outside [log start offset, high watermark].
         """
-        if offset < self.log_start_offset or offset > self.high_watermark:
-            raise OffsetOutOfRange(
-                f"{offset} outside [{self.log_start_offset}, {self.high_watermark}]"
-            )
-        upper = (
-            self.high_watermark if upper_offset is None else min(upper_offset, self.high_watermark)
-        )
+        upper = self.read_upper(offset, upper_offset)
         if offset >= upper:
             return ReadResult((), 0, offset)
         if self._memtable.covers(offset):
@@ -349,16 +342,6 @@ class DiskPartitionLog:
         return False
 
     # -- the log start and retention ---------------------------------------------------
-
-    def advance_log_start_offset(self, offset: int) -> None:
-        """Moves the log start offset forward (DeleteRecords, retention); never backwards."""
-        if offset > self.high_watermark:
-            raise OffsetOutOfRange(f"{offset} beyond high watermark {self.high_watermark}")
-        self.log_start_offset = max(self.log_start_offset, offset)
-
-    def segment_summaries(self) -> list[SegmentSummary]:
-        """A snapshot of the segments for retention planning."""
-        return [segment.summary() for segment in self.segments]
 
     async def drop_oldest_segments(self, count: int, log_start_offset: int) -> None:
         """Deletes the ``count`` oldest segments (never the active one) and their files."""
