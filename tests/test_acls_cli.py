@@ -21,7 +21,7 @@ import pytest
 
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.security.acls.model import Operation, ResourceType
+from kshim.protocol.acls import Operation, ResourceType
 from kshim.server.listener import KafkaServer
 from kshim.testing import free_port
 

@@ -24,7 +24,12 @@ import functools
 import json
 from collections.abc import Callable, Iterator, Sequence
 
-from kshim.broker.security.acls.model import (
+from kshim.cli.admin_options import Commands, add_admin_command, run_subcommand
+from kshim.cli.argument_types import add_list_option
+from kshim.cli.errors import OneLineArgumentParser, UsageError
+from kshim.cli.text_table import fixed_width_table
+from kshim.client.acl_admin import AclAdmin, AclAdminError, acl_admin, describe
+from kshim.protocol.acls import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
     WILDCARD,
@@ -36,11 +41,6 @@ from kshim.broker.security.acls.model import (
     ResourceType,
     is_principal,
 )
-from kshim.cli.acl_admin import AclAdmin, AclAdminError, acl_admin, describe
-from kshim.cli.admin_options import Commands, add_admin_command, run_subcommand
-from kshim.cli.argument_types import add_list_option
-from kshim.cli.errors import OneLineArgumentParser, UsageError
-from kshim.cli.text_table import fixed_width_table
 
 ACLS_PROGRAM = "kshim acls"
 # The option naming each resource type, and its type (kafka-acls.sh's names).

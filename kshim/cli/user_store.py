@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 
 from kshim.broker.security.credentials import to_stored
-from kshim.broker.security.scram_credential import MECHANISM_TYPES, ScramCredential
+from kshim.broker.security.scram_credential import ScramCredential
 from kshim.cli.errors import CommandFailed, data_directory_problem
-from kshim.cli.user_admin import CredentialListing, SaltedCredential
+from kshim.client.user_admin import CredentialListing, SaltedCredential
+from kshim.protocol.scram_mechanisms import MECHANISM_TYPES
 from kshim.storage.files.data_directory_lock import DataDirectoryInUse, DataDirectoryLock
 from kshim.storage.meta.lmdb_types import LmdbFailed
 from kshim.storage.meta.metadata import MetadataStore

@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterator
 
 from kshim.broker.security.scram_credential import (
     MAX_ITERATIONS,
-    MECHANISMS,
     MIN_ITERATIONS,
     new_salt,
     salted_password,
@@ -38,10 +37,11 @@ from kshim.broker.security.scram_credential import (
 from kshim.cli.admin_options import Commands, add_admin_command, command_security, run_subcommand
 from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError, print_lines
 from kshim.cli.text_table import fixed_width_table, json_or_table
-from kshim.cli.user_admin import CredentialListing, SaltedCredential, UserAdmin, user_admin
 from kshim.cli.user_store import add_offline, list_offline
 from kshim.client.errors import reason
 from kshim.client.topic_admin import AdminError
+from kshim.client.user_admin import CredentialListing, SaltedCredential, UserAdmin, user_admin
+from kshim.protocol.scram_mechanisms import MECHANISMS
 from kshim.storage.meta.scram_store import MAX_USER_BYTES
 
 USERS_PROGRAM = "kshim users"

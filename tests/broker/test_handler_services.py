@@ -21,13 +21,13 @@ from kshim.api.transactions import add_offsets_to_txn, end_txn, init_producer_id
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.groups.coordinator import GroupCoordinator
-from kshim.broker.security.acls.model import Operation, PatternType, Permission, ResourceType
 from kshim.broker.security.acls.service import Acls
 from kshim.broker.security.session import Session
 from kshim.broker.topic_resolver import TopicResolver
 from kshim.broker.topics import TopicManager
 from kshim.broker.transactions.coordinator import TransactionCoordinator
 from kshim.broker.transactions.reviewer import TransactionReviewer
+from kshim.protocol.acls import Operation, PatternType, Permission, ResourceType
 from kshim.protocol.apis import ADVERTISED
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.headers import RequestHeader

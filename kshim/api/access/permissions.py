@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kshim.broker.security.acls.model import (
+from kshim.broker.security.acls.service import Acls
+from kshim.broker.topic_resolver import base_topic
+from kshim.protocol.acls import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
     Operation,
     ResourceType,
     operations_bitfield,
 )
-from kshim.broker.security.acls.service import Acls
-from kshim.broker.topic_resolver import base_topic
 
 # Kafka's messages for its authorisation errors (Errors.java), where it sends them.
 TOPIC_REFUSED = "Topic authorization failed."

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
 from kshim.api.access.permissions import Permissions
 from kshim.api.access.rule import Check, Handler, RequestT, ResponseT
 from kshim.api.context import RequestContext
-from kshim.broker.security.acls.model import Operation
+from kshim.protocol.acls import Operation
 from kshim.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

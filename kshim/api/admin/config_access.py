@@ -22,7 +22,7 @@ from kshim.api.access.permissions import (
 )
 from kshim.api.access.refusals import Listing, Refusals, item_by_item
 from kshim.api.admin.config_changes import ConfigResource, ResourceAnswer
-from kshim.broker.security.acls.model import Operation
+from kshim.protocol.acls import Operation
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages import alter_configs as legacy
 from kshim.protocol.messages import incremental_alter_configs as incremental

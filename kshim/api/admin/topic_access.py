@@ -17,8 +17,8 @@ from kshim.api.access.refusals import Listing, item_by_item, topics_need
 from kshim.api.access.rule import Handler
 from kshim.api.admin import delete_topics
 from kshim.api.context import RequestContext
-from kshim.broker.security.acls.model import Operation
 from kshim.broker.topic_resolver import NO_TOPIC_ID, TopicResolver
+from kshim.protocol.acls import Operation
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.create_partitions import (
     CreatePartitionsRequest,

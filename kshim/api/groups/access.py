@@ -27,7 +27,7 @@ from kshim.api.access.refusals import (
 from kshim.api.access.rule import Handler, all_or_nothing
 from kshim.api.context import RequestContext
 from kshim.api.groups import describe_groups, find_coordinator, join_group
-from kshim.broker.security.acls.model import Operation, ResourceType
+from kshim.protocol.acls import Operation, ResourceType
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.delete_groups import (
     DeletableGroupResult,

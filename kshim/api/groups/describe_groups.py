@@ -18,7 +18,7 @@ from collections.abc import Callable
 from kshim.api.context import RequestContext
 from kshim.api.services import WithGroups
 from kshim.broker.groups.admin import GroupDescription, describe_group
-from kshim.broker.security.acls.model import ResourceType, all_supported
+from kshim.protocol.acls import ResourceType, all_supported
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.describe_groups import (
     DescribedGroup,

@@ -20,7 +20,7 @@ from kshim.api.access.refusals import split_topics
 from kshim.api.access.rule import Handler
 from kshim.api.context import RequestContext
 from kshim.api.groups import offset_fetch
-from kshim.broker.security.acls.model import Operation
+from kshim.protocol.acls import Operation
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages import offset_fetch as messages
 

@@ -30,8 +30,8 @@ from kshim.api.access.rule import Handler
 from kshim.api.context import RequestContext
 from kshim.api.records import fetch, metadata, produce
 from kshim.broker.fetch_sessions import Answered, Wanted
-from kshim.broker.security.acls.model import CLUSTER_NAME, Operation, ResourceType
 from kshim.broker.topic_resolver import NO_TOPIC_ID
+from kshim.protocol.acls import CLUSTER_NAME, Operation, ResourceType
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.messages.delete_records import (

@@ -51,9 +51,9 @@ from dataclasses import dataclass
 
 from kshim.api.context import RequestContext
 from kshim.api.records.services import MetadataServices
-from kshim.broker.security.acls.model import ResourceType, all_supported
 from kshim.broker.topic_resolver import NO_TOPIC_ID, ResolvedTopic
 from kshim.broker.topics import TopicError, validate_topic_name
+from kshim.protocol.acls import ResourceType, all_supported
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import Part
 from kshim.protocol.messages.metadata import MetadataResponseBroker, MetadataResponseTopic

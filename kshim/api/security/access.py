@@ -16,7 +16,7 @@ from collections.abc import Callable
 from kshim.api.access.permissions import CLUSTER_REFUSED, Permissions
 from kshim.api.access.rule import all_or_nothing
 from kshim.api.context import RequestContext
-from kshim.broker.security.acls.model import Operation
+from kshim.protocol.acls import Operation
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,

@@ -10,7 +10,8 @@ from typing import Protocol, TypeVar
 
 from kshim.api.context import RequestContext
 from kshim.api.services import WithAcls
-from kshim.broker.security.acls.model import (
+from kshim.broker.security.acls.service import Answer
+from kshim.protocol.acls import (
     AclFilter,
     Operation,
     PatternType,
@@ -18,7 +19,6 @@ from kshim.broker.security.acls.model import (
     ResourceType,
     from_code,
 )
-from kshim.broker.security.acls.service import Answer
 
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")

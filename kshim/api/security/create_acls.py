@@ -3,7 +3,7 @@
 As Kafka's AclApis: a broker without an authoriser answers SECURITY_DISABLED, a caller
 without ALTER on the cluster CLUSTER_AUTHORIZATION_FAILED, each for every binding; else
 each binding gets its own result, INVALID_REQUEST for one Kafka refuses
-(security/acls/model.py binding_problem), NONE once stored (a binding already there too).
+(protocol/acls.py binding_problem), NONE once stored (a binding already there too).
 """
 
 from __future__ import annotations
@@ -11,15 +11,8 @@ from __future__ import annotations
 from kshim.api.context import RequestContext
 from kshim.api.security import acl_requests
 from kshim.api.services import WithAcls
-from kshim.broker.security.acls.model import (
-    AclBinding,
-    Operation,
-    PatternType,
-    Permission,
-    ResourceType,
-    from_code,
-)
 from kshim.broker.security.acls.service import Answer
+from kshim.protocol.acls import AclBinding
 from kshim.protocol.messages.create_acls import (
     AclCreation,
     AclCreationResult,
@@ -47,12 +40,12 @@ def _refused(answer: Answer) -> Answer:
 
 
 def _binding(creation: AclCreation) -> AclBinding:
-    return AclBinding(
-        resource_type=from_code(ResourceType, creation.resource_type),
+    return AclBinding.from_codes(
+        resource_type=creation.resource_type,
         resource_name=creation.resource_name,
-        pattern_type=from_code(PatternType, creation.resource_pattern_type),
+        pattern_type=creation.resource_pattern_type,
         principal=creation.principal,
         host=creation.host,
-        operation=from_code(Operation, creation.operation),
-        permission=from_code(Permission, creation.permission_type),
+        operation=creation.operation,
+        permission=creation.permission_type,
     )

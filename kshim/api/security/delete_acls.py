@@ -4,7 +4,7 @@ answer.
 As Kafka's AclApis: a broker without an authoriser answers SECURITY_DISABLED, a caller
 without ALTER on the cluster CLUSTER_AUTHORIZATION_FAILED, each for every filter; else
 each filter lists the bindings it matched, all deleted in one commit, or says
-INVALID_REQUEST for an UNKNOWN part (security/acls/model.py filter_problem).
+INVALID_REQUEST for an UNKNOWN part (protocol/acls.py filter_problem).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from kshim.api.context import RequestContext
 from kshim.api.security import acl_requests
 from kshim.api.services import WithAcls
-from kshim.broker.security.acls.model import AclBinding
 from kshim.broker.security.acls.service import Answer, DeleteResult
+from kshim.protocol.acls import AclBinding
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.delete_acls import (
     DeleteAclsFilterResult,

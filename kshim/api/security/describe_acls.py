@@ -2,7 +2,7 @@
 
 As Kafka's AclApis: a broker without an authoriser answers SECURITY_DISABLED, a caller
 without DESCRIBE on the cluster CLUSTER_AUTHORIZATION_FAILED, and a filter with an
-UNKNOWN part (security/acls/model.py filter_problem) INVALID_REQUEST, each in the
+UNKNOWN part (protocol/acls.py filter_problem) INVALID_REQUEST, each in the
 response's one error code. Kafka words the first refusal here as its handleDescribeAcls
 does, not as Create/DeleteAcls do.
 """
@@ -14,7 +14,7 @@ from itertools import groupby
 from kshim.api.context import RequestContext
 from kshim.api.security import acl_requests
 from kshim.api.services import WithAcls
-from kshim.broker.security.acls.model import (
+from kshim.protocol.acls import (
     AclBinding,
     Operation,
     filter_problem,

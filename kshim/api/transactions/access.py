@@ -27,7 +27,7 @@ from kshim.api.access.refusals import (
 from kshim.api.access.rule import Handler, all_or_nothing
 from kshim.api.context import RequestContext
 from kshim.api.transactions import add_partitions_to_txn
-from kshim.broker.security.acls.model import Operation, ResourceType
+from kshim.protocol.acls import Operation, ResourceType
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.add_offsets_to_txn import (
     AddOffsetsToTxnRequest,

@@ -26,11 +26,8 @@ from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.security_keys import listener_key
 from kshim.broker.security.scram_credential import (
     MAX_ITERATIONS,
-    MECHANISM_TYPES,
-    MECHANISMS,
     MIN_ITERATIONS,
     ScramCredential,
-    mechanism_type,
 )
 from kshim.client.jaas import JaasError, plain_users
 from kshim.protocol.errors import ErrorCode
@@ -43,6 +40,7 @@ from kshim.protocol.messages.describe_user_scram_credentials import (
     CredentialInfo,
     DescribeUserScramCredentialsResult,
 )
+from kshim.protocol.scram_mechanisms import MECHANISM_TYPES, MECHANISMS, mechanism_type
 from kshim.storage.meta.scram_store import MAX_USER_BYTES, ScramStore, StoredScramCredential
 
 PLAIN_JAAS_KEY = "plain.sasl.jaas.config"

@@ -22,11 +22,8 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 
-# KIP-554's mechanism numbers (Kafka's org.apache.kafka.clients.admin.ScramMechanism.type).
-SCRAM_SHA_256 = "SCRAM-SHA-256"
-SCRAM_SHA_512 = "SCRAM-SHA-512"
-MECHANISM_TYPES: dict[int, str] = {1: SCRAM_SHA_256, 2: SCRAM_SHA_512}
-MECHANISMS = tuple(MECHANISM_TYPES.values())
+from kshim.protocol.scram_mechanisms import MECHANISMS, SCRAM_SHA_256, SCRAM_SHA_512
+
 HASH_NAMES = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
 # Kafka's bounds (ScramMechanism.minIterations, ScramControlManager.MAX_ITERATIONS); 4096
 # is also RFC 7677's minimum and the count Kafka's tools use when none is given.
@@ -34,14 +31,6 @@ MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
 DEFAULT_ITERATIONS = MIN_ITERATIONS
 SALT_BYTES = 32  # Kafka's admin client makes 26-byte salts, librdkafka's 64 bytes
-
-
-def mechanism_type(mechanism: str) -> int:
-    """KIP-554's number of a mechanism name; raises ValueError for an unknown one."""
-    for number, name in MECHANISM_TYPES.items():
-        if name == mechanism:
-            return number
-    raise ValueError(f"{mechanism!r} is not one of {', '.join(MECHANISMS)}")
 
 
 def hash_name(mechanism: str) -> str:

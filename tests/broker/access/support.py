@@ -10,7 +10,8 @@ from kshim.api.context import RequestContext
 from kshim.api.routes import ROUTES
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.security.acls.model import (
+from kshim.broker.security.session import Session
+from kshim.protocol.acls import (
     CLUSTER_NAME,
     AclBinding,
     Operation,
@@ -18,7 +19,6 @@ from kshim.broker.security.acls.model import (
     Permission,
     ResourceType,
 )
-from kshim.broker.security.session import Session
 from kshim.protocol.headers import RequestHeader
 from kshim.protocol.produce_request import PartitionData, ProduceRequest, TopicData
 from kshim.protocol.records import BatchSpec, Record, build_batch

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 
 from kshim.broker.broker import Broker
-from kshim.broker.security.acls.model import (
+from kshim.protocol.acls import (
     AclFilter,
     Operation,
     PatternType,

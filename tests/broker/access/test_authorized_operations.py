@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kshim.broker.broker import Broker
-from kshim.broker.security.acls.model import Operation, Permission
+from kshim.protocol.acls import Operation, Permission
 from kshim.protocol.messages.describe_groups import DescribeGroupsRequest
 from kshim.protocol.metadata_request import MetadataRequest
 from tests.broker.access.support import (

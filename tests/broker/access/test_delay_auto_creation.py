@@ -4,7 +4,7 @@ that may create ``T`` (CREATE on the cluster or on ``T``), as for naming ``T`` i
 from __future__ import annotations
 
 from kshim.broker.broker import Broker
-from kshim.broker.security.acls.model import Operation, PatternType
+from kshim.protocol.acls import Operation, PatternType
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.metadata_request import MetadataRequest
 from tests.broker.access.support import call, grant_topic

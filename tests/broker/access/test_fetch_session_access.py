@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kshim.broker.broker import Broker
-from kshim.broker.security.acls.model import Operation, Permission
+from kshim.protocol.acls import Operation, Permission
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from tests.broker.access.support import OTHER, TOPIC, call, grant_cluster, grant_topic

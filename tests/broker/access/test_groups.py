@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kshim.broker.broker import Broker
-from kshim.broker.security.acls.model import Operation, PatternType, Permission
+from kshim.protocol.acls import Operation, PatternType, Permission
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.delete_groups import DeleteGroupsRequest
 from kshim.protocol.messages.describe_groups import DescribeGroupsRequest

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kshim.broker.broker import Broker
-from kshim.broker.security.acls.model import Operation, PatternType, Permission, ResourceType
+from kshim.protocol.acls import Operation, PatternType, Permission, ResourceType
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.describe_configs import (
     DescribeConfigsRequest,

@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from kshim.broker.broker import Broker
-from kshim.broker.security.acls.model import Operation, PatternType, Permission
+from kshim.protocol.acls import Operation, PatternType, Permission
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from kshim.protocol.messages.list_offsets import (

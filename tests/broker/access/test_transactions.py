@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kshim.broker.broker import Broker
-from kshim.broker.security.acls.model import Operation, PatternType
+from kshim.protocol.acls import Operation, PatternType
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from kshim.protocol.messages.add_partitions_to_txn import (

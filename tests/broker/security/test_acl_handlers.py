@@ -14,14 +14,14 @@ from kshim.api.context import RequestContext
 from kshim.api.security import create_acls, delete_acls, describe_acls
 from kshim.broker.broker import Broker
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.security.acls.model import (
+from kshim.broker.security.session import Session
+from kshim.protocol.acls import (
     CLUSTER_NAME,
     Operation,
     PatternType,
     Permission,
     ResourceType,
 )
-from kshim.broker.security.session import Session
 from kshim.protocol.apis import ADVERTISED
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.headers import RequestHeader

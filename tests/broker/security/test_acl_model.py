@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.security.acls.model import (
+from kshim.broker.security.acls.service import Acls
+from kshim.protocol.acls import (
     CLUSTER_NAME,
     AclBinding,
     AclFilter,
@@ -25,7 +26,6 @@ from kshim.broker.security.acls.model import (
     filter_problem,
     from_code,
 )
-from kshim.broker.security.acls.service import Acls
 from kshim.protocol.errors import ErrorCode
 from kshim.storage.meta.metadata import MetadataStore
 

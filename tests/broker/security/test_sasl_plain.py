@@ -12,8 +12,9 @@ from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.security.credentials import Credentials
 from kshim.broker.security.sasl.errors import MAX_TOKEN_BYTES, AuthenticationFailed
 from kshim.broker.security.sasl.factory import start_exchange
-from kshim.broker.security.scram_credential import ScramCredential, mechanism_type
+from kshim.broker.security.scram_credential import ScramCredential
 from kshim.broker.security.session import SaslExchange
+from kshim.protocol.scram_mechanisms import mechanism_type
 from kshim.storage.meta.metadata import MetadataStore
 from kshim.storage.meta.scram_store import StoredScramCredential
 

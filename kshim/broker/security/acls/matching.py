@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
-from kshim.broker.security.acls.model import (
+from kshim.protocol.acls import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
     AclBinding,

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.security.acls.matching import AclIndex, allows_some, decide, sort_key
-from kshim.broker.security.acls.model import (
+from kshim.broker.security.acls.records import from_record, to_record
+from kshim.protocol.acls import (
     CLUSTER_NAME,
     AclBinding,
     AclFilter,
@@ -83,7 +84,7 @@ class Acls:
         self._super_users = super_users(config.values["super.users"])
         self._allow_if_no_acl = config.get_bool("allow.everyone.if.no.acl.found")
         self._lock = threading.Lock()
-        bindings = (AclBinding.from_record(record) for record in store.load())
+        bindings = (from_record(record) for record in store.load())
         self._snapshot = _Snapshot(AclIndex(bindings))
 
     def is_super(self, principal: str) -> bool:
@@ -144,7 +145,7 @@ class Acls:
     def create(self, bindings: Sequence[AclBinding]) -> list[Answer]:
         """Adds the valid ``bindings`` in one fsynced commit (one already there is kept
         once); returns each binding's (error code, message): INVALID_REQUEST for one
-        Kafka refuses (model.binding_problem), NONE otherwise. Blocks."""
+        Kafka refuses (binding_problem), NONE otherwise. Blocks."""
         results: list[Answer] = []
         valid: list[AclBinding] = []
         for binding in bindings:
@@ -158,7 +159,7 @@ class Acls:
             current = self._snapshot.index.bindings
             added = [binding for binding in dict.fromkeys(valid) if binding not in current]
             if added:
-                self._store.add(binding.to_record() for binding in added)
+                self._store.add(to_record(binding) for binding in added)
                 self._replace(current.union(added))
         return results
 
@@ -184,7 +185,7 @@ class Acls:
                 doomed.update(matched)
                 results.append(DeleteResult(ErrorCode.none, None, matched))
             if doomed:
-                self._store.remove(binding.to_record() for binding in doomed)
+                self._store.remove(to_record(binding) for binding in doomed)
                 self._replace(current.difference(doomed))
         return results
 

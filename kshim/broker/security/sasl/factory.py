@@ -6,8 +6,8 @@ from __future__ import annotations
 from kshim.broker.security.credentials import Credentials
 from kshim.broker.security.sasl.plain import MECHANISM as PLAIN
 from kshim.broker.security.sasl.plain import PlainExchange
-from kshim.broker.security.scram_credential import MECHANISMS as SCRAM_MECHANISMS
 from kshim.broker.security.session import SaslExchange
+from kshim.protocol.scram_mechanisms import MECHANISMS as SCRAM_MECHANISMS
 
 MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
 

@@ -20,17 +20,9 @@ from kio.schema.describe_acls.v3.response import (
     DescribeAclsResponse,
 )
 
-from kshim.broker.security.acls.model import (
-    AclBinding,
-    AclFilter,
-    Operation,
-    PatternType,
-    Permission,
-    ResourceType,
-    from_code,
-)
 from kshim.client.admin_connection import BootstrapAdmin
 from kshim.client.request_versions import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
+from kshim.protocol.acls import AclBinding, AclFilter
 
 
 class AclAdminError(Exception):
@@ -96,14 +88,14 @@ def _binding(
     """A binding from its resource pattern and its access control entry as the answers
     carry them (Kafka's AclBinding is the two), a code Kafka does not know read as
     UNKNOWN."""
-    return AclBinding(
-        resource_type=from_code(ResourceType, pattern.resource_type),
+    return AclBinding.from_codes(
+        resource_type=pattern.resource_type,
         resource_name=pattern.resource_name,
-        pattern_type=from_code(PatternType, pattern.pattern_type),
+        pattern_type=pattern.pattern_type,
         principal=entry.principal,
         host=entry.host,
-        operation=from_code(Operation, entry.operation),
-        permission=from_code(Permission, entry.permission_type),
+        operation=entry.operation,
+        permission=entry.permission_type,
     )
 
 

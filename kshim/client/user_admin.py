@@ -16,7 +16,6 @@ from kio.schema.describe_user_scram_credentials.v0.response import (
     DescribeUserScramCredentialsResponse,
 )
 
-from kshim.broker.security.scram_credential import MECHANISM_TYPES, mechanism_type
 from kshim.client.admin_connection import BootstrapAdmin
 from kshim.client.json_rows import JsonRow
 from kshim.client.request_versions import (
@@ -25,6 +24,7 @@ from kshim.client.request_versions import (
 )
 from kshim.client.topic_admin import AdminError
 from kshim.protocol.errors import ErrorCode
+from kshim.protocol.scram_mechanisms import MECHANISM_TYPES, mechanism_type
 
 RESOURCE_NOT_FOUND = ErrorCode.resource_not_found  # DescribeUserScramCredentials: no credential
 

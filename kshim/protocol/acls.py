@@ -4,6 +4,11 @@ and a filter, with Kafka's codes and its rules for what a filter matches.
 The codes are those of Kafka's ResourceType, PatternType, AclOperation and
 AclPermissionType, as the CreateAcls, DescribeAcls and DeleteAcls APIs carry them; a
 code Kafka does not know reads as UNKNOWN (``from_code``), as its ``fromCode`` does.
+As in Kafka, where these classes live in the clients library (org.apache.kafka.common.acl
+and common.resource), the broker's authoriser and the admin client share them; how the
+broker decides an action by them and stores them is in kshim/broker/security/acls/.
+Which bindings and filters a broker refuses (``binding_problem``, ``filter_problem``)
+are Kafka's AclControlManager checks, kept here beside the types they check.
 """
 
 from __future__ import annotations
@@ -12,8 +17,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TypeVar
-
-from kshim.storage.meta.acl_store import AclRecord
 
 CLUSTER_NAME = "kafka-cluster"  # the one name of the CLUSTER resource (Resource.CLUSTER_NAME)
 WILDCARD = "*"  # a literal resource name or a host matching every one
@@ -158,27 +161,28 @@ class AclBinding:
     operation: Operation
     permission: Permission
 
-    def to_record(self) -> AclRecord:
-        return AclRecord(
-            int(self.resource_type),
-            self.resource_name,
-            int(self.pattern_type),
-            self.principal,
-            self.host,
-            int(self.operation),
-            int(self.permission),
-        )
-
     @classmethod
-    def from_record(cls, record: AclRecord) -> AclBinding:
+    def from_codes(
+        cls,
+        *,
+        resource_type: int,
+        resource_name: str,
+        pattern_type: int,
+        principal: str,
+        host: str,
+        operation: int,
+        permission: int,
+    ) -> AclBinding:
+        """The binding of the seven fields CreateAcls, DescribeAcls and DeleteAcls carry
+        (and the ACL store keeps), a code Kafka does not know read as UNKNOWN."""
         return cls(
-            from_code(ResourceType, record.resource_type),
-            record.resource_name,
-            from_code(PatternType, record.pattern_type),
-            record.principal,
-            record.host,
-            from_code(Operation, record.operation),
-            from_code(Permission, record.permission),
+            from_code(ResourceType, resource_type),
+            resource_name,
+            from_code(PatternType, pattern_type),
+            principal,
+            host,
+            from_code(Operation, operation),
+            from_code(Permission, permission),
         )
 
     def pattern_matches(self, name: str) -> bool:
