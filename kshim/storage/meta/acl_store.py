@@ -40,8 +40,8 @@ class AclLayoutError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class AclRecord:
-    """One ACL binding as stored: Kafka's codes and strings, no meaning attached (the
-    broker's kshim/broker/security/acls/model.py gives them theirs)."""
+    """One ACL binding as stored: Kafka's codes and strings, no meaning attached
+    (kshim/protocol/acls.py gives them theirs, through kshim/broker/security/acls/records.py)."""
 
     resource_type: int
     resource_name: str
