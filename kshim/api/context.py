@@ -15,7 +15,7 @@ from kshim.protocol.headers import RequestHeader
 # of read-only properties (api/services.py, one per service, combined in its domain's
 # services.py), which Broker satisfies structurally; the route table passes the Broker,
 # accepted by covariance, and a test can hand a handler those services and nothing else.
-# Access rules, and DeleteRecords (retention works on the whole broker), take the default.
+# Access rules take the default.
 Services_co = TypeVar("Services_co", covariant=True, default=Broker)
 
 

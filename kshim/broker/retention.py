@@ -12,18 +12,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Protocol
 
 from kshim.broker.broker import Broker
-from kshim.broker.full_view.applier import catch_up
+from kshim.broker.full_view.applier import ViewHost, catch_up
 from kshim.broker.topic_resolver import DeletablePartition
 from kshim.storage.interface import OffsetOutOfRange, PartitionLog
+from kshim.storage.meta.metadata import MetadataStore
 from kshim.storage.retention import NO_LIMIT, SegmentSummary, plan_retention
 
 log = logging.getLogger(__name__)
 
 
+class LogStartHost(ViewHost, Protocol):
+    """What moving a log start needs of the broker (kshim.broker.broker.Broker): the
+    metadata it is made durable in, the transactions it forgets below it, and the view
+    it waits for (ViewHost)."""
+
+    metadata: MetadataStore
+
+
 async def advance_log_start(
-    broker: Broker, partition_log: PartitionLog, log_start: int, drop_segments: int = 0
+    broker: LogStartHost, partition_log: PartitionLog, log_start: int, drop_segments: int = 0
 ) -> None:
     """Moves the partition's log start up to ``log_start`` (never back) and deletes its
     ``drop_segments`` oldest segments (retention; DeleteRecords drops none), then forgets
@@ -50,7 +60,9 @@ async def advance_log_start(
     )
 
 
-async def delete_records_before(broker: Broker, partition: DeletablePartition, before: int) -> None:
+async def delete_records_before(
+    broker: LogStartHost, partition: DeletablePartition, before: int
+) -> None:
     """DeleteRecords: moves the log start up to ``before`` (at most the high watermark).
     A topic with a full-data view first has it apply up to ``before``, so only an open
     transaction holds the log start back (it then stops at the view's applied position)."""

@@ -9,9 +9,11 @@ partition has no low watermark (-1), as in Kafka's ReplicaManager.deleteRecordsO
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from kshim.api.context import RequestContext
-from kshim.broker.broker import Broker
-from kshim.broker.retention import delete_records_before
+from kshim.api.services import WithResolver
+from kshim.broker.retention import LogStartHost, delete_records_before
 from kshim.broker.topics import TopicError
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.messages.delete_records import (
@@ -26,7 +28,14 @@ TO_HIGH_WATERMARK = -1
 NO_LOW_WATERMARK = -1
 
 
-async def handle(request: DeleteRecordsRequest, context: RequestContext) -> DeleteRecordsResponse:
+class DeleteRecordsServices(WithResolver, LogStartHost, Protocol):
+    """DeleteRecords': the partitions behind the names, and what moving a log start
+    needs (kshim/broker/retention.py)."""
+
+
+async def handle(
+    request: DeleteRecordsRequest, context: RequestContext[DeleteRecordsServices]
+) -> DeleteRecordsResponse:
     topics = []
     for topic in request.topics:
         partitions = [
@@ -42,7 +51,7 @@ async def handle(request: DeleteRecordsRequest, context: RequestContext) -> Dele
 
 
 async def _delete(
-    broker: Broker, topic_partition: TopicPartition, offset: int
+    broker: DeleteRecordsServices, topic_partition: TopicPartition, offset: int
 ) -> DeleteRecordsPartitionResult:
     index = topic_partition.partition
     try:
