@@ -13,6 +13,10 @@ input with ``(True, result)``, or ``(False, traceback)`` when the handler raised
 are an unsigned 64-bit big-endian length and a pickle; both ends are this module, over a
 pipe only the broker holds. The child ends when its input closes: at ``close``, and when
 the broker dies, even by kill -9, since the kernel closes the broker's end of the pipe.
+
+pickle is imported at the first frame, not with this module: a broker imports this module
+at start but starts a child only for work worth one, and the module costs 0.4 MB
+(measured 2026-11-29).
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ import contextlib
 import importlib
 import logging
 import os
-import pickle
 import signal
 import struct
 import subprocess
@@ -40,6 +43,10 @@ _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 Handler = Callable[[object], object]
 
 
+class UnreadableAnswer(EOFError):
+    """A frame read from the pipe is not one this module wrote: the pipe is out of step."""
+
+
 class ChildFailed(RuntimeError):
     """The handler raised in the child, or its factory did; the message holds the
     child's traceback."""
@@ -48,8 +55,8 @@ class ChildFailed(RuntimeError):
 class ChildProcess:
     """Calls a handler in one child process, started at the first call and kept until
     ``close``. Blocking and thread-safe: call from worker threads. A call whose child died
-    or whose pipe broke raises OSError or EOFError and stops that child: the next call
-    starts another."""
+    or whose pipe broke raises OSError or EOFError (UnreadableAnswer included) and stops
+    that child: the next call starts another."""
 
     def __init__(self, factory: str, arguments: Sequence[str] = ()) -> None:
         """``factory``: ``module:function`` taking ``arguments`` and returning the Handler."""
@@ -70,7 +77,7 @@ class ChildProcess:
                 process = self._running()
                 _write_frame(_stream(process.stdin), request)
                 ok, answer = _answer(_read_frame(_stream(process.stdout)))
-            except (OSError, EOFError, pickle.UnpicklingError):
+            except (OSError, EOFError):
                 self._stop()
                 raise
         if not ok:
@@ -117,6 +124,8 @@ def _stream(stream: IO[bytes] | None) -> IO[bytes]:
 
 
 def _write_frame(stream: IO[bytes], payload: object) -> None:
+    import pickle
+
     data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_FRAME_LENGTH.pack(len(data)))
     stream.write(data)
@@ -125,7 +134,9 @@ def _write_frame(stream: IO[bytes], payload: object) -> None:
 
 def _read_frame(stream: IO[bytes]) -> object:
     """The next frame's object; raises EOFError at the end of the stream (or within a
-    frame)."""
+    frame), UnreadableAnswer when the frame is not a pickle."""
+    import pickle
+
     head = stream.read(_FRAME_LENGTH.size)
     if len(head) < _FRAME_LENGTH.size:
         raise EOFError("the child process's pipe closed")
@@ -133,12 +144,15 @@ def _read_frame(stream: IO[bytes]) -> object:
     data = stream.read(length)
     if len(data) < length:
         raise EOFError("the child process's pipe closed within a frame")
-    return pickle.loads(data)
+    try:
+        return pickle.loads(data)
+    except pickle.UnpicklingError as error:
+        raise UnreadableAnswer(str(error)) from error
 
 
 def _answer(frame: object) -> tuple[bool, object]:
     if not (isinstance(frame, tuple) and len(frame) == 2 and isinstance(frame[0], bool)):
-        raise pickle.UnpicklingError(f"the child answered a {type(frame).__name__}")
+        raise UnreadableAnswer(f"the child answered a {type(frame).__name__}")
     return frame[0], frame[1]
 
 

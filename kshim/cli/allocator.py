@@ -46,8 +46,10 @@ async def trim_when_idle(
     interval_s: float = CHECK_INTERVAL_S,
 ) -> None:
     """Runs until cancelled: calls ``trim`` once each time the process (every thread of
-    it) turns idle after being busy."""
-    busy_since_trim = False
+    it) turns idle after being busy, starting with the start-up that preceded the call."""
+    # Start-up is a busy spell: what it freed (compiled code, schema bytes read and packed,
+    # recovery's buffers) would otherwise stay resident until the first request.
+    busy_since_trim = True
     last = process_time()
     while True:
         await asyncio.sleep(interval_s)

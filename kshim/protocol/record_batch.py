@@ -23,11 +23,11 @@ all integers big-endian:
 
 from __future__ import annotations
 
-import functools
-import importlib
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from kshim.protocol.checksum import crc32c
 
 BASE_OFFSET_OFFSET = 0
 LENGTH_OFFSET = BASE_OFFSET_OFFSET + 8
@@ -139,15 +139,7 @@ def read_header(buffer: bytes | bytearray | memoryview, position: int = 0) -> Ba
 
 def crc_of(batch: bytes | bytearray | memoryview) -> int:
     """Returns the CRC-32C over the bytes the batch's CRC field covers."""
-    return int(_crc32c()(memoryview(batch)[ATTRIBUTES_OFFSET:]))
-
-
-@functools.cache
-def _crc32c() -> Callable[[memoryview], int]:
-    # Loaded on first use: it costs 5 MB of RSS, which a process that only decodes
-    # records (delayed delivery's chunk worker) never needs.
-    crc: Callable[[memoryview], int] = importlib.import_module("crc32c").crc32c
-    return crc
+    return crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:])
 
 
 def validate_produced(batch: bytes | bytearray | memoryview) -> BatchHeader:

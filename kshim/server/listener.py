@@ -28,6 +28,8 @@ from kshim.protocol import schema_preload
 from kshim.protocol.apis import served_versions
 from kshim.server.connection import serve_connection
 from kshim.server.descriptor_limit import connection_limits
+from kshim.server.metrics.on_demand import OnDemandMetrics
+from kshim.server.metrics.request_metrics import RequestMetrics
 from kshim.server.request_budget import RequestBudget
 from kshim.server.request_stream import RequestStream
 from kshim.server.security.certificate import certificate_principal
@@ -74,7 +76,7 @@ class KafkaServer:
         self._tls_handshake_timeout_s = (
             broker.config.get_int("kshim.ssl.handshake.timeout.ms") / 1000
         )
-        self.metrics: BrokerMetrics | None = None
+        self.metrics: OnDemandMetrics | None = None
         # Each listener's bound host:port by name (the connections' label in the metrics).
         self.bound: dict[str, tuple[str, int]] = {}
         self._open: dict[str, int] = {}  # open connections by listener name
@@ -111,25 +113,25 @@ class KafkaServer:
         # No listening line here: the caller reports the address (``kshim serve`` prints
         # it once, with the data directory).
         # Nothing is counted for metrics nobody can scrape (kshim.metrics.listen empty, or
-        # its default address taken): requests then pay nothing for them.
-        if self.broker.config.metrics_address() is not None:
-            # Imported only here: prometheus_client costs about 70 ms and 4.6 MB.
-            from kshim.server.metrics.service import BrokerMetrics
-
-            metrics = BrokerMetrics(
-                self.broker, self._connection_counts, self.request_budget, self.bound
-            )
-            try:
-                served = metrics.start(self._metrics_required)
-            except Exception:
-                metrics.stop()
-                await self.stop()
-                raise
-            if served:
-                self.metrics = metrics
-            else:
-                metrics.stop()
+        # its default address taken): requests then pay nothing for them. What serves them
+        # is loaded at the endpoint's first connection (on_demand.py).
+        metrics = OnDemandMetrics(self._load_metrics)
+        try:
+            served = metrics.start(self.broker.config, self._metrics_required)
+        except Exception:
+            await self.stop()
+            raise
+        if served:
+            self.metrics = metrics
         return next(iter(self.bound.values()))
+
+    def _load_metrics(self, requests: RequestMetrics) -> BrokerMetrics:
+        # Imported only here: prometheus_client costs about 70 ms and 4.6 MB.
+        from kshim.server.metrics.service import BrokerMetrics
+
+        return BrokerMetrics(
+            self.broker, self._connection_counts, self.request_budget, self.bound, requests
+        )
 
     def _tls(self, listener: Listener) -> ssl.SSLContext:
         try:

@@ -1,7 +1,7 @@
 """The access rules of the APIs that write, read and describe topics' records: Produce,
-Fetch, ListOffsets, Metadata and DeleteRecords (KafkaApis.handleProduceRequest,
-handleFetchRequest, handleListOffsetRequest, handleTopicMetadataRequest,
-handleDeleteRecordsRequest).
+Fetch, ListOffsets and Metadata (KafkaApis.handleProduceRequest, handleFetchRequest,
+handleListOffsetRequest, handleTopicMetadataRequest; DeleteRecords' is in
+delete_records_access.py, loaded with its route).
 
 Refused partitions are answered in the same response as the others, after them, as
 Kafka merges its answers. Each rule splits the request into what the client may do and
@@ -34,12 +34,6 @@ from kshim.broker.topic_resolver import NO_TOPIC_ID
 from kshim.protocol.acls import CLUSTER_NAME, Operation, ResourceType
 from kshim.protocol.errors import ErrorCode
 from kshim.protocol.fetch_response import Part
-from kshim.protocol.messages.delete_records import (
-    DeleteRecordsPartitionResult,
-    DeleteRecordsRequest,
-    DeleteRecordsResponse,
-    DeleteRecordsTopicResult,
-)
 from kshim.protocol.messages.fetch import FetchRequest
 from kshim.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
@@ -55,7 +49,6 @@ from kshim.protocol.produce_response import PartitionAnswer, TopicAnswers
 from kshim.protocol.record_batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG_MASK
 
 NO_OFFSET = -1  # base offset, high watermark, log start: Kafka's -1 for "none"
-NO_LOW_WATERMARK = -1
 _ATTRIBUTES = struct.Struct(">h")
 
 
@@ -273,22 +266,6 @@ def _refused_topic(name: str) -> MetadataResponseTopic:
         is_internal=False,
         partitions=[],
     )
-
-
-def _refused_deletion(
-    *, partition_index: int, error_code: ErrorCode
-) -> DeleteRecordsPartitionResult:
-    return DeleteRecordsPartitionResult(
-        partition_index=partition_index, low_watermark=NO_LOW_WATERMARK, error_code=error_code
-    )
-
-
-# Each topic needs DELETE, or its partitions are TOPIC_AUTHORIZATION_FAILED.
-delete_records_rule = item_by_item(
-    Listing(DeleteRecordsRequest, "topics", DeleteRecordsResponse, "topics"),
-    topics_need(Operation.DELETE),
-    partition_by_partition(DeleteRecordsTopicResult, _refused_deletion),
-)
 
 
 # Each topic needs DESCRIBE, or its partitions are TOPIC_AUTHORIZATION_FAILED.

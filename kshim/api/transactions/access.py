@@ -1,18 +1,16 @@
 """The access rules of the transaction APIs (KafkaApis.handleInitProducerIdRequest,
 handleAddPartitionsToTxnRequest, handleAddOffsetsToTxnRequest, handleEndTxnRequest,
-handleTxnOffsetCommitRequest, handleDescribeTransactionsRequest,
-handleListTransactionsRequest).
+handleTxnOffsetCommitRequest; DescribeTransactions' and ListTransactions' are in
+admin_access.py, loaded with their routes).
 
 A transactional producer needs WRITE on its transactional id for every step, and WRITE
 on the topics it writes to; the group whose offsets it commits needs READ, and so do
 their topics. An idempotent producer's id needs IDEMPOTENT_WRITE on the cluster or WRITE
-on some topic (KIP-679). Transactions are described and listed with DESCRIBE on their
-ids.
+on some topic (KIP-679).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Protocol
 
 from kshim.api.access.permissions import Permissions
@@ -20,7 +18,6 @@ from kshim.api.access.refusals import (
     Listing,
     item_by_item,
     partition_by_partition,
-    split,
     topics_need,
     whole_first,
 )
@@ -37,19 +34,10 @@ from kshim.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
 )
-from kshim.protocol.messages.describe_transactions import (
-    DescribeTransactionsRequest,
-    DescribeTransactionsResponse,
-    TransactionState,
-)
 from kshim.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 from kshim.protocol.messages.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,
-)
-from kshim.protocol.messages.list_transactions import (
-    ListTransactionsRequest,
-    ListTransactionsResponse,
 )
 from kshim.protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
@@ -179,59 +167,3 @@ txn_offset_commit_rule = item_by_item(
     whole_first(_offsets_refusal, topics_need(Operation.READ)),
     partition_by_partition(TxnOffsetCommitResponseTopic, TxnOffsetCommitResponsePartition),
 )
-
-
-async def describe_transactions_rule(
-    request: DescribeTransactionsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[DescribeTransactionsRequest, DescribeTransactionsResponse],
-) -> DescribeTransactionsResponse:
-    """Each transactional id needs DESCRIBE, or it is TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    (every other field left at the schema's default); a described transaction lists only
-    the topics the client may DESCRIBE."""
-    allowed, refused = split(
-        request.transactional_ids,
-        lambda transactional_id: permissions.allows_transactional_id(
-            Operation.DESCRIBE, transactional_id
-        ),
-    )
-    states: list[TransactionState] = []
-    if allowed:
-        narrowed = dataclasses.replace(request, transactional_ids=allowed)
-        states = (await handle(narrowed, context)).transaction_states
-    for state in states:
-        describable = permissions.topics(
-            Operation.DESCRIBE, (topic.topic for topic in state.topics)
-        )
-        state.topics = [topic for topic in state.topics if topic.topic in describable]
-    states.extend(
-        TransactionState(
-            error_code=ErrorCode.transactional_id_authorization_failed,
-            transactional_id=transactional_id,
-            transaction_state="",
-            transaction_timeout_ms=0,
-            transaction_start_time_ms=0,
-            producer_id=0,
-            producer_epoch=0,
-            topics=[],
-        )
-        for transactional_id in refused
-    )
-    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
-
-
-async def list_transactions_rule(
-    request: ListTransactionsRequest,
-    context: RequestContext,
-    permissions: Permissions,
-    handle: Handler[ListTransactionsRequest, ListTransactionsResponse],
-) -> ListTransactionsResponse:
-    """Only the transactional ids the client may DESCRIBE are listed."""
-    response = await handle(request, context)
-    response.transaction_states = [
-        state
-        for state in response.transaction_states
-        if permissions.allows_transactional_id(Operation.DESCRIBE, state.transactional_id)
-    ]
-    return response

@@ -18,7 +18,6 @@ nobody delays much on never starts it) and ended after WORKER_IDLE_S without wor
 from __future__ import annotations
 
 import logging
-import pickle
 import subprocess
 import threading
 import time
@@ -85,7 +84,7 @@ class ChunkWorker:
             try:
                 answer = self._child.call(request)
                 self._last_used = self._clock()
-            except (OSError, EOFError, pickle.UnpicklingError) as error:
+            except (OSError, EOFError) as error:  # UnreadableAnswer is an EOFError
                 log.warning("delay chunk worker failed (%s); filing in the broker", error)
                 return file_request(request)
         if not isinstance(answer, FiledChunk):

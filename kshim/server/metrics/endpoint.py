@@ -52,13 +52,34 @@ class MetricsEndpoint:
         bound address. Raises OSError when it cannot be bound."""
         server_class = _ThreadingWSGIServerV6 if ":" in host else ThreadingWSGIServer
         server = make_server(host, port, self._app, server_class, _QuietHandler)
+        self._serve(server)
+        bound = server.server_address
+        return str(bound[0]), int(bound[1])
+
+    def serve(self, listening: socket.socket) -> None:
+        """Serves, in a thread, on ``listening``: a socket already bound and listening
+        (on_demand.py binds it at start, before anything here is imported)."""
+        is_v6 = listening.family == socket.AF_INET6
+        server_class = _ThreadingWSGIServerV6 if is_v6 else ThreadingWSGIServer
+        host, port = listening.getsockname()[:2]
+        server = server_class((host, port), _QuietHandler, bind_and_activate=False)
+        server.socket.close()
+        server.socket = listening
+        # What the standard library's HTTPServer.server_bind sets once it has bound.
+        server.server_address = (host, port)
+        server.server_name = socket.getfqdn(host)
+        server.server_port = port
+        server.setup_environ()
+        server.server_activate()
+        server.set_app(self._app)
+        self._serve(server)
+
+    def _serve(self, server: ThreadingWSGIServer) -> None:
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, name="kshim-metrics", daemon=True
         )
         self._thread.start()
-        bound = server.server_address
-        return str(bound[0]), int(bound[1])
 
     def stop(self) -> None:
         if self._server is None:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import bisect
 import itertools
-
-from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from typing import TYPE_CHECKING
 
 from kshim.api.routes import ROUTES
 from kshim.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
 
 # Seconds: from a sub-millisecond Metadata to a long-polling Fetch (fetch.max.wait.ms is
 # 500 by default, and clients may ask for more).
@@ -58,6 +60,10 @@ class RequestMetrics:
         latencies[-1] += seconds
 
     def families(self) -> list[Metric]:
+        # Imported at the first scrape: requests are counted from the broker's start, but
+        # prometheus_client is loaded only once someone asks for metrics (on_demand.py).
+        from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily
+
         requests = CounterMetricFamily(
             "kshim_requests",
             "Requests answered, by API, API version and top-level error code",

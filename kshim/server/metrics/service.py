@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 import os
+import socket
 from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
@@ -15,13 +15,10 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from kshim.broker.broker import Broker
 from kshim.server.metrics.broker_collector import BrokerCollector
 from kshim.server.metrics.endpoint import MetricsEndpoint
-from kshim.server.metrics.errors import MetricsUnavailable
 from kshim.server.metrics.process_tree import ProcessTreeCollector
 from kshim.server.metrics.request_metrics import RequestMetrics
 from kshim.server.request_budget import RequestBudget
 from kshim.storage.log.log_store import DiskLogStore
-
-log = logging.getLogger(__name__)
 
 # A group-commit round writes the write-ahead log (or one partition's segment file) and
 # fsyncs it: about a millisecond on an SSD, tens on a disk or a loaded VM.
@@ -50,12 +47,15 @@ class BrokerMetrics:
         connections: Callable[[], dict[str, int]],
         request_budget: RequestBudget | None = None,
         listeners: Mapping[str, tuple[str, int]] | None = None,
+        requests: RequestMetrics | None = None,
     ) -> None:
-        """``listeners``: the broker's bound listeners by name, named by ``/healthz``."""
+        """``listeners``: the broker's bound listeners by name, named by ``/healthz``;
+        ``requests``: the requests counted so far (a new count by default). Call on the
+        event loop's thread."""
         self.registry = CollectorRegistry()
         if request_budget is not None:
             _budget_gauges(request_budget, self.registry)
-        self.requests = RequestMetrics()
+        self.requests = RequestMetrics() if requests is None else requests
         loop = asyncio.get_running_loop()
         self.registry.register(BrokerCollector(broker, loop, connections, self.requests.families))
         self.registry.register(ProcessTreeCollector(broker.config.data_dir))
@@ -83,37 +83,12 @@ class BrokerMetrics:
         self._flush_seconds.observe(seconds)
         self._flush_batches.observe(batches)
 
-    def start(self, required: bool = False) -> bool:
-        """Serves the endpoint at ``kshim.metrics.listen``; returns whether it does. Raises
-        MetricsUnavailable when an address the operator set cannot be bound, or the default
-        one when ``required`` (``kshim serve``: a readiness check would otherwise ask
-        another broker's endpoint and take its answer for this one's); an embedded broker
-        skips a default address in use with a warning."""
-        config = self._broker.config
-        address = config.metrics_address()
-        if address is None:
-            return False
-        try:
-            self.address = self.endpoint.start(*address)
-        except OSError as error:
-            if "kshim.metrics.listen" in config.explicit:
-                raise MetricsUnavailable(*address, error) from error
-            if required:
-                hint = (
-                    " (another broker's? set kshim.metrics.listen to another address, or to "
-                    "nothing to serve no metrics)"
-                )
-                raise MetricsUnavailable(*address, error, hint) from error
-            log.warning(
-                "metrics not served: %s:%d: %s (set kshim.metrics.listen to serve "
-                "them elsewhere, or to nothing)",
-                *address,
-                error.strerror,
-            )
-            return False
+    def serve(self, listening: socket.socket) -> None:
+        """Serves the endpoint on ``listening``, bound at start (on_demand.py)."""
+        host, port = listening.getsockname()[:2]
+        self.address = (str(host), int(port))
+        self.endpoint.serve(listening)
         self.endpoint.started = True
-        log.info("metrics on http://%s:%d/metrics, readiness on /healthz", *self.address)
-        return True
 
     def stop(self) -> None:
         self.endpoint.started = False

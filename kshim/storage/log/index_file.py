@@ -23,8 +23,7 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
-import crc32c
-
+from kshim.protocol.checksum import crc32c
 from kshim.protocol.record_batch import CURRENT_MAGIC, LOG_OVERHEAD, BatchHeader
 
 INDEX_SUFFIX = ".index"
@@ -66,7 +65,7 @@ def index_path_for(segment_path: str) -> str:
 def encode_block(entries: Sequence[IndexEntry], end_position: int) -> bytes:
     """Returns one index block describing consecutive batches ending at ``end_position``."""
     body = b"".join(ENTRY.pack(*entry) for entry in entries)
-    return BLOCK_HEADER.pack(len(entries), end_position, crc32c.crc32c(body)) + body
+    return BLOCK_HEADER.pack(len(entries), end_position, crc32c(body)) + body
 
 
 def decode_blocks(data: bytes, segment_size: int) -> tuple[list[IndexEntry], int, int]:
@@ -82,7 +81,7 @@ def decode_blocks(data: bytes, segment_size: int) -> tuple[list[IndexEntry], int
         count, block_end, crc = BLOCK_HEADER.unpack_from(data, position)
         start = position + BLOCK_HEADER.size
         body = data[start : start + count * ENTRY.size]
-        if count == 0 or len(body) != count * ENTRY.size or crc32c.crc32c(body) != crc:
+        if count == 0 or len(body) != count * ENTRY.size or crc32c(body) != crc:
             break
         block = [IndexEntry(*fields) for fields in ENTRY.iter_unpack(body)]
         if block[0].position != end_position or block_end > segment_size:

@@ -24,8 +24,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import crc32c
-
+from kshim.protocol.checksum import crc32c
 from kshim.storage.log.index_file import IndexEntry
 from kshim.storage.log.segment import Segment
 
@@ -82,7 +81,7 @@ def encode_sealed_columns(
             values.byteswap()
     body = b"".join(values.tobytes() for values in arrays)
     header = HEADER.pack(MAGIC, len(producer_ids), segment.size, segment.next_offset,
-                         segment.max_timestamp, crc32c.crc32c(body))  # fmt: skip
+                         segment.max_timestamp, crc32c(body))  # fmt: skip
     return header + body
 
 
@@ -131,7 +130,7 @@ def decode_sealed_index(
     body = view[HEADER.size : HEADER.size + ARRAY_COUNT * 8 * count]
     if magic != MAGIC or count <= 0 or len(body) != ARRAY_COUNT * 8 * count:
         return None
-    if verify and crc32c.crc32c(body) != crc:
+    if verify and crc32c(body) != crc:
         return None
     columns = tuple(_column(body[index * 8 * count : (index + 1) * 8 * count])
                     for index in range(ARRAY_COUNT))  # fmt: skip

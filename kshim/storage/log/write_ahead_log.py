@@ -39,8 +39,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import crc32c
-
+from kshim.protocol.checksum import crc32c
 from kshim.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     BATCH_OVERHEAD,
@@ -87,7 +86,7 @@ def batch_record(prefix: bytes, batch: bytes) -> tuple[bytes, bytes]:
     """The two parts of one batch's record: its header (CRC, length, ``prefix``), then the
     batch itself, uncopied."""
     length = LENGTH_FIELD.pack(len(prefix) + len(batch))
-    crc = crc32c.crc32c(memoryview(batch)[:ATTRIBUTES_OFFSET], crc32c.crc32c(length + prefix))
+    crc = crc32c(memoryview(batch)[:ATTRIBUTES_OFFSET], crc32c(length + prefix))
     return CRC_FIELD.pack(crc) + length + prefix, batch
 
 
@@ -96,7 +95,7 @@ def delete_record(topic_partition: TopicPartition) -> bytes:
     replayed into a partition of the same name created later."""
     prefix = record_prefix(DELETE_RECORD, topic_partition)
     length = LENGTH_FIELD.pack(len(prefix))
-    return CRC_FIELD.pack(crc32c.crc32c(length + prefix)) + length + prefix
+    return CRC_FIELD.pack(crc32c(length + prefix)) + length + prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +205,7 @@ class WriteAheadLog:
             self._fs.remove(temporary)
         descriptor = self._fs.open_append(temporary)
         try:
-            self._fs.write(descriptor, [CHECKPOINT.pack(position, crc32c.crc32c(data))])
+            self._fs.write(descriptor, [CHECKPOINT.pack(position, crc32c(data))])
             self._fs.fsync(descriptor)
         finally:
             self._fs.close(descriptor)
@@ -261,7 +260,7 @@ class WriteAheadLog:
         if len(data) != CHECKPOINT.size:
             raise CorruptWriteAheadLog(f"{path}: {len(data)} bytes")
         position, crc = CHECKPOINT.unpack(data)
-        if crc32c.crc32c(data[: _INT64.size]) != crc:
+        if crc32c(data[: _INT64.size]) != crc:
             raise CorruptWriteAheadLog(f"{path}: CRC mismatch")
         return int(position)
 
@@ -334,7 +333,7 @@ def _records(chunk: bytes) -> Iterator[tuple[int, _Record]]:
         if end > len(chunk) or batch_start > end or kind not in (BATCH_RECORD, DELETE_RECORD):
             return
         covered_end = batch_start + ATTRIBUTES_OFFSET if kind == BATCH_RECORD else batch_start
-        if covered_end > end or crc32c.crc32c(view[counted_start:covered_end]) != crc:
+        if covered_end > end or crc32c(view[counted_start:covered_end]) != crc:
             return
         if kind == BATCH_RECORD and not _intact_batch(view[batch_start:end]):
             return
@@ -354,7 +353,7 @@ def _intact_batch(batch: memoryview) -> bool:
     (crc,) = _UINT32.unpack_from(batch, CRC_OFFSET)
     if LOG_OVERHEAD + length != len(batch):
         return False
-    return bool(crc32c.crc32c(batch[ATTRIBUTES_OFFSET:]) == crc)
+    return bool(crc32c(batch[ATTRIBUTES_OFFSET:]) == crc)
 
 
 def _record_size(chunk: bytes) -> int | None:

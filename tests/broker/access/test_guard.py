@@ -28,7 +28,7 @@ PRODUCE, DESCRIBE_GROUPS = 0, 15
 
 
 def test_every_route_has_an_access_rule_but_those_every_client_may_call() -> None:
-    unchecked = sorted(key for key, route in ROUTES.items() if not route.checked)
+    unchecked = sorted(key for key in ROUTES.api_keys() if not ROUTES[key].checked)
     assert unchecked == [17, 18, 36]  # SaslHandshake, ApiVersions, SaslAuthenticate
 
 
@@ -70,3 +70,10 @@ async def test_allow_everyone_if_no_acl_found_opens_resources_without_acls(
         assert answer.groups[0].error_code == ErrorCode.none
     finally:
         await broker.close()
+
+
+def test_a_lazy_route_is_loaded_once_at_its_first_lookup() -> None:
+    lazy = next(iter(ROUTES.loaders))
+    route = ROUTES[lazy]
+    assert ROUTES[lazy] is route
+    assert dict.__contains__(ROUTES, lazy)  # an ordinary entry from now on
