@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.targets import KSHIM, TANSU, Summary, median, ratio
+from benchmarks.who_paced import paced_lines
 
 PROFILE = Path(__file__).parent / "results" / "profile.md"
 # Metrics read from the broker's own processes and data directory (/proc, du): what cannot
@@ -223,6 +224,7 @@ def render(results: dict[str, Any]) -> str:
     lines += ["", "## Targets", "", f"{targets_met(results)}. Each ratio is kshim's median "
               "over the named broker's; the targets are in benchmarks/targets.py.", "",
               *summary_table(results), ""]  # fmt: skip
+    lines += paced_lines(results, summarise(results))
     lines += ["## All metrics", "", *detail_table(results), ""]
     lines += ["Plots: " + ", ".join(f"![{name}]({name})" for name in results.get("plots", [])), ""]
     problems = failures(results)

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks.brokers import RunningBroker
+from benchmarks.client_threads import ThreadUsage
 from kshim.client.wire import connect
 from kshim.protocol.record_batch import iter_batches
 from kshim.testing import fetch_fields
@@ -31,6 +32,9 @@ class Throughput:
     record_bytes: int
     broker_cpu_seconds: float
     client_cpu_seconds: float = float("nan")  # this process: the client's threads included
+    # The busiest thread of this process (the client's), as a share of one core: near 1,
+    # that thread set the rate, whatever the broker could do (client_threads.py).
+    busiest_client_thread_cores: float = float("nan")
 
     @property
     def records_per_second(self) -> float:
@@ -97,15 +101,20 @@ def produce(
     send(producer, topic, payload)
     if producer.flush(TIMEOUT_S):
         raise RuntimeError("the first record was not acknowledged")
-    cpu_before = broker.cpu_seconds()
+    cpu_before, threads = broker.cpu_seconds(), ThreadUsage()
+    threads.start()
     started = time.perf_counter()
     for _ in range(count - 1):
         send(producer, topic, payload)
     remaining = producer.flush(TIMEOUT_S)
     elapsed = time.perf_counter() - started
+    threads.stop()
     if remaining:
         raise RuntimeError(f"{remaining} records not acknowledged")
-    return Throughput(count - 1, elapsed, record_bytes, broker.cpu_seconds() - cpu_before)
+    return Throughput(
+        count - 1, elapsed, record_bytes, broker.cpu_seconds() - cpu_before,
+        threads.total_cores() * elapsed, threads.busiest()[1],
+    )  # fmt: skip
 
 
 def consume(
@@ -125,18 +134,22 @@ def consume(
         first = consumer.consume(1, 1.0)
     received = 0
     cpu_before, client_before = broker.cpu_seconds(), time.process_time()
+    threads = ThreadUsage()
+    threads.start()
     started = time.perf_counter()
     while received < count - 1 and time.perf_counter() < deadline:
         # No more than remain: consume() waits its whole timeout for a batch not yet full.
         received += len(consumer.consume(min(10_000, count - 1 - received), 1.0))
     elapsed = time.perf_counter() - started
+    threads.stop()
     client_cpu = time.process_time() - client_before
     consumer.close()
     if not first or received < count - 1:
         raise RuntimeError(f"read {len(first) + received} of {count} records")
     return Throughput(
-        count - 1, elapsed, record_bytes, broker.cpu_seconds() - cpu_before, client_cpu
-    )
+        count - 1, elapsed, record_bytes, broker.cpu_seconds() - cpu_before, client_cpu,
+        threads.busiest()[1],
+    )  # fmt: skip
 
 
 FETCH_KEY, FETCH_VERSION = 1, 12
@@ -150,7 +163,7 @@ def consume_raw(broker: RunningBroker, topic: str, count: int, record_bytes: int
     sets its rate near a million 100-byte records/s on kshim and Kafka alike here."""
     offset = 0
     with connect(broker.bootstrap, TIMEOUT_S) as connection:
-        cpu_before = broker.cpu_seconds()
+        cpu_before, client_before = broker.cpu_seconds(), time.thread_time()
         started = time.perf_counter()
         deadline = started + TIMEOUT_S
         while offset < count and time.perf_counter() < deadline:
@@ -158,9 +171,10 @@ def consume_raw(broker: RunningBroker, topic: str, count: int, record_bytes: int
             offset = _next_offset(answer.responses[0].partitions[0].records, offset)
         elapsed = time.perf_counter() - started
         cpu = broker.cpu_seconds() - cpu_before
+        client_cpu = time.thread_time() - client_before  # the one thread that fetches
     if offset < count:
         raise RuntimeError(f"read {offset} of {count} records")
-    return Throughput(count, elapsed, record_bytes, cpu)
+    return Throughput(count, elapsed, record_bytes, cpu, client_cpu, client_cpu / elapsed)
 
 
 def _next_offset(records: bytes | None, offset: int) -> int:
