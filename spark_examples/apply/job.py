@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kshim.client.security import ClientSecurity
+from spark_examples.apply.progress import default_group, report_progress
 from spark_examples.apply.sink import (
     DEFAULT_MAX_RETRIES,
     FORMATS,
@@ -65,6 +66,8 @@ class ApplyOptions:
     trigger_interval: str = DEFAULT_TRIGGER_INTERVAL
     security: ClientSecurity | None = None  # None: PLAINTEXT
     record_format: str = "kshim"  # a name in sink.FORMATS: "kshim" or "debezium"
+    # The consumer group the job's progress is committed to (progress.py); "" commits none.
+    group: str = ""
 
 
 def read_changes(spark: SparkSession, options: ApplyOptions) -> DataFrame:
@@ -111,12 +114,14 @@ def batch_writer(
     max_retries: int,
     report: Callable[[str], None] | None = None,
     record_format: str = "kshim",
+    progress: Callable[[list[SourceRecord]], object] | None = None,
 ) -> Callable[[DataFrame, int], None]:
     """Returns the foreachBatch function: collect, order by offset, apply in one transaction.
 
     Batches are bounded by maxOffsetsPerTrigger, so collecting them on the driver is safe.
     The destination is opened per batch, so other processes (verify) can open it between.
-    ``record_format`` names the records' format in ``sink.FORMATS``.
+    ``record_format`` names the records' format in ``sink.FORMATS``; ``progress`` hears
+    each batch's records once the destination committed them (progress.py).
     """
     decoder = FORMATS[record_format]
 
@@ -129,6 +134,8 @@ def batch_writer(
             result = apply_batch(database, records, max_retries=max_retries, decoder=decoder)
         finally:
             database.close()
+        if progress is not None:
+            progress(records)
         if report is not None:
             last = max(record.offset for record in records)
             report(
@@ -151,7 +158,13 @@ def start_apply(
     writer = (
         read_changes(spark, options)
         .writeStream.foreachBatch(
-            batch_writer(options.dest, options.max_retries, report, options.record_format)
+            batch_writer(
+                options.dest,
+                options.max_retries,
+                report,
+                options.record_format,
+                _progress(options),
+            )
         )
         .option("checkpointLocation", options.checkpoint)
         .queryName(f"kshim-apply {options.topic} -> {options.dest}")  # unique per session
@@ -161,6 +174,14 @@ def start_apply(
     else:
         writer = writer.trigger(processingTime=options.trigger_interval)
     return writer.start()
+
+
+def _progress(options: ApplyOptions) -> Callable[[list[SourceRecord]], object] | None:
+    if not options.group:
+        return None
+    return lambda records: report_progress(
+        options.bootstrap, options.group, records, options.security
+    )
 
 
 def apply_error_message(query: StreamingQuery) -> str | None:
@@ -218,6 +239,11 @@ def parse_arguments(argv: Sequence[str] | None = None) -> ApplyOptions:
         "--max-offsets-per-trigger", type=int, default=DEFAULT_MAX_OFFSETS_PER_TRIGGER
     )
     parser.add_argument("--trigger-interval", default=DEFAULT_TRIGGER_INTERVAL)
+    parser.add_argument(
+        "--group-id",
+        help="consumer group the progress is committed to, so the broker reports the lag "
+        "(default: kshim-apply- and a digest of --dest; '' for none)",
+    )
     add_kafka_arguments(parser)
     arguments = parser.parse_args(argv)
     return ApplyOptions(
@@ -231,6 +257,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> ApplyOptions:
         trigger_interval=arguments.trigger_interval,
         security=kafka_security(parser, arguments.kafka_config, arguments.kafka_option),
         record_format=arguments.format,
+        group=default_group(arguments.dest) if arguments.group_id is None else arguments.group_id,
     )
 
 

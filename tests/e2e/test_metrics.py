@@ -224,6 +224,29 @@ def test_consumer_group_committed_offset_lag_and_fetched_bytes(served: Served, o
     assert sample(text, "kshim_fetched_bytes_total", topic=orders) > 0
 
 
+def test_a_groups_lag_in_seconds_is_the_age_of_its_oldest_unread_record(served: Served) -> None:
+    """The records carry a timestamp a minute old (CreateTime, as a capture that fell behind
+    would have stamped them): the group behind reads as a minute behind, then 0 once it
+    commits past the last one."""
+    topic, group = "replica-changes", "replica"
+    create_topic(served.broker.bootstrap, topic)
+    minute_ago_ms = int(time.time() * 1000) - 60_000
+    producer = Producer({"bootstrap.servers": served.broker.bootstrap, "acks": "all"})
+    for index in range(3):
+        producer.produce(topic, value=b"change", partition=0, timestamp=minute_ago_ms + index)
+    assert producer.flush(WAIT_S) == 0
+    consumer = Consumer({"bootstrap.servers": served.broker.bootstrap, "group.id": group})
+    try:
+        labels = {"group": group, "topic": topic, "partition": "0"}
+        consumer.commit(offsets=[ConfluentTopicPartition(topic, 0, 1)], asynchronous=False)
+        behind = sample(served.scrape(), "kshim_group_lag_seconds", **labels)
+        assert 60 <= behind < 60 + WAIT_S * 3
+        consumer.commit(offsets=[ConfluentTopicPartition(topic, 0, 3)], asynchronous=False)
+        assert sample(served.scrape(), "kshim_group_lag_seconds", **labels) == 0
+    finally:
+        consumer.close()
+
+
 def test_an_open_transaction_is_counted_until_it_commits(served: Served) -> None:
     topic, transactional_id = "payments", "metrics-txn"
     create_topic(served.broker.bootstrap, topic)

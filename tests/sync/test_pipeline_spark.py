@@ -25,8 +25,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from kshim.client.group_admin import GroupAdmin
 from kshim.testing import BrokerProcess
 from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
+from spark_examples.apply.progress import default_group
 from spark_examples.apply.sink import next_offset
 from spark_examples.capture.broker import ensure_topic
 from spark_examples.capture.review import REVIEW_HOOK, REVIEW_HOOK_SETTING
@@ -133,7 +135,9 @@ def run_scenario(spark: SparkSession, work: Path, scenario: Scenario) -> None:
     try:
         ensure_topic(broker.bootstrap, TOPIC)
         for dest in scenario.streamed:  # lives through the broker kill: same port on restart
-            options = ApplyOptions(broker.bootstrap, TOPIC, dest, str(checkpoints[dest]))
+            options = ApplyOptions(
+                broker.bootstrap, TOPIC, dest, str(checkpoints[dest]), group=default_group(dest)
+            )
             streams.append(start_apply(spark, options))
         capture.start()
         workload.start()
@@ -193,6 +197,12 @@ def wait_for_streams(streams: list[StreamingQuery], destinations: list[str], las
         query.stop()
 
 
+def committed_is(bootstrap: str, group: str, offset: int) -> bool:
+    """Whether ``group`` committed ``offset`` for partition 0 of TOPIC."""
+    with GroupAdmin.connected(bootstrap, 10.0) as admin:
+        return admin.committed(group, TOPIC, [0]).get(0) == offset
+
+
 def check_outcome(bootstrap: str, scenario: Scenario) -> None:
     source = open_database(scenario.source_url)
     try:
@@ -210,6 +220,10 @@ def check_outcome(bootstrap: str, scenario: Scenario) -> None:
             assert next_offset(database, TOPIC, 0) == last + 1
         finally:
             database.close()
+    for dest in scenario.streamed:  # the progress each batch committed: the broker sees no lag
+        group = default_group(dest)
+        at_end = functools.partial(committed_is, bootstrap, group, last + 1)
+        wait_until(at_end, 30, f"{group} committed to the end")
     if scenario.late_destination is not None:
         dest = scenario.late_destination
         assert compare_tables(scenario.source_url, dest, TABLE_NAMES) == [], dest

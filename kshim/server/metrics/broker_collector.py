@@ -24,6 +24,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 
 from kshim.broker.broker import Broker
+from kshim.broker.groups.lag_age import unread_since_ms
 from kshim.broker.transactions.transaction_states import TransactionState
 from kshim.storage.interface import TopicPartition
 from kshim.storage.log.log_store import DiskLogStore
@@ -58,7 +59,7 @@ class BrokerCollector(Collector):
         families: Families = self._counted()
         families += _logs(broker)
         families += _traffic(broker)
-        families += _groups(broker)
+        families += await _groups(broker)
         families += _transactions(broker)
         families += _alarms(broker)
         families += await _views(broker)
@@ -139,7 +140,7 @@ def _traffic(broker: Broker) -> Families:
     ]
 
 
-def _groups(broker: Broker) -> Families:
+async def _groups(broker: Broker) -> Families:
     groups = broker.groups
     members = GaugeMetricFamily(
         "kshim_group_members",
@@ -158,14 +159,24 @@ def _groups(broker: Broker) -> Families:
         "Records between a group's committed offset and the high watermark",
         labels=["group", "topic", "partition"],
     )
+    waited = GaugeMetricFamily(
+        "kshim_group_lag_seconds",
+        "How long the oldest record a group has not committed past has waited (its batch's "
+        "first timestamp to now; 0 when caught up)",
+        labels=["group", "topic", "partition"],
+    )
+    now_ms = broker.clock()
     for group_id in groups.offsets.group_ids():
-        for topic_partition, offset in groups.offsets.committed(group_id).items():
+        for topic_partition, offset in list(groups.offsets.committed(group_id).items()):
             labels = [group_id, topic_partition.topic, str(topic_partition.partition)]
             committed.add_metric(labels, offset.offset)
             log = broker.topics.log(topic_partition)
             if log is not None:
                 lag.add_metric(labels, max(log.high_watermark - offset.offset, 0))
-    return [members, committed, lag]
+                since_ms = await unread_since_ms(log, offset.offset)
+                age_ms = 0 if since_ms is None else max(now_ms - since_ms, 0)
+                waited.add_metric(labels, age_ms / 1000)
+    return [members, committed, lag, waited]
 
 
 def _transactions(broker: Broker) -> Families:
