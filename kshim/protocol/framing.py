@@ -59,6 +59,22 @@ class FrameReceiver:
     server/request_budget.py, decides when its bytes may be read).
     """
 
+    # One per connection, and most connections are idle: no instance dict.
+    __slots__ = (
+        "_admit_each",
+        "_admitted",
+        "_end",
+        "_filled",
+        "_max_frame_size",
+        "_missing",
+        "_parts",
+        "_stage",
+        "_staging_bytes",
+        "_start",
+        "error",
+        "wanted",
+    )
+
     def __init__(
         self, max_frame_size: int, staging_bytes: int = 1 << 14, *, admit_each: bool = False
     ) -> None:

@@ -11,7 +11,6 @@ SASL user.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import ssl
@@ -26,7 +25,7 @@ from kshim.broker.security.principal_mapping import NoMatchingRule, Rule, parse_
 from kshim.broker.security.session import ANONYMOUS, Session
 from kshim.protocol import schema_preload
 from kshim.protocol.apis import served_versions
-from kshim.server.connection import serve_connection
+from kshim.server.connection import Connection
 from kshim.server.descriptor_limit import connection_limits
 from kshim.server.metrics.on_demand import OnDemandMetrics
 from kshim.server.metrics.request_metrics import RequestMetrics
@@ -66,7 +65,9 @@ class KafkaServer:
         self._metrics_required = metrics_required
         self._servers: list[asyncio.Server] = []
         self._runner = BrokerRunner(broker)
-        self._connections: set[asyncio.Task[None]] = set()
+        # Each open connection's admission (given back when it closes).
+        self._connections: dict[Connection, Login] = {}
+        self._all_closed: asyncio.Future[None] | None = None  # stop() waits for it
         self._max_connections = broker.config.get_int("max.connections")
         self._max_frame_size = broker.config.get_int("socket.request.max.bytes")
         # Kafka's -1 (any value not above 0) for no bound, as its SocketServer reads it.
@@ -227,24 +228,24 @@ class KafkaServer:
             transport.close()
             self._settled(login)
             return
-        task = asyncio.create_task(self._serve(stream, session, login))
-        self._connections.add(task)
+        observe = None if self.metrics is None else self.metrics.requests.observe
+        connection = Connection(stream, self.broker, session, self, observe)
+        self._connections[connection] = login
         self._open[listener.name] += 1
-        task.add_done_callback(self._connections.discard)
-        task.add_done_callback(lambda _: self._closed(listener.name))
+        connection.start()
 
-    def _closed(self, listener: str) -> None:
-        self._open[listener] -= 1
+    def authentication_ended(self, connection: Connection, failed: bool) -> None:
+        """A connection's SASL exchange ended (connection.py's ConnectionEvents)."""
+        self._settled(self._connections[connection], failed)
 
-    async def _serve(self, stream: RequestStream, session: Session, login: Login) -> None:
-        def authentication_ended(failed: bool) -> None:
-            self._settled(login, failed)
-
-        # stop() cancels open connections; that is a normal end, not an error.
-        with contextlib.suppress(asyncio.CancelledError):
-            observe = None if self.metrics is None else self.metrics.requests.observe
-            await serve_connection(stream, self.broker, observe, session, authentication_ended)
-        self._settled(login, session.failed)  # it left before authentication ended
+    def closed(self, connection: Connection) -> None:
+        """A connection has ended (connection.py's ConnectionEvents)."""
+        login = self._connections.pop(connection)
+        self._open[connection.session.listener] -= 1
+        self._settled(login, connection.session.failed)  # it left before authentication ended
+        if not self._connections and self._all_closed is not None:
+            self._all_closed.set_result(None)
+            self._all_closed = None
 
     async def stop(self) -> None:
         """Stops accepting, drops open connections, then stops the broker (its background
@@ -256,9 +257,12 @@ class KafkaServer:
         for acceptor in self._acceptors:
             acceptor.close()
         self._refusals.close_all()
-        for task in self._connections:
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._connections:
+            self._all_closed = asyncio.get_running_loop().create_future()
+            all_closed = self._all_closed
+            for connection in list(self._connections):
+                connection.abort()
+            await all_closed
         for acceptor in self._acceptors:
             await acceptor.wait_closed()
         self._acceptors = []

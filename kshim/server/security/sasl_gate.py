@@ -11,7 +11,7 @@ then, so an unauthenticated peer cannot make the broker buffer a 100 MB request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from kshim.broker.broker import Broker
 from kshim.broker.security.authentication import step
@@ -43,11 +43,12 @@ async def authenticate(
     stream: RequestStream,
     broker: Broker,
     session: Session,
-    in_flight: asyncio.Queue[InFlight | None],
+    answer: Callable[[InFlight], Awaitable[None]],
     client_host: str,
     ended: Callable[[bool], None] | None = None,
 ) -> None:
-    """Serves the connection until it has authenticated; raises AuthenticationEnded,
+    """Serves the connection until it has authenticated, each request's answer queued
+    with ``answer`` (the connection writes them in order); raises AuthenticationEnded,
     after Kafka's delay when authentication failed, or ProtocolViolation. ``ended`` is
     told whether it failed once it has succeeded or failed (before the delay)."""
     stream.limit_frames(SASL_MAX_RECEIVE_BYTES)
@@ -72,9 +73,9 @@ async def authenticate(
             if ended is not None:
                 ended(True)
             await _delay_failure(broker, session)
-            await in_flight.put((header, task))
+            await answer((header, task))
             raise AuthenticationEnded(f"authentication failed ({session.mechanism or 'SASL'})")
-        await in_flight.put((header, task))
+        await answer((header, task))
     if ended is not None:
         ended(False)
     stream.limit_frames(broker.config.get_int("socket.request.max.bytes"))
