@@ -154,7 +154,8 @@ def test_an_idle_connection_holds_little_heap(loop_name: str, tmp_path: Path) ->
 @pytest.mark.parametrize("loop_name", LOOPS)
 def test_an_idle_connection_holds_no_task(loop_name: str, tmp_path: Path) -> None:
     without, with_idle = _run(loop_name, _tasks_while_idle(tmp_path))
-    assert with_idle == without
+    # Not one a connection (the broker's own periodic jobs may start one meanwhile).
+    assert with_idle - without < CONNECTIONS // 20
 
 
 @pytest.mark.parametrize("loop_name", LOOPS)
