@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from kshim.protocol.record_batch import BATCH_OVERHEAD, read_header
+from kshim.protocol.record_batch import BATCH_OVERHEAD, InvalidBatch, read_header
 from kshim.storage.interface import Chunk, FileRegion, OffsetOutOfRange, PartitionLog
 
 
@@ -29,12 +29,14 @@ async def unread_since_ms(log: PartitionLog, committed: int) -> int | None:
         return None
     try:
         read = await log.read(max(committed, log.log_start_offset), BATCH_OVERHEAD)
-    except OffsetOutOfRange:
+    except (OffsetOutOfRange, OSError):  # a failing disk costs this figure, not the scrape
         return None
     try:
         if not read.chunks:
             return None
         timestamp = read_header(_header_bytes(read.chunks[0])).base_timestamp
+    except (OSError, InvalidBatch):  # a segment cut short, or not a batch: no figure
+        return None
     finally:
         for chunk in read.chunks:
             if isinstance(chunk, FileRegion):
