@@ -14,6 +14,24 @@ destination of any engine can create the table and decode the row without asking
 source. Value encoding: integer, real, text and boolean as JSON; numeric as a string (JSON
 numbers would pass through binary floating point); blob as ``{"$base64": "..."}``; date and
 timestamp as ISO-8601 strings; NULL as null.
+
+A schema change is a record of its own, keyed by the table and ``seq``::
+
+    key:   {"schema":"orders","seq":17}
+    value: {"seq": 17, "op": "schema", "table": "orders",
+            "columns": {"id": "integer", "name": "text", "stock": "integer"},
+            "primary_key": ["id"], "not_null": ["stock"], "defaults": {"stock": 0}}
+
+It holds the table's whole schema after the change, not the change: applying it brings
+the destination table to that schema, which does nothing the second time. ``seq`` is the
+last data change shipped before it: the schema holds from after that change on, and every
+row record of the table after it carries its columns. The key never collides with a row's
+(which always has ``pk``), and it differs per schema version so that ``T.full`` compaction
+keeps every version in place among the rows (compaction keeps each survivor's offset): a
+destination bootstrapped from ``T.full`` meets each row record after the schema it was
+written under, and an added column reaches the older rows with its default, as the source
+gave it to them. Two versions share a key only when no change of any table was shipped
+between them; the later one then stands for both.
 """
 
 from __future__ import annotations
@@ -28,8 +46,10 @@ from typing import TypeAlias, TypedDict
 
 from spark_examples import databases
 from spark_examples.databases import Columns, PortableType, PortableValue, Row
+from spark_examples.databases.schema import TableSchema
 
 OPERATIONS = ("insert", "update")
+SCHEMA_OPERATION = "schema"
 _BASE64 = "$base64"
 
 # One value as JSON: a blob is {"$base64": "..."}, numeric, date and timestamp are strings.
@@ -55,18 +75,42 @@ class ValueDocument(TypedDict):
     row: JsonRow
 
 
+class SchemaKeyDocument(TypedDict):
+    """The JSON of a schema-change record's key."""
+
+    schema: str
+    seq: int
+
+
+class SchemaDocument(TypedDict):
+    """The JSON of a schema-change record's value."""
+
+    seq: int
+    op: str
+    table: str
+    columns: dict[str, PortableType]
+    primary_key: list[str]
+    not_null: list[str]
+    defaults: JsonRow
+
+
 @dataclass(frozen=True)
 class Change:
-    """One decoded change value; ``row`` holds decoded python values."""
+    """One decoded change value; ``row`` holds decoded python values. ``schema``, when set,
+    is the schema the destination table must take before this row (a format whose records
+    carry their schema, as Debezium's do, instead of schema-change records)."""
 
     seq: int
     op: str
     table: str
     columns: Columns
     row: Row
+    schema: TableSchema | None = None
 
 
-def _json_bytes(document: KeyDocument | ValueDocument, sort_keys: bool) -> bytes:
+def _json_bytes(
+    document: KeyDocument | ValueDocument | SchemaKeyDocument | SchemaDocument, sort_keys: bool
+) -> bytes:
     # Values keep column order (a destination creates its table in that order).
     return json.dumps(
         document, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -149,3 +193,51 @@ def _portable_columns(columns: Mapping[str, object]) -> Columns:
     if unknown:
         raise ValueError(f"malformed change value: unknown portable types {unknown}")
     return {name: kind for name, kind in columns.items() if databases.is_portable_type(kind)}
+
+
+# -- schema changes -----------------------------------------------------------------------
+def encode_schema_key(table: str, seq: int) -> bytes:
+    """The record key of ``table``'s schema shipped after sequence ``seq`` (see above)."""
+    return _json_bytes({"schema": table, "seq": seq}, sort_keys=True)
+
+
+def schema_key_table(key: bytes) -> str | None:
+    """The table a schema-change key names, or None for any other key."""
+    document = json.loads(key.decode("utf-8"))
+    table = document.get("schema") if isinstance(document, dict) else None
+    return table if isinstance(table, str) else None
+
+
+def encode_schema_value(seq: int, schema: TableSchema) -> bytes:
+    """The record value of ``schema``, shipped after the change of sequence ``seq``."""
+    document: SchemaDocument = {
+        "seq": seq,
+        "op": SCHEMA_OPERATION,
+        "table": schema.table,
+        "columns": dict(schema.columns),
+        "primary_key": list(schema.primary_key),
+        "not_null": list(schema.not_null),
+        "defaults": {name: encode_json_value(value) for name, value in schema.defaults.items()},
+    }
+    return _json_bytes(document, sort_keys=False)
+
+
+def decode_schema_value(value: bytes) -> tuple[int, TableSchema]:
+    """(seq, schema) of a schema-change value; raises ValueError if it is malformed."""
+    try:
+        document: SchemaDocument = json.loads(value.decode("utf-8"))
+        columns = _portable_columns(dict(document["columns"]))
+        defaults = {
+            name: decode_json_value(columns[name], value)
+            for name, value in document["defaults"].items()
+        }
+        schema = TableSchema(
+            table=str(document["table"]),
+            columns=columns,
+            primary_key=tuple(document["primary_key"]),
+            not_null=tuple(document["not_null"]),
+            defaults=defaults,
+        )
+        return int(document["seq"]), schema
+    except (KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"malformed schema-change value: {error}") from error

@@ -23,6 +23,13 @@ two's-complement integer, with the scale in the schema; a JSON number with
 ``Uuid``, ``Xml``, ``Enum``. Times of day, intervals and geometries have no portable type:
 such a column stops the apply job with an error naming it.
 
+Schema changes: the PostgreSQL connector emits no schema-change events; each change
+carries the schema it was written under. When that differs from the destination table's
+columns, the change carries the table's new schema (``Change.schema``: the fields as
+columns, the fields' defaults as defaults) and the sink brings the table to it first,
+as it does for kshim's schema records. A dropped column is therefore seen at the table's
+next change, not at the DDL.
+
 Without schemas (``schemas.enable=false``) the records carry only the payloads, so the
 destination table must exist: values are read by its columns' portable types, in
 Debezium's default representations for PostgreSQL: a date as days since the epoch, a
@@ -45,6 +52,7 @@ from typing import Any, TypeAlias
 from spark_examples import databases
 from spark_examples.change_format import Change, JsonRow, encode_json_value
 from spark_examples.databases import Columns, PortableType, PortableValue, Row
+from spark_examples.databases.schema import TableSchema
 
 # kshim's full-data view of topic T is named T + this (kshim/broker/full_view/naming.py).
 VIEW_SUFFIX = ".full"
@@ -150,14 +158,35 @@ def _upsert(
     key = _key_json(key_schema, key_payload, columns)
     source = envelope.get("source") or {}
     sequence = source.get("lsn")
+    known = destination(table)
     change = Change(
         seq=int(sequence) if sequence is not None else -1,
         op=UPSERTS[op],
         table=table,
         columns=columns,
         row=row,
+        schema=None
+        if envelope_schema is None or known is None or known == columns
+        else _table_schema(table, _struct_fields(envelope_schema, "after"), columns, key),
     )
     return table, key, change
+
+
+def _table_schema(
+    table: str, fields: Mapping[str, FieldSchema], columns: Columns, key: JsonRow
+) -> TableSchema:
+    """The table's schema as a record's Connect schema gives it: the PostgreSQL connector
+    has no schema-change events, each change carries the schema it was written under.
+    A field's ``default`` is the column's default (Debezium sets it from the column)."""
+    defaults = {
+        name: _decode_by_schema(field, field["default"])
+        for name, field in fields.items()
+        if field.get("default") is not None
+    }
+    required = [name for name, field in fields.items() if not field.get("optional", True)]
+    primary_key = tuple(name for name in columns if name in key)
+    not_null = tuple(name for name in required if name not in primary_key)
+    return TableSchema(table, columns, primary_key, not_null, defaults)
 
 
 def _struct_fields(schema: Mapping[str, Any], field: str | None) -> dict[str, FieldSchema]:

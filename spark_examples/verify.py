@@ -2,7 +2,8 @@
 
     python -m spark_examples.verify --source URL --dest URL --tables t1,t2 [--limit 20]
 
-For each table: row counts, then per primary key a hash of the row's values normalised
+For each table: the schema (column names, portable types, primary key), row counts, then
+per primary key a hash of the row's values normalised
 by the *source's* portable column types, so that engines' spellings of one value compare
 equal (SQLite's 1 and PostgreSQL's true for a boolean, DuckDB's Decimal('1.5000000000')
 and SQLite's 1.5 for a numeric, ISO text and datetime for a timestamp). Prints missing,
@@ -85,13 +86,28 @@ def compare_table(source: Database, dest: Database, table: str, limit: int) -> l
 
 
 def _schema_problem(source: Database, dest: Database, table: str) -> str | None:
+    # Column names, portable types and the key; the engines' own type names may differ.
     if not dest.table_exists(table):
         return f"{table}: missing in destination {dest.url}"
-    columns = source.table_columns(table)
-    absent = [name for name in columns if name not in dest.table_columns(table)]
+    columns, found = source.table_columns(table), dest.table_columns(table)
+    problems = []
+    absent = [name for name in columns if name not in found]
     if absent:
-        return f"{table}: destination lacks columns {absent}"
-    return None
+        problems.append(f"destination lacks columns {absent}")
+    extra = [name for name in found if name not in columns]
+    if extra:
+        problems.append(f"destination has columns the source has not: {extra}")
+    differing = {
+        name: (kind, found[name])
+        for name, kind in columns.items()
+        if name in found and found[name] != kind
+    }
+    if differing:
+        problems.append(f"column types differ (source, dest): {differing}")
+    source_key, dest_key = source.primary_key(table), dest.primary_key(table)
+    if source_key != dest_key:
+        problems.append(f"primary key differs: {source_key} in source, {dest_key} in dest")
+    return f"{table}: " + "; ".join(problems) if problems else None
 
 
 def _differing(

@@ -13,8 +13,16 @@ Records are read by a ``RecordDecoder`` per input format (``FORMATS``): kshim's 
 (change_format.py, the capture's) or Debezium's (debezium_format.py, Kafka Connect's
 JsonConverter).
 
+A schema-change record (kshim's format) brings its table to the shipped schema
+(schema_changes.py) in the same transaction as the records around it, in offset order:
+DDL is transactional on all three engines. One it cannot take stops the job like any
+record that cannot be applied, with an alarm; the apply state is per partition, not per
+table, so the other tables stop with it (skipping that table's records would let later
+ones of the same rows apply out of order).
+
 Two ways to apply the same records, with the same committed result: the fast path keeps
-the last change per row and writes the survivors with multi-row statements (bulk.py); the
+the last change per row and writes the survivors with multi-row statements (bulk.py),
+applying what it gathered before each schema change; the
 sequential path applies record after record in offset order. The first attempt tries the fast
 path and, if it fails, the sequential one at once, which finds the failing record to name;
 retries are sequential. Thread use: one call at a time per ``Database``.
@@ -30,14 +38,18 @@ from typing import TypeAlias
 
 from spark_examples import debezium_format
 from spark_examples.apply.bulk import delete_keys, upsert_rows
+from spark_examples.apply.schema_changes import SchemaRejected, apply_schema, raise_alarm
 from spark_examples.change_format import (
     Change,
     JsonRow,
     decode_key,
     decode_row,
+    decode_schema_value,
     decode_value,
+    schema_key_table,
 )
 from spark_examples.databases import Columns, Database, PortableValue, Row
+from spark_examples.databases.schema import TableSchema
 from spark_examples.debezium_format import ColumnLookup
 
 STATE_TABLE = "kshim_apply_state"
@@ -54,8 +66,11 @@ STORE_NEXT_OFFSET = (
     "ON CONFLICT (topic, partition_id) DO UPDATE SET next_offset = excluded.next_offset"
 )
 
-# A decoded record: (table, primary key as JSON values, the change or None for a delete).
-DecodedRecord: TypeAlias = tuple[str, JsonRow, Change | None]
+# A decoded record: (table, primary key as JSON values, the change or None for a delete);
+# a schema change is (table, {}, the table's new schema).
+DecodedRecord: TypeAlias = tuple[str, JsonRow, Change | TableSchema | None]
+# A decoded record of a row: (table, primary key, the change or None for a delete).
+_RowChange: TypeAlias = tuple[str, JsonRow, Change | None]
 # Reads one record, given the destination's columns of a table (None: no such table).
 RecordDecoder: TypeAlias = Callable[["SourceRecord", ColumnLookup], DecodedRecord]
 
@@ -148,6 +163,8 @@ def apply_batch(
             return BatchResult(*_attempt(database, ordered, fast, decode), attempts)
         except _RecordFailure as failure:
             if attempts > max_retries:
+                if isinstance(failure.cause, SchemaRejected):
+                    raise_alarm(failure.cause, failure.record.describe())
                 raise ApplyError(failure.record, attempts, failure.cause) from failure.cause
         except Exception as error:  # the state read or the commit itself failed
             if attempts > max_retries:
@@ -224,12 +241,17 @@ def _apply_sequentially(
     for record in records:
         try:
             table, key, change = decode(record, lookup)
-            if change is None:
+            if isinstance(change, TableSchema):
+                apply_schema(database, change)
+                tables.known.add(table)
+            elif change is None:
                 # Deleting an absent row (or from an absent table) is already done: a
                 # destination bootstrapped from T.full may see tombstones of rows it never had.
                 if tables.exists(database, table):
                     database.delete(table, _typed_key(database, table, key))
             else:
+                if change.schema is not None:
+                    apply_schema(database, change.schema)
                 tables.ensure(database, table, change, list(key))
                 database.upsert(table, change.row)
         except Exception as error:
@@ -243,12 +265,28 @@ def _apply_coalesced(
     lookup = tables.lookup(database)
     # A row is (table, primary key): Debezium's keys hold no table, and one batch may read
     # several topics.
-    latest: dict[tuple[str, str], DecodedRecord] = {}
+    latest: dict[tuple[str, str], _RowChange] = {}
     for record in records:
-        decoded = decode(record, lookup)
-        row = (decoded[0], json.dumps(decoded[1], sort_keys=True))
+        table, key, change = decode(record, lookup)
+        schema = change.schema if isinstance(change, Change) else change
+        if schema is not None:
+            # The rows before it were written under the old schema: apply them first.
+            _write_latest(database, tables, latest)
+            latest = {}
+            apply_schema(database, schema)
+            tables.known.add(table)
+        if isinstance(change, TableSchema):
+            continue
+        row = (table, json.dumps(key, sort_keys=True))
         latest.pop(row, None)  # re-inserted last: keeps the order of last changes
-        latest[row] = decoded
+        latest[row] = (table, key, change)
+    _write_latest(database, tables, latest)
+
+
+def _write_latest(
+    database: Database, tables: _Tables, latest: dict[tuple[str, str], _RowChange]
+) -> None:
+    """Writes the last change of each row with multi-row statements."""
     deletes: dict[str, list[Row]] = {}
     upserts: dict[str, tuple[list[str], list[list[PortableValue]]]] = {}
     for table, key, change in latest.values():
@@ -270,6 +308,12 @@ def decode_kshim(record: SourceRecord, destination: ColumnLookup) -> DecodedReco
     change or None for a delete). The format carries its types: ``destination`` is unused."""
     if record.key is None:
         raise ValueError("a change record needs a key (table and primary key)")
+    schema_table = schema_key_table(record.key)
+    if schema_table is not None:
+        if record.value is None:
+            raise ValueError(f"the schema record of {schema_table!r} has no value")
+        _seq, schema = decode_schema_value(record.value)
+        return schema_table, {}, schema
     table, key = decode_key(record.key)
     if record.value is None:
         return table, key, None

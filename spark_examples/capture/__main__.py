@@ -29,7 +29,12 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="python -m spark_examples.capture", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--source", required=True, help="source database URL")
-    parser.add_argument("--tables", required=True, help="comma-separated table names")
+    parser.add_argument(
+        "--tables",
+        required=True,
+        help="comma-separated table names, or * for every table with a primary key, new ones"
+        " included",
+    )
     parser.add_argument("--bootstrap", required=True, help="broker HOST:PORT")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--once", action="store_true", help="drain what is there, then exit")

@@ -26,13 +26,15 @@ import json
 import logging
 import os
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal, TypeAlias, TypedDict
 
+from spark_examples.capture.schemas import store_shipped
 from spark_examples.capture.triggers import STATE_TABLE
 from spark_examples.databases import Database, DriverRow, open_database
+from spark_examples.databases.schema import TableSchema
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +146,11 @@ def begin_pending(db: Database, topic: str, expected_last: int, target: int) -> 
         )
 
 
-def record_captured(db: Database, topic: str, target: int) -> bool:
-    """Records the in-flight batch ending at ``target`` as captured, in one transaction.
+def record_captured(
+    db: Database, topic: str, target: int, schemas: Sequence[TableSchema] = ()
+) -> bool:
+    """Records the in-flight batch ending at ``target`` as captured, with the ``schemas`` it
+    shipped (capture/schemas.py), in one transaction.
 
     Returns False (and changes nothing) if the review hook has aborted it meanwhile.
     """
@@ -158,6 +163,7 @@ def record_captured(db: Database, topic: str, target: int) -> bool:
             "pending_status = NULL WHERE topic = ?",
             [target, topic],
         )
+        store_shipped(db, topic, schemas)
     return True
 
 

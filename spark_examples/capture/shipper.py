@@ -26,6 +26,10 @@ calls init_transactions, or when it times out; the hook is review.decide):
   aborted inside the same row lock step 3 needs, so step 3 fails, the capture abandons
   its producer and re-captures from L. If step 3 won, the hook answers commit.
 
+Schema changes and new tables (capture/schemas.py): each batch first ships the schema of
+every captured table whose schema differs from the one last shipped (the first batch ships
+them all), then its changes; the shipped schemas are recorded with step 3.
+
 After any Kafka error the capture never guesses: it drops the producer, builds a new one
 (init_transactions makes the broker decide the old transaction by review, retrying while
 the broker answers CONCURRENT_TRANSACTIONS) and continues from the recorded last_seq.
@@ -43,15 +47,17 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from spark_examples import change_format
 
 # review and triggers are used through their modules, so a test can replace one function.
-from spark_examples.capture import review, triggers
+from spark_examples.capture import review, schemas, triggers
 from spark_examples.capture.broker import NONE, broker_review_hook, ensure_topic, new_producer
 from spark_examples.databases import Columns, Database, Row, open_database
+from spark_examples.databases.schema import TableSchema
 
 BATCH_SIZE = 1000
 POLL_INTERVAL_S = 0.2
 FLUSH_TIMEOUT_S = 60.0
 SEQ_HEADER = "kshim.seq"  # decimal sequence number of the change
-OP_HEADER = "kshim.op"  # insert | update | delete as logged
+OP_HEADER = "kshim.op"  # insert | update | delete as logged, or schema
+SCHEMA_READS = 5  # reads of a batch while DDL keeps changing its tables, then a retry later
 
 Headers: TypeAlias = list[tuple[str, str | bytes | None]]
 # One record to produce: key, value (None for a tombstone), headers.
@@ -89,10 +95,21 @@ class Capture:
         self.producer: Producer | None = None
         self.captured = 0
         self.last_seq = 0  # valid while self.producer is not None
+        self.every_table = schemas.ALL_TABLES in tables
+        self.shipped: dict[str, str] = {}  # table -> schema text, valid with last_seq
 
     def start(self) -> None:
         """Installs triggers, registers the review source, creates the topic."""
-        triggers.install_capture(self.db, self.tables)
+        schemas.ensure_schema_table(self.db)
+        if self.every_table:
+            self.tables = schemas.source_tables(self.db)
+        shipped = schemas.shipped_schemas(self.db, self.topic)
+        # Tables new since an earlier run of this capture: rows written meanwhile count.
+        new = [table for table in self.tables if shipped and table not in shipped]
+        _check_triggers(self.db, [table for table in self.tables if table in shipped])
+        triggers.install_capture(self.db, [t for t in self.tables if t not in new])
+        for table in new:
+            schemas.take_in_new_table(self.db, table)
         review.read_state(self.db, self.topic)
         tid = review.transactional_id_for(self.topic)
         review.register(tid, self.db.url, self.topic)
@@ -118,8 +135,31 @@ class Capture:
             )
             # init_transactions settled the previous batch: what is recorded is committed.
             self.last_seq = review.read_state(self.db, self.topic).last_seq
+            self.shipped = schemas.shipped_schemas(self.db, self.topic)
             triggers.delete_captured(self.db, self.last_seq, self.tables)
         return self.producer
+
+    def _take_in_new_tables(self) -> None:
+        if self.every_table:
+            for table in schemas.source_tables(self.db):
+                if table not in self.tables:
+                    schemas.take_in_new_table(self.db, table)
+                    self.tables.append(table)
+                    self.progress(f"capturing new table {table}")
+
+    def _read_batch(self, last: int) -> tuple[list[TableSchema], list[Record], int]:
+        """(changed schemas, change records, their last seq) after ``last``, all read under
+        one schema per table (see schemas.py); raises BatchLost while DDL keeps running."""
+        for _ in range(SCHEMA_READS):
+            self.db.forget_schema()
+            before = schemas.current_schemas(self.db, self.tables)
+            changes = triggers.read_changes(self.db, last, self.tables, self.batch_size)
+            records = self._records(changes)
+            if schemas.current_schemas(self.db, self.tables) == before:
+                _check_triggers(self.db, self.tables)
+                target = changes[-1].seq if changes else last
+                return schemas.changed(before, self.shipped), records, target
+        raise BatchLost(f"the schemas of {self.tables} changed during {SCHEMA_READS} reads")
 
     def step(self) -> int:
         """Ships one batch; returns how many changes (0: nothing to ship).
@@ -129,32 +169,42 @@ class Capture:
         """
         producer = self._producer()
         last = self.last_seq
-        changes = triggers.read_changes(self.db, last, self.tables, self.batch_size)
-        if not changes:
+        self._take_in_new_tables()
+        changed, records, target = self._read_batch(last)
+        if not records and not changed:
             return 0
-        records = self._records(changes)
-        target = changes[-1].seq
         review.begin_pending(self.db, self.topic, last, target)
-        self._produce_and_record(producer, records, target)
+        schema_records = [_schema_record(schema, last) for schema in changed]
+        self._produce_and_record(producer, schema_records + records, target, changed)
         try:
             producer.commit_transaction(FLUSH_TIMEOUT_S)
         except KafkaException:
             self._abandon(abort=False)  # recorded: the review will commit it
             raise
         self.last_seq = target
+        self.shipped.update((schema.table, schemas.schema_text(schema)) for schema in changed)
         triggers.delete_captured(self.db, target, self.tables)
-        self.captured += len(changes)
-        self.progress(f"captured {len(changes)} changes (total {self.captured}), last seq {target}")
-        return len(changes)
+        self.captured += len(records)
+        shipped = "".join(f"; the schema of {schema.table}" for schema in changed)
+        self.progress(
+            f"captured {len(records)} changes (total {self.captured}), last seq {target}{shipped}"
+        )
+        return len(records) + len(changed)
 
-    def _produce_and_record(self, producer: Producer, records: list[Record], target: int) -> None:
+    def _produce_and_record(
+        self,
+        producer: Producer,
+        records: list[Record],
+        target: int,
+        changed: list[TableSchema],
+    ) -> None:
         # Steps 2 and 3 of the module docstring; the transaction is aborted if either fails.
         try:
             self._produce(producer, records)
         except (KafkaException, BatchLost):
             self._abandon(abort=True)
             raise
-        if not review.record_captured(self.db, self.topic, target):
+        if not review.record_captured(self.db, self.topic, target, changed):
             self._abandon(abort=True)
             raise BatchLost(f"batch up to seq {target} was aborted by review")
 
@@ -216,6 +266,33 @@ def _record(change: triggers.LoggedChange, columns: Columns, row: Row | None) ->
     if change.op == "delete" or row is None:
         return key, None, headers
     value = change_format.encode_value(change.seq, change.op, change.table, columns, row)
+    return key, value, headers
+
+
+class TriggersGone(RuntimeError):
+    """A captured table lost its triggers: its changes since were not logged."""
+
+
+def _check_triggers(db: Database, tables: list[str]) -> None:
+    # Reinstalling them quietly would leave the changes made meanwhile (deletes above all)
+    # missing at every destination: the operator must know.
+    gone = triggers.tables_without_triggers(db, tables)
+    if gone:
+        raise TriggersGone(
+            f"the capture triggers of {gone} are gone (a table rebuilt?): changes since are "
+            "not captured. Rebuild a table with install_capture in the same transaction; "
+            "now reinstall them and bring the destinations' copies back in line"
+        )
+
+
+def _schema_record(schema: TableSchema, after_seq: int) -> Record:
+    """The record of a table's schema, shipped after the change of sequence ``after_seq``."""
+    key = change_format.encode_schema_key(schema.table, after_seq)
+    value = change_format.encode_schema_value(after_seq, schema)
+    headers: Headers = [
+        (SEQ_HEADER, str(after_seq).encode()),
+        (OP_HEADER, change_format.SCHEMA_OPERATION.encode()),
+    ]
     return key, value, headers
 
 

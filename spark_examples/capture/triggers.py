@@ -138,6 +138,16 @@ def last_issued_seq(db: Database) -> int:
     return int(db.execute(f"SELECT last_seq FROM {SEQUENCE_TABLE} WHERE id = 1")[0][0])
 
 
+def tables_without_triggers(db: Database, tables: list[str]) -> list[str]:
+    """Those of ``tables`` whose capture triggers are gone (a SQLite table rebuilt to change
+    a column's type loses its triggers with the old table)."""
+    if db.engine == "sqlite":
+        rows = db.execute("SELECT tbl_name FROM sqlite_master WHERE type = 'trigger'")
+        installed = {str(row[0]) for row in rows}
+        return [table for table in tables if table not in installed]
+    return [table for table in tables if not _postgres_has_trigger(db, table)]
+
+
 def _postgres_has_trigger(db: Database, table: str) -> bool:
     found = db.execute(
         "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(?) AND tgname IN (?, ?)",

@@ -22,6 +22,7 @@ from spark_examples.databases.portable import (
     Row,
     decode_value,
     portable_type,
+    sql_literal,
 )
 
 
@@ -67,6 +68,8 @@ class Database:
             yield
         except BaseException:
             self._transaction_depth = 0
+            # A rolled-back ALTER TABLE leaves the remembered columns wrong.
+            self.forget_schema()
             self._adapter.finish(commit=False)
             raise
         self._transaction_depth = 0
@@ -93,8 +96,17 @@ class Database:
         """The primary key columns of ``table``, in key order ([] if it has none)."""
         return self._adapter.primary_key(table)
 
+    def forget_schema(self, table: str | None = None) -> None:
+        """Forgets the remembered columns and key of ``table`` (of every table if None): call
+        after a schema change, which the caches would otherwise hide."""
+        for cache in (self._columns_cache, self._key_cache):
+            if table is None:
+                cache.clear()
+            else:
+                cache.pop(table, None)
+
     def primary_key_cached(self, table: str) -> list[str]:
-        """``primary_key`` remembered per table (DDL is out of scope, so it cannot change).
+        """``primary_key`` remembered per table (until ``forget_schema``).
 
         Raises ValueError if the table has no primary key.
         """
@@ -105,18 +117,28 @@ class Database:
                 raise ValueError(f"table {table!r} has no primary key")
         return list(cache[table])
 
-    def create_table(self, table: str, columns: Columns, primary_key: list[str]) -> None:
-        """Creates ``table`` if absent, with each engine's type for the portable ones."""
-        definitions = [
-            f"{quote(name)} {PORTABLE_TO_ENGINE[kind][self.engine]}"
-            for name, kind in columns.items()
-        ]
+    def create_table(
+        self,
+        table: str,
+        columns: Columns,
+        primary_key: list[str],
+        defaults: Mapping[str, PortableValue] | None = None,
+    ) -> None:
+        """Creates ``table`` if absent, with each engine's type for the portable ones and
+        the constant ``defaults`` (column -> value) as column defaults."""
+        defaults = defaults or {}
+        definitions = []
+        for name, kind in columns.items():
+            definition = f"{quote(name)} {PORTABLE_TO_ENGINE[kind][self.engine]}"
+            if name in defaults:
+                definition += f" DEFAULT {sql_literal(self.engine, kind, defaults[name])}"
+            definitions.append(definition)
         key = ", ".join(quote(name) for name in primary_key)
         self.execute(
             f"CREATE TABLE IF NOT EXISTS {quote(table)} "
             f"({', '.join(definitions)}, PRIMARY KEY ({key}))"
         )
-        self._columns_cache.pop(table, None)
+        self.forget_schema(table)
 
     # -- rows -------------------------------------------------------------------------
     def upsert(self, table: str, row: Mapping[str, PortableValue]) -> None:

@@ -97,6 +97,31 @@ def _sqlite_affinity(name: str) -> PortableType:
     return "numeric"
 
 
+def sql_literal(engine: EngineName, kind: PortableType, value: PortableValue) -> str:
+    """``value`` as an SQL literal of portable type ``kind`` for ``engine`` (DDL takes
+    no parameters). Raises ValueError for a blob default, which has no common literal."""
+    value = decode_value(kind, value)
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, bytes):
+        raise ValueError("blob defaults are not supported")
+    if isinstance(value, datetime.datetime):
+        text = value.isoformat(sep=" ")
+    elif isinstance(value, datetime.date):
+        text = value.isoformat()
+    else:  # text, numeric
+        text = str(value)
+    literal = "'" + text.replace("'", "''") + "'"
+    # SQLite keeps dates as text and takes no CAST in a column's DEFAULT.
+    if engine == "sqlite" or kind in ("text", "numeric"):
+        return literal
+    return f"CAST({literal} AS {PORTABLE_TO_ENGINE[kind][engine]})"
+
+
 def decode_value(portable: PortableType, value: object) -> PortableValue:
     """Turns what an engine returned (or a loosely typed value) into the portable python type.
 

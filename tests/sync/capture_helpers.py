@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from spark_examples import change_format
 from spark_examples.capture import triggers as capture_triggers
 from spark_examples.capture.shipper import OP_HEADER, SEQ_HEADER
+from spark_examples.change_format import SCHEMA_OPERATION
 from spark_examples.databases import Database
 
 ITEM_COLUMNS = {"id": "integer", "name": "text", "price": "numeric", "active": "boolean"}
@@ -56,8 +57,11 @@ def random_change(db: Database, chooser: random.Random, next_id: list[int]) -> N
         db.execute("UPDATE items SET id = ? WHERE id = ?", [next_id[0], target])
 
 
-def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[Shipped]:
-    """Every committed record of partition 0 of ``topic`` (read_committed), in offset order."""
+def read_topic(
+    bootstrap: str, topic: str, timeout_s: float = 60.0, schemas: bool = False
+) -> list[Shipped]:
+    """Every committed record of partition 0 of ``topic`` (read_committed), in offset order;
+    the schema records (change_format.py) only with ``schemas``."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": f"reader-{time.monotonic_ns()}",
@@ -79,6 +83,8 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[Ship
                     return shipped
                 raise AssertionError(f"consumer error: {error}")
             headers = dict(message.headers() or [])
+            if headers[OP_HEADER] == SCHEMA_OPERATION.encode() and not schemas:
+                continue
             shipped.append(Shipped(
                 message.offset(),
                 int(headers[SEQ_HEADER]),

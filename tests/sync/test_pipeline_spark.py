@@ -32,8 +32,8 @@ from spark_examples.apply.progress import default_group
 from spark_examples.apply.sink import next_offset
 from spark_examples.capture.broker import ensure_topic
 from spark_examples.capture.review import REVIEW_HOOK, REVIEW_HOOK_SETTING
-from spark_examples.capture.shipper import SEQ_HEADER
-from spark_examples.change_format import encode_key, encode_value
+from spark_examples.capture.shipper import OP_HEADER, SEQ_HEADER
+from spark_examples.change_format import SCHEMA_OPERATION, encode_key, encode_value
 from spark_examples.databases import open_database
 from spark_examples.testing import (
     REPOSITORY_ROOT,
@@ -74,7 +74,8 @@ def apply_once(
 
 
 def committed_sequences(bootstrap: str, topic: str) -> list[int]:
-    """The change sequence numbers of every committed record of ``topic``, in offset order."""
+    """The change sequence numbers of every committed change record of ``topic`` (not the
+    schema records), in offset order."""
     from confluent_kafka import Consumer, TopicPartition
 
     end = topic_end_offset(bootstrap, topic)
@@ -89,7 +90,9 @@ def committed_sequences(bootstrap: str, topic: str) -> list[int]:
         while time.monotonic() < deadline:
             for message in consumer.consume(1000, timeout=1.0):
                 assert message.error() is None, message.error()
-                sequences.append(int(dict(message.headers() or [])[SEQ_HEADER]))
+                headers = dict(message.headers() or [])
+                if headers[OP_HEADER] != SCHEMA_OPERATION.encode():
+                    sequences.append(int(headers[SEQ_HEADER]))
             if consumer.position([TopicPartition(topic, 0)])[0].offset >= end:
                 return sequences
     finally:
