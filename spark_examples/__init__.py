@@ -16,8 +16,11 @@ topic's full-data view ``T.full``.
 - kafka_security.py: the Kafka client settings of a broker with TLS or SASL, for capture and
   apply (``--kafka-config``, ``--kafka-option``);
 - spark_session.py: a local SparkSession wired to the Kafka connector;
+- cluster.py: a Spark standalone cluster (a master, workers) on this machine, from pyspark's
+  own distribution, for spark-submit;
 - testing.py: a random workload, the capture as a child process, and probes, for the demo,
   the tests and the benchmark.
 
-Commands: ``python -m spark_examples.capture``, ``.apply``, ``.verify`` and ``.demo``.
+Commands: ``python -m spark_examples.capture``, ``.apply``, ``.verify``, ``.demo`` and
+``.cluster``.
 """
