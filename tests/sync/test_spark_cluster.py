@@ -59,6 +59,7 @@ from spark_examples.testing import (
     wait_until,
 )
 from spark_examples.verify import compare_tables
+from tests.sync.capture_helpers import read_topic
 from tests.sync.spark_marks import SPARK_PIPELINE
 
 pytestmark = SPARK_PIPELINE
@@ -85,7 +86,7 @@ class Pipeline:
     source_url: str
     broker: BrokerProcess
     cluster: StandaloneCluster
-    changes: int  # sequence numbers issued by the source: one record each in the topic
+    records: int  # committed records of the topic: each change and each table's schema
     last_offset: int  # of the topic's last committed record
     work: Path
 
@@ -126,7 +127,9 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
                        "T.full caught up")  # fmt: skip
             cluster.start()
             last = last_record_offset(broker.bootstrap, TOPIC)
-            yield Pipeline(source_url, broker, cluster, changes, last, work)
+            records = len(read_topic(broker.bootstrap, TOPIC, schemas=True))
+            assert records == changes + len(TABLE_NAMES)  # a schema per table, in the first batch
+            yield Pipeline(source_url, broker, cluster, records, last, work)
         finally:
             capture.kill()
             cluster.stop()
@@ -252,7 +255,7 @@ def test_a_worker_killed_mid_apply_changes_nothing_in_the_outcome(
     # Once each: no batch applied twice, no record skipped as already applied.
     batch_ids = [report.batch_id for report in reports]
     assert batch_ids == list(range(len(reports)))
-    assert sum(report.applied for report in reports) == pipeline.changes
+    assert sum(report.applied for report in reports) == pipeline.records
     assert sum(report.skipped for report in reports) == 0
     ends = [report.up_to_offset for report in reports]
     assert ends == sorted(set(ends)), ends
