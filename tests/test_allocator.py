@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from kshim.cli.allocator import malloc_trim, trim_when_idle
 
 
-async def test_trims_once_per_idle_spell_after_busy_ones() -> None:
-    # CPU seconds used before each reading of the clock: the start, then busy, idle (trim,
-    # and the reading after it), busy, busy, idle (trim), then idle from there on.
-    used = [0.0, 0.01, 0.0, 0.0, 0.01, 0.01, 0.0]
-    clock = iter([sum(used[: index + 1]) for index in range(len(used))] + [1.0] * 1000)
+async def trims_seen(readings: Callable[[int], float], checks_wanted: int) -> list[int]:
+    """Runs trim_when_idle on a fake CPU clock (``readings``: the clock's value at the Nth
+    reading, from 1) until it has read the clock ``checks_wanted`` times; returns the
+    reading counts at which it trimmed."""
     trims: list[int] = []
     checks = 0
     enough = asyncio.Event()
@@ -19,9 +19,9 @@ async def test_trims_once_per_idle_spell_after_busy_ones() -> None:
     def process_time() -> float:
         nonlocal checks
         checks += 1
-        if checks >= len(used) + 2:
+        if checks >= checks_wanted:
             enough.set()
-        return next(clock)
+        return readings(checks)
 
     task = asyncio.create_task(
         trim_when_idle(lambda: trims.append(checks), process_time, interval_s=0.001)
@@ -29,6 +29,15 @@ async def test_trims_once_per_idle_spell_after_busy_ones() -> None:
     await asyncio.wait_for(enough.wait(), timeout=10)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+    return trims
+
+
+async def test_trims_once_per_idle_spell_after_busy_ones() -> None:
+    # CPU seconds used before each reading of the clock: the start, then busy, idle (trim,
+    # and the reading after it), busy, busy, idle (trim), then idle from there on.
+    used = [0.0, 0.01, 0.0, 0.0, 0.01, 0.01, 0.0]
+    clock = [sum(used[: index + 1]) for index in range(len(used))]
+    trims = await trims_seen(lambda n: clock[n - 1] if n <= len(clock) else 1.0, len(used) + 2)
     assert trims == [3, 7]  # the readings that found the process idle after busy ones
 
 
@@ -40,21 +49,5 @@ def test_malloc_trim_is_callable_on_this_c_library() -> None:
 
 async def test_start_up_counts_as_a_busy_spell() -> None:
     """Idle from its first reading on, the broker still trims once: what its start freed."""
-    trims: list[int] = []
-    checks = 0
-    enough = asyncio.Event()
-
-    def process_time() -> float:
-        nonlocal checks
-        checks += 1
-        if checks >= 5:
-            enough.set()
-        return 0.0
-
-    task = asyncio.create_task(
-        trim_when_idle(lambda: trims.append(checks), process_time, interval_s=0.001)
-    )
-    await asyncio.wait_for(enough.wait(), timeout=10)
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    trims = await trims_seen(lambda n: 0.0, 5)
     assert trims == [2]  # the first reading after the start
