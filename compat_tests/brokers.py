@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compat_tests.gateway_front import gateway_in_front, via_gateway
 from compat_tests.kafka_sources import (
     BOOTSTRAP,
     COMMAND,
@@ -191,6 +192,16 @@ def start_kafka() -> BrokerUnderTest:
     """Kafka from the source the environment names (kafka_sources.kafka_source); call only
     when unavailable_reason("kafka") is None. An already running Kafka is never stopped:
     its ``stop`` does nothing."""
+    kafka = _start_kafka()
+    if not via_gateway():
+        return kafka
+    stack = contextlib.ExitStack()
+    stack.callback(kafka.stop)
+    gateway = stack.enter_context(gateway_in_front(kafka.bootstrap))
+    return BrokerUnderTest("kafka", gateway, stack, kafka.external)
+
+
+def _start_kafka() -> BrokerUnderTest:
     source = kafka_source()
     if source.kind == BOOTSTRAP:
         return BrokerUnderTest("kafka", source.value, external=True)

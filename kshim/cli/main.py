@@ -42,6 +42,7 @@ from kshim.cli.errors import (
     print_error,
     print_lines,
 )
+from kshim.cli.gateway_command import GATEWAY_PROGRAM, add_gateway_parser, run_gateway
 from kshim.cli.groups_command import add_group_admin_parsers, run_group_admin
 from kshim.cli.produce_command import PRODUCE_PROGRAM, add_produce_parser, run_produce
 from kshim.cli.serve_command import add_serve_parser, run_broker, serve, stopped_line
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", default=DEFAULT_DATA_DIR, help=f"the broker's (default {DEFAULT_DATA_DIR})"
     )
     delays.add_argument("--json", action="store_true", help="one JSON object per topic")
+    add_gateway_parser(commands)
     return parser
 
 
@@ -180,6 +182,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], None]]] = {
     "users": (USERS_PROGRAM, run_users),
     "acls": (ACLS_PROGRAM, run_acls),
     "delays": (DELAYS_PROGRAM, show_delays),
+    "gateway": (GATEWAY_PROGRAM, run_gateway),
 }
 
 

@@ -1,0 +1,91 @@
+"""``kshim gateway``: relays Kafka clients to an Apache Kafka cluster until SIGINT or
+SIGTERM (kshim/gateway/, docs/gateway.md)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+
+from kshim.cli.admin_options import Commands, add_command, bootstrap_argument
+from kshim.cli.config_sources import listener_argument
+from kshim.cli.errors import CommandFailed, UsageError
+from kshim.client.errors import reason
+from kshim.client.wire import parse_bootstrap
+from kshim.gateway.addresses import GatewayPorts
+from kshim.gateway.gateway import Gateway, UpstreamUnavailable
+
+GATEWAY_PROGRAM = "kshim gateway"
+DEFAULT_GATEWAY_LISTEN = "127.0.0.1:19092"
+
+
+def add_gateway_parser(commands: Commands) -> None:
+    gateway = add_command(
+        commands, "gateway", "relay Kafka clients to an Apache Kafka cluster", GATEWAY_PROGRAM
+    )
+    gateway.add_argument(
+        "--upstream",
+        required=True,
+        type=_upstream_argument,
+        help="the cluster's bootstrap addresses, host:port[,host:port...]",
+    )
+    gateway.add_argument(
+        "--listen",
+        default=DEFAULT_GATEWAY_LISTEN,
+        type=listener_argument,
+        help=f"the bootstrap host:port clients connect to (default {DEFAULT_GATEWAY_LISTEN})",
+    )
+    gateway.add_argument(
+        "--broker-port-base",
+        type=int,
+        help="upstream broker N is reached at this port + N (default: the --listen port + 1)",
+    )
+    gateway.add_argument(
+        "--advertised-host", help="the host answers name for the gateway (default: --listen's)"
+    )
+
+
+def _upstream_argument(text: str) -> str:
+    for address in text.split(","):
+        bootstrap_argument(address)
+    return text
+
+
+def run_gateway(arguments: argparse.Namespace) -> None:
+    host, port = parse_bootstrap(arguments.listen)
+    if port == 0:
+        raise UsageError("--listen needs a port: it fixes every broker's gateway port")
+    base = arguments.broker_port_base if arguments.broker_port_base is not None else port + 1
+    ports = GatewayPorts(arguments.advertised_host or host, port, base)
+    upstream = [parse_bootstrap(address) for address in arguments.upstream.split(",")]
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    asyncio.run(_serve(Gateway(upstream, host, ports)))
+
+
+async def _serve(gateway: Gateway) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signal_number in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signal_number, stop.set)
+    try:
+        await gateway.start()
+    except OSError as error:
+        await gateway.stop()
+        raise CommandFailed(f"cannot listen: {reason(error)}") from error
+    except UpstreamUnavailable as error:
+        await gateway.stop()
+        raise CommandFailed(str(error)) from error
+    brokers = ", ".join(
+        f"broker {node_id} at {gateway.ports.host}:{gateway.ports.port_of(node_id)}"
+        for node_id in sorted(gateway.topology.brokers)
+    )
+    print(
+        f"kshim gateway: listening on {gateway.listen_host}:{gateway.ports.bootstrap_port}, "
+        f"relaying to {gateway.describe_upstream()} ({brokers})",
+        flush=True,
+    )
+    await stop.wait()
+    await gateway.stop()

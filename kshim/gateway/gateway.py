@@ -1,0 +1,144 @@
+"""The gateway's listeners: a bootstrap port, and one port per upstream broker.
+
+A client's connection to the bootstrap port is relayed to the first upstream bootstrap
+address that accepts; one to broker ``n``'s port (addresses.py) to that broker's own
+address, as the last Metadata answer named it. The cluster is asked for its brokers at
+start, and each broker named for the first time in any answer gets its port bound before
+that answer reaches the client, so a client never sees an address nothing listens on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Sequence
+
+from kshim.client.wire import WireConnection
+from kshim.gateway.addresses import GatewayPorts, Topology
+from kshim.gateway.answers import METADATA_KEY, AnswerRewriter
+from kshim.gateway.relay import ClientSide
+
+log = logging.getLogger(__name__)
+DISCOVERY_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = 10.0
+BACKLOG = 1024
+
+
+class UpstreamUnavailable(Exception):
+    """No upstream bootstrap address answered."""
+
+
+class Gateway:
+    """Relays Kafka clients to the cluster at ``upstream`` (host, port pairs)."""
+
+    def __init__(
+        self, upstream: Sequence[tuple[str, int]], listen_host: str, ports: GatewayPorts
+    ) -> None:
+        self.upstream = list(upstream)
+        self.listen_host = listen_host
+        self.ports = ports
+        self.topology = Topology()
+        self._rewriter = AnswerRewriter(ports, self.topology, self._broker_seen)
+        self._servers: dict[int | None, asyncio.Server] = {}  # by node id; None: bootstrap
+        self._bound_nodes: set[int] = set()
+        self._starting: set[asyncio.Task[None]] = set()
+        self._clients: set[ClientSide] = set()
+
+    async def start(self) -> None:
+        """Binds the bootstrap port and each upstream broker's. Raises OSError for a port
+        that cannot be bound, UpstreamUnavailable."""
+        self._servers[None] = await self._serve(self._bound(self.ports.bootstrap_port), None)
+        await self.discover()
+
+    async def discover(self) -> None:
+        """Asks the cluster for its brokers (Metadata, no topics); binds any new one's port."""
+        for host, port in self.upstream:
+            try:
+                brokers = await asyncio.to_thread(_brokers_of, host, port)
+            except OSError as error:
+                log.info("upstream %s:%d does not answer: %s", host, port, error)
+                continue
+            for node_id, broker_host, broker_port in brokers:
+                if self.topology.learn(node_id, broker_host, broker_port):
+                    self._broker_seen(node_id)
+            await self._started()
+            return
+        raise UpstreamUnavailable(f"no upstream broker answers at {self.describe_upstream()}")
+
+    async def stop(self) -> None:
+        await self._started()
+        for server in self._servers.values():
+            server.close()
+        for client in list(self._clients):
+            client.abort()
+        for server in self._servers.values():
+            await server.wait_closed()
+        self._servers.clear()
+
+    def _broker_seen(self, node_id: int) -> None:
+        """Binds broker ``node_id``'s port at once (the answer naming it goes out next);
+        accepting starts on the loop's next turn, the backlog holding who comes first."""
+        if node_id in self._bound_nodes:
+            return
+        self._bound_nodes.add(node_id)
+        sock = self._bound(self.ports.port_of(node_id))
+        task = asyncio.get_running_loop().create_task(self._accept_on(sock, node_id))
+        self._starting.add(task)
+        task.add_done_callback(self._starting.discard)
+
+    async def _accept_on(self, sock: socket.socket, node_id: int) -> None:
+        self._servers[node_id] = await self._serve(sock, node_id)
+
+    async def _started(self) -> None:
+        if self._starting:
+            await asyncio.gather(*self._starting)
+
+    def _bound(self, port: int) -> socket.socket:
+        sock = socket.create_server((self.listen_host, port), backlog=BACKLOG)
+        sock.setblocking(False)
+        return sock
+
+    async def _serve(self, sock: socket.socket, node_id: int | None) -> asyncio.Server:
+        loop = asyncio.get_running_loop()
+        return await loop.create_server(lambda: self._accepted(node_id), sock=sock)
+
+    def _accepted(self, node_id: int | None) -> ClientSide:
+        async def connect(protocol: asyncio.Protocol) -> asyncio.Transport:
+            return await self._connect_upstream(node_id, protocol)
+
+        client = ClientSide(connect, self._rewriter, self._clients.discard)
+        self._clients.add(client)
+        return client
+
+    async def _connect_upstream(
+        self, node_id: int | None, protocol: asyncio.Protocol
+    ) -> asyncio.Transport:
+        loop = asyncio.get_running_loop()
+        if node_id is None:
+            candidates = self.upstream
+        else:
+            if node_id not in self.topology.brokers:
+                await self.discover()
+            candidates = [self.topology.brokers[node_id]]
+        failure: OSError | None = None
+        for host, port in candidates:
+            try:
+                async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                    transport, _ = await loop.create_connection(lambda: protocol, host, port)
+            except (OSError, TimeoutError) as error:
+                failure = OSError(f"{host}:{port}: {error}")
+                continue
+            assert isinstance(transport, asyncio.Transport)
+            return transport
+        raise failure or UpstreamUnavailable(self.describe_upstream())
+
+    def describe_upstream(self) -> str:
+        return ",".join(f"{host}:{port}" for host, port in self.upstream)
+
+
+def _brokers_of(host: str, port: int) -> list[tuple[int, str, int]]:
+    """The cluster's brokers as ``host:port`` names them (a blocking call: a thread's)."""
+    with WireConnection(host, port, DISCOVERY_TIMEOUT_S) as connection:
+        answer = connection.call(METADATA_KEY, 1, {"topics": []})
+    return [(broker.node_id, broker.host, broker.port) for broker in answer.brokers]

@@ -1,0 +1,196 @@
+"""One client connection relayed to one upstream broker connection, and back.
+
+Two asyncio protocols joined back to back. Requests go upstream as they arrive, each
+frame's header read on the way (requests.py) so that the answers, which Kafka sends in
+request order, are known by API and version as they come back: the few that name brokers
+are gathered and rewritten (answers.py), every other one is forwarded as its bytes arrive
+(splitter.py). Each side stops reading while the other cannot keep up (asyncio's
+pause_writing), so a slow client slows its broker connection rather than the gateway's
+memory. Either side closing closes the other. Threads: the event loop's only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Awaitable, Callable
+
+from kshim.gateway import requests
+from kshim.gateway.addresses import UnmappableBroker
+from kshim.gateway.answers import REWRITTEN, AnswerRewriter, UnreadableAnswer
+from kshim.gateway.splitter import Held, Piece, Splitter, Verdict
+from kshim.protocol.framing import FRAME_SIZE, MIN_REQUEST_SIZE, FrameError
+from kshim.protocol.headers import CORRELATION_ID
+
+log = logging.getLogger(__name__)
+# Kafka's socket.request.max.bytes default bounds a request; an answer is bounded by what
+# was asked (fetch.max.bytes and friends), so only a garbage size is refused.
+MAX_REQUEST_BYTES = 100 * 1024 * 1024
+MAX_ANSWER_BYTES = (1 << 31) - 1
+MIN_ANSWER_SIZE = CORRELATION_ID.size
+
+# Opens the upstream connection for a client connection: the relay's upstream protocol
+# is passed in, the transport comes back.
+ConnectUpstream = Callable[[asyncio.Protocol], Awaitable[asyncio.Transport]]
+
+
+class ClientSide(asyncio.Protocol):
+    """The client's connection to a gateway port. ``closed`` is told when it has ended."""
+
+    def __init__(
+        self,
+        connect_upstream: ConnectUpstream,
+        rewriter: AnswerRewriter,
+        closed: Callable[[ClientSide], None],
+    ) -> None:
+        self._connect_upstream = connect_upstream
+        self._closed = closed
+        self._pending: collections.deque[requests.Pending] = collections.deque()
+        self._requests = Splitter(self._request_seen, MIN_REQUEST_SIZE, MAX_REQUEST_BYTES)
+        self.upstream = UpstreamSide(self, self._pending, rewriter)
+        self.transport: asyncio.Transport | None = None
+        self._connecting: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.pause_reading()  # until the upstream connection is open
+        self._connecting = asyncio.get_running_loop().create_task(self._connect())
+
+    async def _connect(self) -> None:
+        try:
+            await self._connect_upstream(self.upstream)
+        except Exception as error:  # unreachable upstream, unknown broker: this client ends
+            log.info("closing a gateway connection: no upstream connection: %s", error)
+            self.close()
+            return
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            pieces = self._requests.feed(data)
+        except FrameError as error:
+            log.info("closing a gateway connection: %s", error)
+            self.close()
+            return
+        self.upstream.write(pieces)
+
+    def _request_seen(self, head: bytes, size: int) -> Verdict:
+        try:
+            pending = requests.read(head)
+        except requests.NeedMore:
+            return Verdict.MORE
+        if pending is not None:
+            self._pending.append(pending)
+        return Verdict.PASS
+
+    def write(self, pieces: list[bytes | memoryview]) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(pieces)
+
+    def pause_writing(self) -> None:
+        self.upstream.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.upstream.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.upstream.close()
+        if self._connecting is not None and not self._connecting.done():
+            self._connecting.cancel()
+        self._closed(self)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        self.upstream.close()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+        self.upstream.close()
+
+
+class UpstreamSide(asyncio.Protocol):
+    """The gateway's connection to the upstream broker on behalf of one client."""
+
+    def __init__(
+        self,
+        client: ClientSide,
+        pending: collections.deque[requests.Pending],
+        rewriter: AnswerRewriter,
+    ) -> None:
+        self._client = client
+        self._pending = pending
+        self._rewriter = rewriter
+        self._answers = Splitter(self._answer_seen, MIN_ANSWER_SIZE, MAX_ANSWER_BYTES)
+        self._held_for: requests.Pending | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def write(self, pieces: list[Piece]) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines([piece for piece in pieces if not isinstance(piece, Held)])
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            pieces = self._answers.feed(data)
+            out = [self._rewritten(piece) if isinstance(piece, Held) else piece for piece in pieces]
+        except (FrameError, UnreadableAnswer, UnexpectedAnswer, UnmappableBroker, OSError) as error:
+            # OSError: a new broker's gateway port could not be bound.
+            log.warning("closing a gateway connection: its broker's answer: %s", error)
+            self._client.close()
+            return
+        self._client.write(out)
+
+    def _answer_seen(self, head: bytes, size: int) -> Verdict:
+        if not self._pending:
+            raise UnexpectedAnswer("an answer to no request")
+        pending = self._pending.popleft()
+        (correlation_id,) = CORRELATION_ID.unpack_from(head)
+        if correlation_id != pending.correlation_id:
+            raise UnexpectedAnswer(
+                f"correlation id {correlation_id}, expected {pending.correlation_id}"
+            )
+        if pending.api_key in REWRITTEN:
+            self._held_for = pending
+            return Verdict.HOLD
+        return Verdict.PASS
+
+    def _rewritten(self, held: Held) -> bytes:
+        pending = self._held_for
+        assert pending is not None
+        payload = self._rewriter.rewrite(pending.api_key, pending.api_version, held.payload)
+        return FRAME_SIZE.pack(len(payload)) + payload
+
+    def pause_writing(self) -> None:
+        if self._client.transport is not None:
+            self._client.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self._client.transport is not None and not self._client.transport.is_closing():
+            self._client.transport.resume_reading()
+
+    def pause_reading(self) -> None:
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._client.close()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class UnexpectedAnswer(Exception):
+    """The broker answered out of order or unasked."""

@@ -1,0 +1,179 @@
+"""``kshim gateway`` relaying real clients to a broker: kshim's own (quick), and Apache Kafka
+from Maven Central (the reference; skipped with the reason when its jars cannot run)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import confluent_kafka
+import kafka
+import pytest
+
+from kshim.client.frames import encode_request
+from kshim.client.wire import WireConnection
+from kshim.gateway.addresses import GatewayPorts
+from kshim.gateway.gateway import Gateway
+from kshim.jvm import artifacts
+from kshim.testing import BrokerProcess, KafkaProcess, free_port
+
+NO_METRICS = "kshim.metrics.listen="
+TIMEOUT_S = 30.0
+UPSTREAM_NODE_ID = 1  # kshim's node id, and that of kshim.jvm's single-node Kafka
+
+
+class RunningGateway:
+    """A Gateway on an event loop of its own thread, relaying to ``upstream``."""
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.rsplit(":", 1)
+        self.port = free_port()
+        self.ports = GatewayPorts("127.0.0.1", self.port, free_port() - UPSTREAM_NODE_ID)
+        self.gateway = Gateway([(host, int(port))], "127.0.0.1", self.ports)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._call(self.gateway.start())
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _call(self, coroutine: object) -> None:
+        asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(TIMEOUT_S)  # type: ignore[arg-type]
+
+    def stop(self) -> None:
+        self._call(self.gateway.stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(TIMEOUT_S)
+        self._loop.close()
+
+
+@pytest.fixture(scope="module")
+def kshim_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp_path_factory.mktemp("gw") / "data", [NO_METRICS]).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def gateway(kshim_upstream: BrokerProcess) -> Iterator[RunningGateway]:
+    running = RunningGateway(kshim_upstream.bootstrap)
+    yield running
+    running.stop()
+
+
+def _produce_and_consume(gateway: RunningGateway, count: int) -> list[bytes]:
+    """Records produced and consumed in a group through ``gateway``; checks that the
+    clients were only ever told of the gateway's addresses."""
+    bootstrap = gateway.bootstrap
+    topic = f"gw-{uuid.uuid4().hex[:8]}"
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    )
+    for index in range(count):
+        producer.produce(topic, key=b"k%d" % (index % 7), value=b"v%d" % index)
+    assert producer.flush(TIMEOUT_S) == 0
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        consumer.commit(asynchronous=False)  # through the coordinator's gateway address
+        brokers = consumer.list_topics(timeout=TIMEOUT_S).brokers
+        relayed = ("127.0.0.1", gateway.ports.port_of(UPSTREAM_NODE_ID))
+        assert {(broker.host, broker.port) for broker in brokers.values()} == {relayed}
+    finally:
+        consumer.close()
+    return values
+
+
+def test_clients_produce_and_consume_in_a_group_through_the_gateway(
+    gateway: RunningGateway,
+) -> None:
+    values = _produce_and_consume(gateway, 2_000)
+    assert values == [b"v%d" % index for index in range(2_000)]
+    assert set(gateway.gateway.topology.brokers) == {UPSTREAM_NODE_ID}
+
+
+def test_kafka_python_through_the_gateway(gateway: RunningGateway) -> None:
+    topic = f"gw-{uuid.uuid4().hex[:8]}"
+    producer = kafka.KafkaProducer(bootstrap_servers=gateway.bootstrap)
+    try:
+        for index in range(100):
+            producer.send(topic, b"%d" % index)
+        producer.flush(TIMEOUT_S)
+    finally:
+        producer.close(TIMEOUT_S)
+    consumer = kafka.KafkaConsumer(
+        topic,
+        bootstrap_servers=gateway.bootstrap,
+        group_id=topic,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000,
+    )
+    try:
+        got = [record.value for _, record in zip(range(100), consumer, strict=False)]
+    finally:
+        consumer.close()
+    assert got == [b"%d" % index for index in range(100)]
+
+
+def test_an_acks_0_produce_gets_no_answer_and_the_next_answer_still_matches(
+    gateway: RunningGateway,
+) -> None:
+    with WireConnection("127.0.0.1", gateway.port, 10.0) as connection:
+        body = {"acks": 0, "timeout": 1000, "topic_data": []}
+        connection.send(encode_request(0, 7, 100, body))
+        answer = connection.call(
+            18, 3, {"client_software_name": "t", "client_software_version": "1"}
+        )
+        assert answer.error_code == 0
+        offered = {entry.api_key: entry.max_version for entry in answer.api_keys}
+        assert offered[0] <= 9 and offered[1] <= 15  # no answer may name a broker unseen
+
+
+def test_a_broken_frame_closes_that_connection_only(gateway: RunningGateway) -> None:
+    with WireConnection("127.0.0.1", gateway.port, 10.0) as broken:
+        broken.send(b"\xff\xff\xff\xf0rubbish")
+        broken.wait_closed(10.0)
+    with WireConnection("127.0.0.1", gateway.port, 10.0) as healthy:
+        assert healthy.call(18, 0).error_code == 0
+
+
+def test_a_client_is_disconnected_when_its_broker_goes(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data", [NO_METRICS]).start()
+    running = RunningGateway(broker.bootstrap)
+    try:
+        with WireConnection("127.0.0.1", running.port, 10.0) as connection:
+            assert connection.call(18, 0).error_code == 0
+            broker.kill()
+            connection.wait_closed(10.0)
+    finally:
+        running.stop()
+        broker.stop()
+
+
+def test_apache_kafka_through_the_gateway(tmp_path: Path) -> None:
+    reason = artifacts.unavailable_reason("kafka")
+    if reason is not None:
+        pytest.skip(f"no Apache Kafka from Maven Central here: {reason}")
+    artifacts.resolve("kafka")
+    broker = KafkaProcess(tmp_path / "kafka").start()
+    running = RunningGateway(broker.bootstrap)
+    try:
+        values = _produce_and_consume(running, 500)
+        assert values == [b"v%d" % index for index in range(500)]
+    finally:
+        running.stop()
+        broker.stop()
