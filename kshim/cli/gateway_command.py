@@ -11,6 +11,7 @@ import signal
 from kshim.cli.admin_options import Commands, add_command, bootstrap_argument
 from kshim.cli.config_sources import listener_argument
 from kshim.cli.errors import CommandFailed, UsageError
+from kshim.cli.event_loop import run_on
 from kshim.client.errors import reason
 from kshim.client.wire import parse_bootstrap
 from kshim.gateway.addresses import GatewayPorts
@@ -44,6 +45,12 @@ def add_gateway_parser(commands: Commands) -> None:
     gateway.add_argument(
         "--advertised-host", help="the host answers name for the gateway (default: --listen's)"
     )
+    gateway.add_argument(
+        "--event-loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="the event loop to run on, as the broker's kshim.event.loop (default uvloop)",
+    )
 
 
 def _upstream_argument(text: str) -> str:
@@ -62,7 +69,7 @@ def run_gateway(arguments: argparse.Namespace) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    asyncio.run(_serve(Gateway(upstream, host, ports)))
+    run_on(arguments.event_loop, _serve(Gateway(upstream, host, ports)))
 
 
 async def _serve(gateway: Gateway) -> None:

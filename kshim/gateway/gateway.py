@@ -129,7 +129,6 @@ class Gateway:
             except (OSError, TimeoutError) as error:
                 failure = OSError(f"{host}:{port}: {error}")
                 continue
-            assert isinstance(transport, asyncio.Transport)
             return transport
         raise failure or UpstreamUnavailable(self.describe_upstream())
 

@@ -15,6 +15,7 @@ import asyncio
 import collections
 import logging
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 from kshim.gateway import requests
 from kshim.gateway.addresses import UnmappableBroker
@@ -53,9 +54,9 @@ class ClientSide(asyncio.Protocol):
         self._connecting: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.pause_reading()  # until the upstream connection is open
+        # uvloop's transports are not asyncio.Transport subclasses, only alike.
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.pause_reading()  # until the upstream connection is open
         self._connecting = asyncio.get_running_loop().create_task(self._connect())
 
     async def _connect(self) -> None:
@@ -77,7 +78,7 @@ class ClientSide(asyncio.Protocol):
             return
         self.upstream.write(pieces)
 
-    def _request_seen(self, head: bytes, size: int) -> Verdict:
+    def _request_seen(self, head: bytes | memoryview, size: int) -> Verdict:
         try:
             pending = requests.read(head)
         except requests.NeedMore:
@@ -128,14 +129,24 @@ class UpstreamSide(asyncio.Protocol):
         self._answers = Splitter(self._answer_seen, MIN_ANSWER_SIZE, MAX_ANSWER_BYTES)
         self._held_for: requests.Pending | None = None
         self.transport: asyncio.Transport | None = None
+        # Requests read before the connection is made: the client's reading is paused until
+        # then, but a loop may deliver what it had already read.
+        self._early: list[bytes | memoryview] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses, only alike.
+        self.transport = cast(asyncio.Transport, transport)
+        if self._early:
+            self.transport.writelines(self._early)
+            self._early = []
 
     def write(self, pieces: list[Piece]) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines([piece for piece in pieces if not isinstance(piece, Held)])
+        # Requests are never held (ClientSide decides PASS or MORE).
+        out = [piece for piece in pieces if not isinstance(piece, Held)]
+        if self.transport is None:
+            self._early += out
+        elif not self.transport.is_closing():
+            self.transport.writelines(out)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -148,7 +159,7 @@ class UpstreamSide(asyncio.Protocol):
             return
         self._client.write(out)
 
-    def _answer_seen(self, head: bytes, size: int) -> Verdict:
+    def _answer_seen(self, head: bytes | memoryview, size: int) -> Verdict:
         if not self._pending:
             raise UnexpectedAnswer("an answer to no request")
         pending = self._pending.popleft()

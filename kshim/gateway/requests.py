@@ -21,6 +21,7 @@ FIRST_TRANSACTIONAL_PRODUCE = 3
 # kio, which no longer carries v0-2.
 FIRST_FLEXIBLE_PRODUCE = 9
 INT16 = struct.Struct(">h")
+PRODUCE_HEAD_BOUND = REQUEST_HEADER_FIXED.size + 2 * (2 + 32_767) + 16
 
 
 class NeedMore(Exception):
@@ -46,7 +47,10 @@ def read(payload: bytes | bytearray | memoryview) -> Pending | None:
     pending = Pending(api_key, api_version, correlation_id)
     if api_key != PRODUCE_KEY:
         return pending
-    return pending if _produce_acks(bytes(payload), api_version) != 0 else None
+    # Copied no further than a header and a transactional id can reach (two int16-sized
+    # strings and their lengths), whatever the size of the records behind them.
+    head = bytes(payload[:PRODUCE_HEAD_BOUND])
+    return pending if _produce_acks(head, api_version) != 0 else None
 
 
 def _produce_acks(payload: bytes, version: int) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 import confluent_kafka
 import kafka
 import pytest
+import uvloop
 
 from kshim.client.frames import encode_request
 from kshim.client.wire import WireConnection
@@ -29,12 +30,12 @@ UPSTREAM_NODE_ID = 1  # kshim's node id, and that of kshim.jvm's single-node Kaf
 class RunningGateway:
     """A Gateway on an event loop of its own thread, relaying to ``upstream``."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, loop: str = "asyncio") -> None:
         host, port = upstream.rsplit(":", 1)
         self.port = free_port()
         self.ports = GatewayPorts("127.0.0.1", self.port, free_port() - UPSTREAM_NODE_ID)
         self.gateway = Gateway([(host, int(port))], "127.0.0.1", self.ports)
-        self._loop = asyncio.new_event_loop()
+        self._loop = uvloop.new_event_loop() if loop == "uvloop" else asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self._call(self.gateway.start())
@@ -88,7 +89,7 @@ def _produce_and_consume(gateway: RunningGateway, count: int) -> list[bytes]:
         while len(values) < count and time.monotonic() < deadline:
             message = consumer.poll(0.5)
             if message is not None and message.error() is None:
-                values.append(message.value())
+                values.append(message.value() or b"")
         consumer.commit(asynchronous=False)  # through the coordinator's gateway address
         brokers = consumer.list_topics(timeout=TIMEOUT_S).brokers
         relayed = ("127.0.0.1", gateway.ports.port_of(UPSTREAM_NODE_ID))
@@ -141,6 +142,21 @@ def test_an_acks_0_produce_gets_no_answer_and_the_next_answer_still_matches(
         assert answer.error_code == 0
         offered = {entry.api_key: entry.max_version for entry in answer.api_keys}
         assert offered[0] <= 9 and offered[1] <= 15  # no answer may name a broker unseen
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_request_sent_as_the_connection_opens_is_relayed(
+    kshim_upstream: BrokerProcess, loop: str
+) -> None:
+    """uvloop delivers bytes read before the relay's broker connection is made, even with
+    the client's reading paused: they wait, and go first."""
+    running = RunningGateway(kshim_upstream.bootstrap, loop)
+    try:
+        for _ in range(30):
+            with WireConnection("127.0.0.1", running.port, 10.0) as connection:
+                assert connection.call(16, 0).error_code == 0  # ListGroups
+    finally:
+        running.stop()
 
 
 def test_a_broken_frame_closes_that_connection_only(gateway: RunningGateway) -> None:
