@@ -2,7 +2,8 @@
 
 - ``create_source_tables`` and ``Workload``: a source database with two tables and a
   generator of random inserts, updates and deletes (application transactions of a few
-  statements each), the activity the VENUS consistency experiment replays.
+  statements each, some of them rolled back by the application), the activity the VENUS
+  consistency experiment replays.
 - ``CaptureProcess``: ``python -m spark_examples.capture`` as a child process that can be
   killed with -9 and restarted, as a crashed capture would be.
 - ``capture_drained``, ``topic_end_offset`` and ``last_record_offset``: when everything
@@ -48,6 +49,7 @@ SOURCE_TABLES: dict[str, Columns] = {
 TABLE_NAMES = list(SOURCE_TABLES)
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 TRANSACTION_ATTEMPTS = 5
+HOLD_TIMEOUT_S = 300.0
 
 
 def create_source_tables(database: Database) -> None:
@@ -89,15 +91,20 @@ class Workload:
     """Random inserts, updates and deletes on the source tables, a transaction at a time.
 
     Ids already in the tables (from an earlier run) are loaded first, so updates and deletes
-    hit real rows. Not thread-safe; run it from one thread.
+    hit real rows. ``rollback_share`` of the transactions are rolled back by the
+    application after their statements ran (their triggers fired and logged changes that
+    the rollback takes back with them); those statements are not counted in ``operations``
+    but in ``rolled_back``. Not thread-safe; run it from one thread.
     """
 
     database: Database
     seed: int = 1
+    rollback_share: float = 0.0
     generator: random.Random = field(init=False)
     live: dict[str, list[int]] = field(init=False)
     next_id: dict[str, int] = field(init=False)
     operations: int = field(default=0, init=False)
+    rolled_back: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.generator = random.Random(self.seed)
@@ -116,6 +123,8 @@ class Workload:
         remaining = operations
         while remaining > 0:
             count = min(remaining, self.generator.randint(1, 2 * per_transaction - 1))
+            if self.rollback_share and self.generator.random() < self.rollback_share:
+                self._rolled_back_transaction(count)
             self._transaction(count)
             remaining -= count
             self.operations += count
@@ -131,12 +140,32 @@ class Workload:
             except Exception as error:
                 if attempt == TRANSACTION_ATTEMPTS or not _transient(error):
                     raise
-                for action, table, row_id in reversed(undo):
-                    if action == "insert":
-                        self.live[table].remove(row_id)
-                    else:
-                        self.live[table].append(row_id)
+                self._revert(undo)
                 time.sleep(0.05 * attempt)
+
+    def _rolled_back_transaction(self, count: int) -> None:
+        """``count`` statements in a transaction the application then rolls back."""
+        undo: list[tuple[str, str, int]] = []
+        try:
+            with self.database.transaction():
+                for _ in range(count):
+                    self._one_statement(undo)
+                raise _ApplicationRollback
+        except _ApplicationRollback:
+            pass
+        except Exception as error:  # rolled back all the same
+            if not _transient(error):
+                raise
+        self._revert(undo)
+        self.rolled_back += count
+
+    def _revert(self, undo: list[tuple[str, str, int]]) -> None:
+        """Takes back the in-memory effects of a rolled-back transaction's statements."""
+        for action, table, row_id in reversed(undo):
+            if action == "insert":
+                self.live[table].remove(row_id)
+            else:
+                self.live[table].append(row_id)
 
     def _one_statement(self, undo: list[tuple[str, str, int]]) -> None:
         table = self.generator.choice(TABLE_NAMES)
@@ -168,6 +197,10 @@ class Workload:
         return row_id
 
 
+class _ApplicationRollback(Exception):
+    """Raised inside a transaction to roll it back, as an application that changes its mind."""
+
+
 def _transient(error: Exception) -> bool:
     """Errors after which the same transaction may succeed: deadlock victim, lock timeout."""
     name = type(error).__name__
@@ -179,27 +212,59 @@ def _transient(error: Exception) -> bool:
 class PacedWorkload(threading.Thread):
     """Runs a ``Workload`` in a background thread at a bounded rate until done or stopped.
 
-    ``done`` counts the operations committed so far; ``error`` holds what stopped it early.
+    ``done`` counts the operations committed so far, ``rolled_back`` the statements of the
+    transactions rolled back on purpose (``rollback_share``, see ``Workload``); ``error``
+    holds what stopped it early. With ``hold_at``, the thread waits at that share of the
+    operations until ``release`` (``HOLD_TIMEOUT_S`` at most): whatever a test does while
+    the changes flow, however long a loaded machine makes it, changes still follow it.
     """
 
-    def __init__(self, source_url: str, operations: int, per_second: int, seed: int) -> None:
+    def __init__(
+        self,
+        source_url: str,
+        operations: int,
+        per_second: int,
+        seed: int,
+        rollback_share: float = 0.0,
+        hold_at: float | None = None,
+    ) -> None:
         super().__init__(daemon=True, name="kshim-workload")
         self.source_url, self.total, self.per_second, self.seed = (
             source_url, operations, per_second, seed,
         )  # fmt: skip
+        self.rollback_share, self.hold_at = rollback_share, hold_at
         self.done = 0
+        self.rolled_back = 0
         self.error: BaseException | None = None
         self.stop_event = threading.Event()
+        self.released = threading.Event()
+
+    def release(self) -> None:
+        """Lets the workload go on past ``hold_at``."""
+        self.released.set()
+
+    def stop(self) -> None:
+        """Ends the workload after its current transaction, held or not."""
+        self.stop_event.set()
+        self.released.set()
+
+    def _hold(self) -> None:
+        if self.hold_at is None or self.done < self.hold_at * self.total:
+            return
+        if not self.released.wait(HOLD_TIMEOUT_S):
+            raise TimeoutError(f"workload held at {self.done} operations for {HOLD_TIMEOUT_S} s")
 
     def run(self) -> None:
         database = open_database(self.source_url)
         try:
-            workload, chunk = Workload(database, seed=self.seed), max(1, self.per_second // 10)
+            workload = Workload(database, seed=self.seed, rollback_share=self.rollback_share)
+            chunk = max(1, self.per_second // 10)
             while self.done < self.total and not self.stop_event.is_set():
+                self._hold()
                 started = time.monotonic()
                 step = min(chunk, self.total - self.done)
                 workload.run(step)
-                self.done += step
+                self.done, self.rolled_back = self.done + step, workload.rolled_back
                 self.stop_event.wait(max(0.0, 0.1 - (time.monotonic() - started)))
         except BaseException as error:
             self.error = error

@@ -13,9 +13,9 @@ from spark_examples.capture.shipper import run_capture
 from spark_examples.databases import open_database
 from spark_examples.verify import compare_tables
 from tests.sync.capture_helpers import create_items
+from tests.sync.pipeline_scenario import apply_once
 from tests.sync.spark_marks import SPARK_PIPELINE
 from tests.sync.test_capture_schema import TOPIC, evolve_source
-from tests.sync.test_pipeline_spark import apply_once
 
 pytestmark = SPARK_PIPELINE
 

@@ -1,10 +1,17 @@
 """The apply job on a real Spark standalone cluster, submitted with spark-submit as a user would.
 
 A master and two workers (1 core, 1 GB each) run as local processes from pyspark's own
-distribution (spark_examples/cluster.py). A SQLite source's random changes are captured into
-a kshim topic first; then the job runs in small micro-batches (``--once``: trigger
-availableNow, which keeps maxOffsetsPerTrigger) while the test takes a piece of the cluster
-away:
+distribution (spark_examples/cluster.py), started once for the module.
+
+- The whole pipeline experiment of test_pipeline_spark.py (tests/sync/pipeline_scenario.py:
+  rolled-back source transactions, the broker killed with -9 and restarted, the capture
+  crashed and restarted, a destination bootstrapped from ``T.full`` while changes flow) with
+  the apply job submitted to the cluster: a streaming query lives through the kills on one
+  worker while the bootstrap runs on the other, and every destination ends equal.
+
+For the other two, a SQLite source's random changes are captured into a kshim topic first;
+then the job runs in small micro-batches (``--once``: trigger availableNow, which keeps
+maxOffsetsPerTrigger) while the test takes a piece of the cluster away:
 
 - applying ``T``, the worker whose executor runs the job's tasks is killed with SIGKILL (its
   process group: the worker and its executor, a lost machine) once some but not all changes
@@ -23,10 +30,7 @@ Skipped without Java or the connector's jars (spark_marks).
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,13 +45,9 @@ from spark_examples.capture.review import REVIEW_HOOK, REVIEW_HOOK_SETTING
 from spark_examples.cluster import (
     ClusterError,
     StandaloneCluster,
-    spark_environment,
-    submit_command,
 )
 from spark_examples.databases import open_database
-from spark_examples.spark_session import connector_jars
 from spark_examples.testing import (
-    REPOSITORY_ROOT,
     TABLE_NAMES,
     CaptureProcess,
     Workload,
@@ -60,7 +60,9 @@ from spark_examples.testing import (
 )
 from spark_examples.verify import compare_tables
 from tests.sync.capture_helpers import read_topic
+from tests.sync.pipeline_scenario import Scenario, run_scenario
 from tests.sync.spark_marks import SPARK_PIPELINE
+from tests.sync.spark_submission import ClusterApplier, Submission, job_arguments
 
 pytestmark = SPARK_PIPELINE
 TOPIC = "shop"
@@ -69,14 +71,16 @@ CHANGES = 3_000
 BATCH = 150
 # Offsets per micro-batch of the bootstrap: 10 batches, the kill after the second.
 BOOTSTRAP_BATCH = 300
-SUBMIT_TIMEOUT_S = 150
 PROGRESS_TIMEOUT_S = 90
 # Spark writes a batch's commit log entry tens of milliseconds after foreachBatch returns.
 WINDOW_POLL_S = 0.005
 # Batches the killed driver commits first, so that a resubmission without its checkpoint
 # would replay (and the sink skip) more than the one batch a lost commit explains.
 COMMITTED_BEFORE_KILL = 2
-REPORT = re.compile(r"^batch (\d+): (\d+) applied, (\d+) already applied, up to offset (\d+)", re.M)
+# The scenario's workload: 30 s of changes, the bootstrap's spark-submit (about 16 s here)
+# started at 40% of them and, on a quiet machine, done before the workload holds at 90%.
+SCENARIO_OPERATIONS = 3_000
+SCENARIO_PACE = 100  # operations per second
 
 
 @dataclass(frozen=True)
@@ -91,18 +95,19 @@ class Pipeline:
     work: Path
 
 
-@dataclass(frozen=True)
-class BatchReport:
-    batch_id: int
-    applied: int
-    skipped: int
-    up_to_offset: int
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """The module's cluster (about 15 s to start), shared by its tests."""
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark")).start()
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
-    """Captures a workload into the broker, then starts the cluster (module-wide: both take
-    about half a minute)."""
+def pipeline(
+    tmp_path_factory: pytest.TempPathFactory, cluster: StandaloneCluster
+) -> Iterator[Pipeline]:
+    """Captures a workload into the broker (module-wide: it takes a few seconds)."""
     work = tmp_path_factory.mktemp("cluster")
     source_url = f"sqlite:///{work}/source.db"
     source = open_database(source_url)
@@ -116,7 +121,6 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         for name, value in registry_environment(work).items():
             patch.setenv(name, value)  # the broker and the capture inherit it
         broker = BrokerProcess(work / "broker", [f"{REVIEW_HOOK_SETTING}={REVIEW_HOOK}"]).start()
-        cluster = StandaloneCluster(work / "spark")
         capture = CaptureProcess(source_url, broker.bootstrap, TOPIC, work / "capture.log")
         try:
             ensure_topic(broker.bootstrap, TOPIC)
@@ -125,68 +129,51 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
             end = topic_end_offset(broker.bootstrap, TOPIC)
             wait_until(lambda: topic_end_offset(broker.bootstrap, TOPIC + ".full") >= end, 60,
                        "T.full caught up")  # fmt: skip
-            cluster.start()
             last = last_record_offset(broker.bootstrap, TOPIC)
             records = len(read_topic(broker.bootstrap, TOPIC, schemas=True))
             assert records == changes + len(TABLE_NAMES)  # a schema per table, in the first batch
             yield Pipeline(source_url, broker, cluster, records, last, work)
         finally:
             capture.kill()
-            cluster.stop()
             broker.stop()
 
 
-class Submission:
-    """One ``spark-submit`` of the apply job, in a process group of its own (the JVM and the
-    Python driver it starts), its output in a log file."""
+def test_the_pipeline_scenario_runs_on_the_cluster_as_in_local_mode(
+    cluster: StandaloneCluster, tmp_path: Path, registry: Path
+) -> None:
+    """The experiment test_pipeline_spark.py runs in local mode (pipeline_scenario.py), with
+    the apply job submitted to the cluster: a streaming query into DuckDB lives through the
+    broker's kill -9 and restart and the capture's crash, and a destination bootstrapped
+    from ``T.full`` mid-stream converges; source transactions rolled back by the
+    application appear nowhere. Fewer changes than in local mode; each kill and the
+    bootstrap still land while changes are being made (the scenario asserts it)."""
+    # Two jobs side by side take both workers: this test runs before the worker is killed.
+    assert cluster.alive_workers() == cluster.workers, cluster.logs()
+    finished_before = len((cluster.master_status() or {}).get("completedapps", []))
+    applier = ClusterApplier(cluster, tmp_path)
+    try:
+        run_scenario(applier, tmp_path, Scenario(
+            source_url=f"sqlite:///{tmp_path}/source.db",
+            destinations=[],  # --once runs of T: the tests below (a spark-submit is ~15 s)
+            streamed=[f"duckdb:///{tmp_path}/dest.duckdb"],
+            late_destination=f"sqlite:///{tmp_path}/late.db",
+            operations=SCENARIO_OPERATIONS,
+            per_second=SCENARIO_PACE,
+            bootstrap_at=0.4,
+        ))  # fmt: skip
+    finally:
+        applier.kill_all()
 
-    def __init__(
-        self, pipeline: Pipeline, topic: str, dest: str, name: str, batch: int = BATCH
-    ) -> None:
-        jars = connector_jars()
-        assert jars is not None  # spark_marks skips this module without them
-        job = [
-            "--bootstrap", pipeline.broker.bootstrap, "--topic", topic, "--dest", dest,
-            "--checkpoint", str(pipeline.work / f"checkpoint-{Path(dest).stem}"), "--once",
-            "--max-offsets-per-trigger", str(batch),
-        ]  # fmt: skip
-        self.command = submit_command(pipeline.cluster.master_url, jars, job)
-        self.log_path = pipeline.work / f"{name}.log"
-        environment = spark_environment(pipeline.cluster.work_dir)
-        # The driver prints a line per batch: unbuffered, each reaches the log as printed.
-        environment.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(REPOSITORY_ROOT))
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                self.command, stdout=log, stderr=subprocess.STDOUT, env=environment,
-                cwd=REPOSITORY_ROOT, start_new_session=True,
-            )  # fmt: skip
+    def all_finished() -> bool:  # each submission was an application of the cluster
+        finished = (cluster.master_status() or {}).get("completedapps", [])
+        return len(finished) - finished_before == len(applier.submissions)
 
-    def finish(self) -> list[BatchReport]:
-        """Waits for the job to exit; asserts it succeeded; returns its batch reports."""
-        try:
-            status = self.process.wait(SUBMIT_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail(f"spark-submit did not finish in {SUBMIT_TIMEOUT_S} s\n{self.tail()}")
-        assert status == 0, self.tail()
-        return self.reports()
-
-    def signal(self, signal_number: int) -> None:
-        """Signals the driver's process group (the JVM and the Python driver)."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal_number)
-
-    def kill(self) -> None:
-        """SIGKILL to the driver's process group, as a crashed driver machine."""
-        self.signal(signal.SIGKILL)
-        self.process.wait(30)
-
-    def reports(self) -> list[BatchReport]:
-        text = self.log_path.read_text(errors="replace")
-        return [BatchReport(*map(int, found)) for found in REPORT.findall(text)]
-
-    def tail(self) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-40:])
+    wait_until(all_finished, 30, "the master listing the submitted applications as finished")
+    assert len(applier.submissions) == 3  # the stream, the bootstrap and its catching up
+    # Spark replayed nothing: the stream through the broker's restart, and the bootstrap's
+    # second run from where its checkpoint left off (the sink would skip a replay unseen).
+    reports = [report for submission in applier.submissions for report in submission.reports()]
+    assert reports and all(report.skipped == 0 for report in reports), reports
 
 
 def applied_offset(dest: str, topic: str = TOPIC) -> int:
@@ -225,7 +212,9 @@ def submit(pipeline: Pipeline) -> Iterator[Callable[[str, str, str], Submission]
 
     def start(topic: str, dest: str, name: str) -> Submission:
         batch = BOOTSTRAP_BATCH if topic.endswith(".full") else BATCH
-        started.append(Submission(pipeline, topic, dest, name, batch))
+        checkpoint = pipeline.work / f"checkpoint-{Path(dest).stem}"
+        job = job_arguments(pipeline.broker.bootstrap, topic, dest, checkpoint, batch)
+        started.append(Submission(pipeline.cluster, job, pipeline.work / f"{name}.log"))
         return started[-1]
 
     yield start
