@@ -26,9 +26,8 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import time
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -38,12 +37,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks import workloads
 from benchmarks.brokers import RunningBroker, running
-from benchmarks.startup import answers_api_versions
-from kshim.testing import broker_environment, free_port
+from kshim.testing import GatewayProcess
 
 ROUTES = ("direct", "one gateway", "two gateways")
-KAFKA_NODE_ID = 1  # kshim.jvm's single-node Kafka
-START_TIMEOUT_S = 30.0
 LATENCY_RATE = 1_000
 LATENCY_SECONDS = 8.0
 LATENCY_WARM_UP_S = 2.0
@@ -66,28 +62,16 @@ class Route:
 @contextlib.contextmanager
 def running_gateway(upstream: str) -> Iterator[RunningBroker]:
     """``kshim gateway`` in front of ``upstream`` until the block ends."""
-    port = free_port()
-    base = free_port() - KAFKA_NODE_ID
-    command = [sys.executable, "-m", "kshim", "gateway", "--upstream", upstream]
-    command += ["--listen", f"127.0.0.1:{port}", "--broker-port-base", str(base)]
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        command, env=broker_environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        while not answers_api_versions(port):
-            if process.poll() is not None or time.perf_counter() - started > START_TIMEOUT_S:
-                raise RuntimeError(f"the gateway did not start (exit status {process.poll()})")
-            time.sleep(0.05)
-        ready_s = time.perf_counter() - started
-        yield RunningBroker("gateway", f"127.0.0.1:{port}", process.pid, None, process, ready_s)
-    finally:
-        process.terminate()
+    with tempfile.TemporaryDirectory(prefix="bench-gateway-") as directory:
+        gateway = GatewayProcess(directory, upstream).start()
         try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+            assert gateway.process is not None
+            yield RunningBroker(
+                "gateway", gateway.bootstrap, gateway.process.pid, None, gateway.process,
+                gateway.started_in_s or float("nan"),
+            )  # fmt: skip
+        finally:
+            gateway.stop()
 
 
 def routes(kafka: RunningBroker, first: RunningBroker, second: RunningBroker) -> list[Route]:

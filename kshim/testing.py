@@ -239,6 +239,25 @@ class KafkaProcess(BrokerProcess):
         return True
 
 
+class GatewayProcess(BrokerProcess):
+    """``kshim gateway`` relaying to ``upstream`` (host:port[,...]), with BrokerProcess's
+    interface; ``log_dir`` holds its log. Upstream broker N is reached at
+    ``broker_port_base + N``: a free port for ``node_id`` (kshim's node id and that of
+    kshim.jvm's single-node Kafka, 1)."""
+
+    name = "kshim gateway"
+
+    def __init__(self, log_dir: str | Path, upstream: str, node_id: int = 1) -> None:
+        super().__init__(Path(log_dir) / f"gateway-{free_port()}", ())
+        self.upstream = upstream
+        self.broker_port_base = free_port() - node_id
+
+    def command(self) -> list[str]:
+        base = str(self.broker_port_base)
+        command = [sys.executable, "-m", "kshim", "gateway", "--upstream", self.upstream]
+        return [*command, "--listen", self.bootstrap, "--broker-port-base", base]
+
+
 def broker_environment(environment: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The environment for a broker child: ``environment``, except that where it turns
     Python's bytecode cache off (PYTHONDONTWRITEBYTECODE, as many CI images and containers

@@ -20,7 +20,7 @@ from kshim.client.wire import WireConnection
 from kshim.gateway.addresses import GatewayPorts
 from kshim.gateway.gateway import Gateway
 from kshim.jvm import artifacts
-from kshim.testing import BrokerProcess, KafkaProcess, free_port
+from kshim.testing import BrokerProcess, GatewayProcess, KafkaProcess, free_port
 
 NO_METRICS = "kshim.metrics.listen="
 TIMEOUT_S = 30.0
@@ -180,16 +180,91 @@ def test_a_client_is_disconnected_when_its_broker_goes(tmp_path: Path) -> None:
         broker.stop()
 
 
-def test_apache_kafka_through_the_gateway(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def kafka_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaProcess]:
     reason = artifacts.unavailable_reason("kafka")
     if reason is not None:
         pytest.skip(f"no Apache Kafka from Maven Central here: {reason}")
     artifacts.resolve("kafka")
-    broker = KafkaProcess(tmp_path / "kafka").start()
-    running = RunningGateway(broker.bootstrap)
+    broker = KafkaProcess(tmp_path_factory.mktemp("gw-kafka") / "kafka").start()
+    yield broker
+    broker.stop()
+
+
+def test_apache_kafka_through_the_gateway(kafka_upstream: KafkaProcess) -> None:
+    running = RunningGateway(kafka_upstream.bootstrap)
     try:
         values = _produce_and_consume(running, 500)
         assert values == [b"v%d" % index for index in range(500)]
     finally:
         running.stop()
-        broker.stop()
+
+
+def test_a_gateway_killed_mid_produce_loses_nothing_acknowledged(
+    kafka_upstream: KafkaProcess, tmp_path: Path
+) -> None:
+    """Two gateways in front of Kafka, an idempotent producer bootstrapped to both; the one
+    it uses is killed with -9 mid-stream. librdkafka asks the other for metadata, whose
+    answer names the same broker at that gateway's port: every record is acknowledged,
+    stored once, in order."""
+    gateways = [GatewayProcess(tmp_path, kafka_upstream.bootstrap).start() for _ in range(2)]
+    topic = f"gw-failover-{uuid.uuid4().hex[:8]}"
+    acknowledged: list[int] = []
+    failed: list[str] = []
+
+    def delivered(error: object, message: confluent_kafka.Message) -> None:
+        if error is not None:
+            failed.append(str(error))
+        else:
+            acknowledged.append(int(message.value() or b"-1"))
+
+    bootstrap = ",".join(gateway.bootstrap for gateway in gateways)
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    )
+    try:
+        sent = 0
+        while len(acknowledged) < 1_000 and sent < 100_000:
+            producer.produce(topic, b"%d" % sent, on_delivery=delivered)
+            producer.poll(0.001)
+            sent += 1
+        in_use = [g for g in gateways if _has_client(g)]
+        assert in_use, "the producer is connected through neither gateway"
+        in_use[0].kill()
+        for _ in range(2_000):
+            producer.produce(topic, b"%d" % sent, on_delivery=delivered)
+            producer.poll(0.001)
+            sent += 1
+        assert producer.flush(TIMEOUT_S) == 0
+    finally:
+        for gateway in gateways:
+            gateway.stop()
+    assert failed == []
+    assert sorted(acknowledged) == list(range(sent))
+    assert _stored_values(kafka_upstream.bootstrap, topic, sent) == list(range(sent))
+
+
+def _has_client(gateway: GatewayProcess) -> bool:
+    """Whether a client is connected to the gateway's port for the broker (an established
+    connection with that local port in /proc/net/tcp; state 01 is ESTABLISHED)."""
+    port = f"{gateway.broker_port_base + UPSTREAM_NODE_ID:04X}"
+    with open("/proc/net/tcp", encoding="ascii") as table:
+        rows = [line.split() for line in table.readlines()[1:]]
+    return any(row[1].endswith(":" + port) and row[3] == "01" for row in rows)
+
+
+def _stored_values(bootstrap: str, topic: str, count: int) -> list[int]:
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": topic, "enable.auto.commit": False}
+    )
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    values: list[int] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            for message in consumer.consume(1_000, 0.5):
+                if message.error() is None:
+                    values.append(int(message.value() or b"-1"))
+    finally:
+        consumer.close()
+    return values
