@@ -8,14 +8,17 @@ import asyncio
 import logging
 import signal
 
+from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
 from kshim.cli.admin_options import Commands, add_command, bootstrap_argument
 from kshim.cli.config_sources import listener_argument
 from kshim.cli.errors import CommandFailed, UsageError
 from kshim.cli.event_loop import run_on
 from kshim.client.errors import reason
+from kshim.client.transaction_admin import TransactionAdmin
 from kshim.client.wire import parse_bootstrap
 from kshim.gateway.addresses import GatewayPorts
 from kshim.gateway.gateway import Gateway, UpstreamUnavailable
+from kshim.gateway.review import DEFAULT_RETRY_MS, GatewayReviewer, GatewayReviewSettings
 
 GATEWAY_PROGRAM = "kshim gateway"
 DEFAULT_GATEWAY_LISTEN = "127.0.0.1:19092"
@@ -46,6 +49,16 @@ def add_gateway_parser(commands: Commands) -> None:
         "--advertised-host", help="the host answers name for the gateway (default: --listen's)"
     )
     gateway.add_argument(
+        "--review-hook",
+        help="decides the cluster's overdue transactions: module:function or an http(s) URL",
+    )
+    gateway.add_argument(
+        "--review-retry-ms",
+        type=int,
+        default=DEFAULT_RETRY_MS,
+        help="between reviews the hook answers 'unknown' (default %(default)s)",
+    )
+    gateway.add_argument(
         "--event-loop",
         choices=("uvloop", "asyncio"),
         default="uvloop",
@@ -69,7 +82,20 @@ def run_gateway(arguments: argparse.Namespace) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    run_on(arguments.event_loop, _serve(Gateway(upstream, host, ports)))
+    reviewer = _reviewer(arguments)
+    run_on(arguments.event_loop, _serve(Gateway(upstream, host, ports, reviewer)))
+
+
+def _reviewer(arguments: argparse.Namespace) -> GatewayReviewer | None:
+    try:
+        hook = load_review_hook(arguments.review_hook or "")
+    except ReviewHookError as error:
+        raise UsageError(str(error)) from error
+    if hook is None:
+        return None
+    bootstrap = arguments.upstream
+    settings = GatewayReviewSettings(retry_ms=arguments.review_retry_ms)
+    return GatewayReviewer(lambda: TransactionAdmin(bootstrap), hook, settings)
 
 
 async def _serve(gateway: Gateway) -> None:

@@ -11,7 +11,8 @@ brokers (kshim is one, and answers every request itself):
 - ListTransactions v0: every broker, each coordinating its own transactional ids;
 - FindCoordinator v4 (key type TRANSACTION), then DescribeTransactions v0: the
   transactional id's coordinator;
-- DescribeProducers v0, ApiVersions v2 and WriteTxnMarkers v1: the partition's leader.
+- DescribeProducers v0, ApiVersions v2 and WriteTxnMarkers v1: the partition's leader;
+- EndTxn v3 (a review's decision, ``kshim gateway``): the transactional id's coordinator.
 
 DescribeTransactions is decoded by ``transaction_descriptions`` rather than by kio: a
 transactional id that has no transaction under way (Empty) has the start time -1, which
@@ -29,6 +30,7 @@ from typing import TypeVar
 
 from kio.schema.api_versions.v2.response import ApiVersionsResponse
 from kio.schema.describe_producers.v0.response import DescribeProducersResponse
+from kio.schema.end_txn.v3.response import EndTxnResponse
 from kio.schema.find_coordinator.v4.response import FindCoordinatorResponse
 from kio.schema.list_transactions.v0.response import ListTransactionsResponse
 from kio.schema.metadata.v11.response import MetadataResponse
@@ -41,6 +43,7 @@ from kshim.client.request_versions import (
     API_VERSIONS,
     DESCRIBE_PRODUCERS,
     DESCRIBE_TRANSACTIONS,
+    END_TXN,
     FIND_COORDINATOR,
     LIST_TRANSACTIONS,
     METADATA,
@@ -287,6 +290,18 @@ class TransactionAdmin:
                 for partition in answered.partitions:
                     what = f"cannot abort the transaction on {answered.name}-{leader.partition}"
                     _check(partition.error_code, what)
+
+    def end_transaction(self, description: TransactionDescription, commit: bool) -> None:
+        """Ends the described transaction at its coordinator, as its producer's EndTxn
+        would (the same producer id and epoch); raises AdminError, e.g. INVALID_TXN_STATE
+        when it has ended the other way since it was described."""
+        _, host, port = self._coordinator(description.transactional_id)
+        request = {"transactional_id": description.transactional_id, "committed": commit,
+                   "producer_id": description.producer_id,
+                   "producer_epoch": description.producer_epoch}  # fmt: skip
+        response = self._call((host, port), EndTxnResponse, END_TXN, request)
+        outcome = "commit" if commit else "abort"
+        _check(response.error_code, f"cannot {outcome} {description.transactional_id}")
 
     def _coordinator(self, transactional_id: str) -> tuple[int, str, int]:
         """(node id, host, port) of the transactional id's coordinator."""

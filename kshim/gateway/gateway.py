@@ -10,6 +10,7 @@ that answer reaches the client, so a client never sees an address nothing listen
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from kshim.client.wire import WireConnection
 from kshim.gateway.addresses import GatewayPorts, Topology
 from kshim.gateway.answers import METADATA_KEY, AnswerRewriter
 from kshim.gateway.relay import ClientSide
+from kshim.gateway.review import GatewayReviewer
 
 log = logging.getLogger(__name__)
 DISCOVERY_TIMEOUT_S = 10.0
@@ -33,9 +35,16 @@ class Gateway:
     """Relays Kafka clients to the cluster at ``upstream`` (host, port pairs)."""
 
     def __init__(
-        self, upstream: Sequence[tuple[str, int]], listen_host: str, ports: GatewayPorts
+        self,
+        upstream: Sequence[tuple[str, int]],
+        listen_host: str,
+        ports: GatewayPorts,
+        reviewer: GatewayReviewer | None = None,
     ) -> None:
+        """``reviewer``: reviews the cluster's open transactions while the gateway runs."""
         self.upstream = list(upstream)
+        self.reviewer = reviewer
+        self._reviewing: asyncio.Task[None] | None = None
         self.listen_host = listen_host
         self.ports = ports
         self.topology = Topology()
@@ -50,6 +59,8 @@ class Gateway:
         that cannot be bound, UpstreamUnavailable."""
         self._servers[None] = await self._serve(self._bound(self.ports.bootstrap_port), None)
         await self.discover()
+        if self.reviewer is not None:
+            self._reviewing = asyncio.get_running_loop().create_task(self.reviewer.run())
 
     async def discover(self) -> None:
         """Asks the cluster for its brokers (Metadata, no topics); binds any new one's port."""
@@ -67,6 +78,10 @@ class Gateway:
         raise UpstreamUnavailable(f"no upstream broker answers at {self.describe_upstream()}")
 
     async def stop(self) -> None:
+        if self._reviewing is not None:
+            self._reviewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reviewing
         await self._started()
         for server in self._servers.values():
             server.close()

@@ -3,8 +3,6 @@ from Maven Central (the reference; skipped with the reason when its jars cannot 
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -13,45 +11,13 @@ from pathlib import Path
 import confluent_kafka
 import kafka
 import pytest
-import uvloop
 
 from kshim.client.frames import encode_request
 from kshim.client.wire import WireConnection
-from kshim.gateway.addresses import GatewayPorts
-from kshim.gateway.gateway import Gateway
-from kshim.jvm import artifacts
-from kshim.testing import BrokerProcess, GatewayProcess, KafkaProcess, free_port
+from kshim.testing import BrokerProcess, GatewayProcess, KafkaProcess
+from tests.gateway.running_gateway import TIMEOUT_S, UPSTREAM_NODE_ID, RunningGateway
 
 NO_METRICS = "kshim.metrics.listen="
-TIMEOUT_S = 30.0
-UPSTREAM_NODE_ID = 1  # kshim's node id, and that of kshim.jvm's single-node Kafka
-
-
-class RunningGateway:
-    """A Gateway on an event loop of its own thread, relaying to ``upstream``."""
-
-    def __init__(self, upstream: str, loop: str = "asyncio") -> None:
-        host, port = upstream.rsplit(":", 1)
-        self.port = free_port()
-        self.ports = GatewayPorts("127.0.0.1", self.port, free_port() - UPSTREAM_NODE_ID)
-        self.gateway = Gateway([(host, int(port))], "127.0.0.1", self.ports)
-        self._loop = uvloop.new_event_loop() if loop == "uvloop" else asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        self._call(self.gateway.start())
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def _call(self, coroutine: object) -> None:
-        asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(TIMEOUT_S)  # type: ignore[arg-type]
-
-    def stop(self) -> None:
-        self._call(self.gateway.stop())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(TIMEOUT_S)
-        self._loop.close()
 
 
 @pytest.fixture(scope="module")
@@ -178,17 +144,6 @@ def test_a_client_is_disconnected_when_its_broker_goes(tmp_path: Path) -> None:
     finally:
         running.stop()
         broker.stop()
-
-
-@pytest.fixture(scope="module")
-def kafka_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaProcess]:
-    reason = artifacts.unavailable_reason("kafka")
-    if reason is not None:
-        pytest.skip(f"no Apache Kafka from Maven Central here: {reason}")
-    artifacts.resolve("kafka")
-    broker = KafkaProcess(tmp_path_factory.mktemp("gw-kafka") / "kafka").start()
-    yield broker
-    broker.stop()
 
 
 def test_apache_kafka_through_the_gateway(kafka_upstream: KafkaProcess) -> None:
