@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import logging
 import signal
+from typing import TYPE_CHECKING
 
 from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
 from kshim.cli.admin_options import Commands, add_command, bootstrap_argument
@@ -19,6 +20,9 @@ from kshim.client.wire import parse_bootstrap
 from kshim.gateway.addresses import GatewayPorts
 from kshim.gateway.gateway import Gateway, UpstreamUnavailable
 from kshim.gateway.review import DEFAULT_RETRY_MS, GatewayReviewer, GatewayReviewSettings
+
+if TYPE_CHECKING:
+    from kshim.server.metrics.endpoint import MetricsEndpoint
 
 GATEWAY_PROGRAM = "kshim gateway"
 DEFAULT_GATEWAY_LISTEN = "127.0.0.1:19092"
@@ -59,6 +63,11 @@ def add_gateway_parser(commands: Commands) -> None:
         help="between reviews the hook answers 'unknown' (default %(default)s)",
     )
     gateway.add_argument(
+        "--metrics-listen",
+        type=listener_argument,
+        help="host:port to serve /metrics and /healthz on (default: none)",
+    )
+    gateway.add_argument(
         "--event-loop",
         choices=("uvloop", "asyncio"),
         default="uvloop",
@@ -83,7 +92,8 @@ def run_gateway(arguments: argparse.Namespace) -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     reviewer = _reviewer(arguments)
-    run_on(arguments.event_loop, _serve(Gateway(upstream, host, ports, reviewer)))
+    gateway = Gateway(upstream, host, ports, reviewer)
+    run_on(arguments.event_loop, _serve(gateway, arguments.metrics_listen))
 
 
 def _reviewer(arguments: argparse.Namespace) -> GatewayReviewer | None:
@@ -98,7 +108,7 @@ def _reviewer(arguments: argparse.Namespace) -> GatewayReviewer | None:
     return GatewayReviewer(lambda: TransactionAdmin(bootstrap), hook, settings)
 
 
-async def _serve(gateway: Gateway) -> None:
+async def _serve(gateway: Gateway, metrics_listen: str | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGINT, signal.SIGTERM):
@@ -120,5 +130,25 @@ async def _serve(gateway: Gateway) -> None:
         f"relaying to {gateway.describe_upstream()} ({brokers})",
         flush=True,
     )
+    try:
+        endpoint = _serve_metrics(gateway, metrics_listen) if metrics_listen else None
+    except CommandFailed:
+        await gateway.stop()
+        raise
     await stop.wait()
+    if endpoint is not None:
+        endpoint.stop()
     await gateway.stop()
+
+
+def _serve_metrics(gateway: Gateway, listen: str) -> MetricsEndpoint:
+    # Imported only when asked for: prometheus_client and its HTTP server.
+    from kshim.gateway.metrics import serve_metrics
+
+    host, port = parse_bootstrap(listen)
+    try:
+        endpoint, (bound_host, bound_port) = serve_metrics(gateway, host, port)
+    except OSError as error:
+        raise CommandFailed(f"cannot serve metrics on {listen}: {reason(error)}") from error
+    print(f"kshim gateway: metrics on http://{bound_host}:{bound_port}/metrics", flush=True)
+    return endpoint

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from kshim.client.wire import WireConnection
 from kshim.gateway.addresses import GatewayPorts, Topology
 from kshim.gateway.answers import METADATA_KEY, AnswerRewriter
-from kshim.gateway.relay import ClientSide
+from kshim.gateway.relay import ClientSide, RelayCounts
 from kshim.gateway.review import GatewayReviewer
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,7 @@ class Gateway:
         self._bound_nodes: set[int] = set()
         self._starting: set[asyncio.Task[None]] = set()
         self._clients: set[ClientSide] = set()
+        self.counts = RelayCounts()
 
     async def start(self) -> None:
         """Binds the bootstrap port and each upstream broker's. Raises OSError for a port
@@ -68,7 +69,7 @@ class Gateway:
             try:
                 brokers = await asyncio.to_thread(_brokers_of, host, port)
             except OSError as error:
-                log.info("upstream %s:%d does not answer: %s", host, port, error)
+                log.debug("upstream %s:%d does not answer: %s", host, port, error)
                 continue
             for node_id, broker_host, broker_port in brokers:
                 if self.topology.learn(node_id, broker_host, broker_port):
@@ -122,8 +123,9 @@ class Gateway:
         async def connect(protocol: asyncio.Protocol) -> asyncio.Transport:
             return await self._connect_upstream(node_id, protocol)
 
-        client = ClientSide(connect, self._rewriter, self._clients.discard)
+        client = ClientSide(connect, self._rewriter, self._clients.discard, self.counts)
         self._clients.add(client)
+        self.counts.connections += 1
         return client
 
     async def _connect_upstream(
@@ -146,6 +148,10 @@ class Gateway:
                 continue
             return transport
         raise failure or UpstreamUnavailable(self.describe_upstream())
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._clients)
 
     def describe_upstream(self) -> str:
         return ",".join(f"{host}:{port}" for host, port in self.upstream)

@@ -31,6 +31,20 @@ MAX_REQUEST_BYTES = 100 * 1024 * 1024
 MAX_ANSWER_BYTES = (1 << 31) - 1
 MIN_ANSWER_SIZE = CORRELATION_ID.size
 
+
+class RelayCounts:
+    """What every relay of a gateway has done, for its metrics (the event loop's thread
+    writes; a scrape reads plain integers)."""
+
+    __slots__ = ("answers_rewritten", "connections", "requests", "upstream_failures")
+
+    def __init__(self) -> None:
+        self.connections = 0  # client connections accepted
+        self.requests = 0
+        self.answers_rewritten = 0
+        self.upstream_failures = 0  # client connections closed for want of their broker
+
+
 # Opens the upstream connection for a client connection: the relay's upstream protocol
 # is passed in, the transport comes back.
 ConnectUpstream = Callable[[asyncio.Protocol], Awaitable[asyncio.Transport]]
@@ -44,12 +58,14 @@ class ClientSide(asyncio.Protocol):
         connect_upstream: ConnectUpstream,
         rewriter: AnswerRewriter,
         closed: Callable[[ClientSide], None],
+        counts: RelayCounts,
     ) -> None:
         self._connect_upstream = connect_upstream
+        self._counts = counts
         self._closed = closed
         self._pending: collections.deque[requests.Pending] = collections.deque()
         self._requests = Splitter(self._request_seen, MIN_REQUEST_SIZE, MAX_REQUEST_BYTES)
-        self.upstream = UpstreamSide(self, self._pending, rewriter)
+        self.upstream = UpstreamSide(self, self._pending, rewriter, counts)
         self.transport: asyncio.Transport | None = None
         self._connecting: asyncio.Task[None] | None = None
 
@@ -63,6 +79,7 @@ class ClientSide(asyncio.Protocol):
         try:
             await self._connect_upstream(self.upstream)
         except Exception as error:  # unreachable upstream, unknown broker: this client ends
+            self._counts.upstream_failures += 1
             log.info("closing a gateway connection: no upstream connection: %s", error)
             self.close()
             return
@@ -85,6 +102,7 @@ class ClientSide(asyncio.Protocol):
             return Verdict.MORE
         if pending is not None:
             self._pending.append(pending)
+        self._counts.requests += 1
         return Verdict.PASS
 
     def write(self, pieces: list[bytes | memoryview]) -> None:
@@ -122,8 +140,10 @@ class UpstreamSide(asyncio.Protocol):
         client: ClientSide,
         pending: collections.deque[requests.Pending],
         rewriter: AnswerRewriter,
+        counts: RelayCounts,
     ) -> None:
         self._client = client
+        self._counts = counts
         self._pending = pending
         self._rewriter = rewriter
         self._answers = Splitter(self._answer_seen, MIN_ANSWER_SIZE, MAX_ANSWER_BYTES)
@@ -177,6 +197,7 @@ class UpstreamSide(asyncio.Protocol):
         pending = self._held_for
         assert pending is not None
         payload = self._rewriter.rewrite(pending.api_key, pending.api_version, held.payload)
+        self._counts.answers_rewritten += 1
         return FRAME_SIZE.pack(len(payload)) + payload
 
     def pause_writing(self) -> None:
