@@ -1,10 +1,13 @@
 """A gateway reviews the transactions left open on the Kafka cluster behind it: the review
 hook's decision is carried out at the coordinator before Kafka's timeout would abort the
 transaction, a producer's late EndTxn cannot change it, and a hook that cannot decide
-raises the alarm in time (kshim/gateway/review.py). Against Apache Kafka from Maven Central."""
+raises the alarm in time (kshim/gateway/review.py); and kshim's admin commands, the
+transactions command included, through a gateway. Against Apache Kafka from Maven Central."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -151,3 +154,41 @@ def test_an_undecided_transaction_raises_the_alarm_before_its_timeout(
         assert len(hook.asked) >= 2
     finally:
         running.stop()
+
+
+def test_the_admin_commands_work_through_a_gateway(
+    kafka_upstream: KafkaProcess, topic: str
+) -> None:
+    """``kshim topics``, ``groups`` and ``transactions`` with a gateway as their bootstrap;
+    the coordinator they are told of is the gateway's port for it."""
+    running = RunningGateway(kafka_upstream.bootstrap)
+    try:
+        _left_open(running.bootstrap, topic, timeout_ms=8_000)
+        kshim = [sys.executable, "-m", "kshim"]
+        bootstrap = ["--bootstrap", running.bootstrap]
+        create = [
+            *kshim,
+            "topics",
+            "create",
+            "--topic",
+            f"{topic}-made",
+            "--partitions",
+            "2",
+            *bootstrap,
+        ]
+        assert _run(create).returncode == 0
+        assert f"{topic}-made" in _run([*kshim, "topics", "list", *bootstrap]).stdout
+        before = running.gateway.counts.connections
+        described = _run(
+            [*kshim, "transactions", "describe", "--transactional-id", topic, *bootstrap]
+        )
+        assert described.returncode == 0 and "Ongoing" in described.stdout
+        # The bootstrap, then the coordinator at the address the gateway named: its own.
+        assert running.gateway.counts.connections - before == 2
+        assert _run([*kshim, "groups", *bootstrap]).returncode == 0
+    finally:
+        running.stop()
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True, timeout=WAIT_S, check=False)
