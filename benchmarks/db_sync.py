@@ -1,61 +1,66 @@
-"""The VENUS capture and transmission measurements of database synchronisation on Spark
-(docs/spark.md).
+"""Database synchronisation end to end: capture, apply and lag per destination (docs/spark.md).
 
-    python -m benchmarks.db_sync [--changes 100000] [--repeats 1]
+    python -m benchmarks.db_sync [--full-changes 50000] [--paced-seconds 10]
+        [--engines sqlite,postgresql,duckdb] [--sinks spark,consumer] [--rates full,5000,1000]
 
-Both on a kshim broker with the capture review hook, a SQLite source whose tables have the
-capture triggers, and ``--changes`` random inserts, updates and deletes already in the
-change-log table before the clock starts (VENUS measures capture of a filled log):
+One kshim broker (with the capture review hook), one local[2] Spark session and, for
+PostgreSQL, a throwaway cluster (spark_examples/postgres_cluster.py, the tests' own, run
+with fsync=off: PostgreSQL's commits are not made durable). Each
+cell (benchmarks/db_sync_cell.py) is one destination engine, one apply kind and one rate:
 
-- capture: the time of ``capture --once`` (run_capture, in this process) to ship every
-  logged change to the broker in Kafka transactions of 1,000 and record it in the source;
-- transmission: a Spark apply query (stock connector, local[2], streaming into a SQLite
-  destination) is already running and idle on an empty topic; the clock starts when the
-  capture starts sending the same number of changes (a copy of the source) and stops when
-  the destination's apply state shows the last change applied (polled every 20 ms).
+- apply: ``spark``, the apply job's streaming query (stock connector, trigger 200 ms,
+  started idle and warm on the cell's empty topic), or ``consumer``, the same sink fed by a
+  plain Kafka consumer (spark_examples/apply/consumer.py);
+- rate ``full`` runs two cells per destination and apply, both from a change log already
+  holding ``--full-changes`` changes: ``backlog``, where the capture ships the whole log
+  (``--once``) before the apply starts on it, so each runs alone at its top speed; and
+  ``full``, where the capture ships it while the apply runs, lag running from a change's
+  broker append to its row being visible at the destination;
+- rate N: a workload commits N changes/s to the SQLite source for ``--paced-seconds``, the
+  capture (a process of its own, polling every 200 ms) ships them; lag runs from the source
+  commit to the row being visible at the destination.
 
-Prints a table and writes benchmarks/results/db_sync.json. Needs Java and Spark's Kafka
-connector (``python -m kshim.jvm fetch spark``, or Maven on PATH to fetch it at the start;
-spark_examples/README.md).
+Per cell: capture rate (change records over the span of their broker timestamps), apply
+rate (rows over the span the destination took to show them), in both the records of the
+span's first instant left out (they arrived before it began); apply/capture, which in the
+``backlog`` cells answers whether the apply keeps up with the capture at full speed (1.0 or
+more: it does); in the concurrent cells about 1.0 means it takes changes as fast as they
+come and the lag stays flat, below 1.0 that the lag grows through the run. Also the
+end-to-end rate (first change committed, or appended at full speed, to the last row
+visible) and lag p50/p99. Every destination is checked equal to the source at the end.
+Writes benchmarks/results/db_sync.json and .md
+after each cell (a run cut short keeps its finished cells). Needs Java and Spark's Kafka
+connector (``python -m kshim.jvm fetch spark``; spark_examples/README.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import io
-import json
 import os
 import platform
 import shutil
-import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.db_sync_cell import Cell, run_cell
+from benchmarks.db_sync_report import write_report
 from kshim.testing import BrokerProcess
-from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
-from spark_examples.apply.sink import next_offset
 from spark_examples.capture import review
-from spark_examples.capture.broker import ensure_topic
-from spark_examples.capture.shipper import run_capture
 from spark_examples.databases import open_database
 from spark_examples.spark_session import connector_unavailable_reason, kafka_spark_session
 from spark_examples.testing import (
     TABLE_NAMES,
     Workload,
     create_source_tables,
-    last_record_offset,
     registry_environment,
-    wait_until,
 )
 from spark_examples.verify import compare_tables
 
-RESULTS = Path(__file__).parent / "results"
 REVIEW_HOOK = f"{review.REVIEW_HOOK_SETTING}={review.REVIEW_HOOK}"
-POLL_S = 0.02
-TIMEOUT_S = 900.0
 
 
 def fill_source(path: Path, changes: int) -> float:
@@ -71,107 +76,121 @@ def fill_source(path: Path, changes: int) -> float:
     return time.monotonic() - started
 
 
-def quiet_capture(source: Path, bootstrap: str, topic: str) -> int:
-    """``capture --once`` without its per-batch progress lines."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        return run_capture(f"sqlite:///{source}", TABLE_NAMES, bootstrap, topic, once=True)
-
-
-def measure_capture(work: Path, bootstrap: str, source: Path, changes: int) -> dict[str, Any]:
-    started = time.monotonic()
-    captured = quiet_capture(source, bootstrap, "bench-capture")
-    seconds = time.monotonic() - started
-    if captured < changes:
-        raise RuntimeError(f"captured {captured} of {changes} changes")
-    return {"changes": captured, "seconds": seconds, "changes_per_s": captured / seconds}
-
-
-def measure_transmission(
-    work: Path, spark: Any, bootstrap: str, source: Path, changes: int
-) -> dict[str, Any]:
-    topic, dest = "bench-transmit", f"sqlite:///{work}/dest.db"
-    ensure_topic(bootstrap, topic)
-    options = ApplyOptions(bootstrap, topic, dest, str(work / "checkpoint"))
-    query = start_apply(spark, options)
+def empty_source(path: Path) -> None:
+    database = open_database(f"sqlite:///{path}")
     try:
-        # Idle and warm: Spark has planned batches on the empty topic before the clock starts.
-        wait_until(lambda: query.lastProgress is not None, 300, "the apply query's first batch")
-        first_send = time.monotonic()
-        captured = quiet_capture(source, bootstrap, topic)
-        captured_at = time.monotonic()
-        target = last_record_offset(bootstrap, topic) + 1
-        database = open_database(dest)
-        try:
-            while next_offset(database, topic, 0) < target:
-                if not query.isActive or time.monotonic() - first_send > TIMEOUT_S:
-                    raise RuntimeError(f"apply did not finish: {apply_error_message(query)}")
-                time.sleep(POLL_S)
-        finally:
-            database.close()
-        last_apply = time.monotonic()
+        create_source_tables(database)
     finally:
-        query.stop()
-    differences = compare_tables(f"sqlite:///{source}", dest, TABLE_NAMES)
-    if differences:
-        raise RuntimeError(f"destination differs from the source: {differences[:5]}")
-    seconds = last_apply - first_send
-    return {
-        "changes": captured,
-        "capture_seconds": captured_at - first_send,
-        "seconds": seconds,
-        "changes_per_s": captured / seconds,
-        "destination_equal": True,
-    }
+        database.close()
 
 
-def run_once(changes: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="kshim-db-sync-") as directory:
-        work = Path(directory)
-        os.environ.update(registry_environment(work))
-        filled = fill_source(work / "source.db", changes)
-        shutil.copy(work / "source.db", work / "source-transmit.db")
-        broker = BrokerProcess(work / "broker", [REVIEW_HOOK]).start()
-        spark = None
-        try:
-            capture = measure_capture(work, broker.bootstrap, work / "source.db", changes)
-            spark = kafka_spark_session("kshim-bench-db-sync")
-            transmission = measure_transmission(
-                work, spark, broker.bootstrap, work / "source-transmit.db", changes
-            )
-        finally:
-            if spark is not None:
-                spark.stop()
-            broker.stop()
-        return {"fill_seconds": filled, "capture": capture, "transmission": transmission}
+@contextlib.contextmanager
+def postgres_server(engines: list[str]) -> Iterator[str | None]:
+    """A throwaway cluster's base URL when PostgreSQL is among ``engines``."""
+    if "postgresql" not in engines:
+        yield None
+        return
+    from spark_examples.postgres_cluster import postgres_cluster, postgres_unavailable_reason
+
+    reason = postgres_unavailable_reason()
+    if reason is not None:
+        raise SystemExit(f"needs PostgreSQL: {reason}")
+    with postgres_cluster() as url:
+        yield url
+
+
+def destination(engine: str, work: Path, name: str, postgres: str | None) -> str:
+    """A fresh, empty destination of ``engine``."""
+    if engine == "sqlite":
+        return f"sqlite:///{work}/{name}.db"
+    if engine == "duckdb":
+        return f"duckdb:///{work}/{name}.duckdb"
+    import psycopg
+
+    assert postgres is not None
+    with psycopg.connect(postgres + "postgres", autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    return postgres + name
+
+
+def cells(arguments: argparse.Namespace) -> list[Cell]:
+    """Full speed first (the figures that decide whether the apply keeps up), then paced."""
+    rates = [None if rate == "full" else int(rate) for rate in arguments.rates.split(",")]
+    return [
+        Cell(engine, sink, rate, backlog)
+        for rate in rates
+        for backlog in ((True, False) if rate is None else (False,))
+        for engine in arguments.engines.split(",")
+        for sink in arguments.sinks.split(",")
+    ]
+
+
+def run_matrix(arguments: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    os.environ.update(registry_environment(work))
+    filled = work / "filled.db"
+    fill_source(filled, arguments.full_changes)
+    broker = BrokerProcess(work / "broker", [REVIEW_HOOK]).start()
+    spark = None
+    results: list[dict[str, Any]] = []
+    try:
+        spark = kafka_spark_session("kshim-bench-db-sync")
+        with postgres_server(arguments.engines.split(",")) as postgres:
+            for index, cell in enumerate(cells(arguments)):
+                name = f"c{index}_{cell.engine}_{cell.sink}_{cell.name}"
+                source = work / f"{name}-source.db"
+                if cell.rate is None:
+                    shutil.copy(filled, source)
+                    changes = arguments.full_changes
+                else:
+                    empty_source(source)
+                    changes = cell.rate * arguments.paced_seconds
+                dest = destination(cell.engine, work, name, postgres)
+                figures = run_cell(
+                    cell, work, broker.bootstrap, spark, f"sqlite:///{source}", dest, changes
+                )
+                differences = compare_tables(f"sqlite:///{source}", dest, TABLE_NAMES)
+                figures["destination_equal"] = not differences
+                figures["loadavg"] = Path("/proc/loadavg").read_text().split()[:3]
+                results.append(figures)
+                print_cell(figures)
+                write_report(results, _machine(), vars(arguments))
+    finally:
+        if spark is not None:
+            spark.stop()
+        broker.stop()
+    return results
+
+
+def print_cell(figures: dict[str, Any]) -> None:
+    ratio = figures["apply_over_capture"] or 0.0
+    print(
+        f"{figures['engine']:>10} {figures['sink']:>8} {figures['rate']:>7}"
+        f"  capture {figures['capture_per_s'] or 0:>8,.0f}/s"
+        f"  apply {figures['apply_per_s'] or 0:>8,.0f}/s  ratio {ratio:5.2f}"
+        f"  end-to-end {figures['end_to_end_per_s']:>8,.0f}/s"
+        f"  lag p50 {figures['lag_p50_s']:.3f}s p99 {figures['lag_p99_s']:.3f}s"
+        f"  equal {figures['destination_equal']}  load {' '.join(figures['loadavg'])}",
+        flush=True,
+    )
+
+
+def _machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} cores"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--changes", type=int, default=100_000)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--full-changes", type=int, default=50_000)
+    parser.add_argument("--paced-seconds", type=int, default=10)
+    parser.add_argument("--engines", default="sqlite,postgresql,duckdb")
+    parser.add_argument("--sinks", default="spark,consumer")
+    parser.add_argument("--rates", default="full,5000,1000")
     arguments = parser.parse_args()
     reason = connector_unavailable_reason()
     if reason is not None:
         raise SystemExit(f"needs the Spark Kafka connector: {reason}")
-    runs = [run_once(arguments.changes) for _ in range(arguments.repeats)]
-    report = {
-        "changes": arguments.changes,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "capture_seconds": statistics.median(run["capture"]["seconds"] for run in runs),
-        "transmission_seconds": statistics.median(run["transmission"]["seconds"] for run in runs),
-        "runs": runs,
-    }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "db_sync.json").write_text(json.dumps(report, indent=2))
-    capture, transmission = report["capture_seconds"], report["transmission_seconds"]
-    changes = arguments.changes
-    print(f"\n{changes:,} inserts/updates/deletes, SQLite source, median of {len(runs)} run(s)\n")
-    print("| measurement | seconds | changes/s |\n|---|---|---|")
-    print(f"| capture (--once, log already filled) | {capture:.2f} | {changes / capture:,.0f} |")
-    print(
-        f"| first send to last apply (Spark into SQLite) | {transmission:.2f} |"
-        f" {changes / transmission:,.0f} |"
-    )
+    with tempfile.TemporaryDirectory(prefix="kshim-db-sync-") as directory:
+        run_matrix(arguments, Path(directory))
 
 
 if __name__ == "__main__":

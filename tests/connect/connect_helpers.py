@@ -27,7 +27,7 @@ from kshim.testing import BrokerProcess, KafkaProcess, free_port, kill_process, 
 from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
 from spark_examples.apply.sink import SourceRecord, apply_batch, decode_debezium, ensure_state_table
 from spark_examples.databases import open_database
-from tests.postgres_cluster import postgres_unavailable_reason
+from spark_examples.postgres_cluster import postgres_unavailable_reason
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

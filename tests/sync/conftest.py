@@ -1,6 +1,6 @@
 """A throwaway PostgreSQL cluster for the database synchronisation tests.
 
-``postgres_server`` (session) starts a private cluster (tests/postgres_cluster.py: a
+``postgres_server`` (session) starts a private cluster (spark_examples/postgres_cluster.py: a
 temporary directory, a free loopback port, trust authentication) and yields
 ``postgresql://kshim@127.0.0.1:PORT/``. Without an ``initdb`` under
 /usr/lib/postgresql/*/bin the fixture skips with the reason.
@@ -22,8 +22,8 @@ from kshim.testing import BrokerProcess
 from spark_examples.apply.sink import ensure_state_table
 from spark_examples.capture import review as capture_review
 from spark_examples.databases import Database, open_database
+from spark_examples.postgres_cluster import ROLE, postgres_cluster, postgres_unavailable_reason
 from spark_examples.testing import registry_environment
-from tests.postgres_cluster import ROLE, postgres_cluster, postgres_unavailable_reason
 from tests.sync.capture_helpers import create_items
 
 if TYPE_CHECKING:

@@ -1,12 +1,13 @@
-"""A throwaway PostgreSQL cluster for tests: ``initdb`` in a temporary directory, started on a
-free loopback port with trust authentication and its unix socket inside that directory, so
-it touches nothing system-wide.
+"""A throwaway PostgreSQL cluster for tests and benchmarks: ``initdb`` in a temporary
+directory, started on a free loopback port with trust authentication and its unix socket
+inside that directory, so it touches nothing system-wide.
 
 Running as root, the cluster runs as user ``postgres`` (PostgreSQL refuses root) through
 ``runuser -u postgres --`` in a directory chowned to it. ``postgres_unavailable_reason``
 says why there is none (no ``initdb`` under /usr/lib/postgresql/*/bin or on PATH).
-Used by tests/sync (the capture's source and the destinations) and tests/connect (Debezium's
-source, with ``wal_level=logical``).
+Used by tests/sync (the capture's source and the destinations), tests/connect (Debezium's
+source, with ``wal_level=logical``) and benchmarks/db_sync.py (a destination). It runs with
+``fsync=off``: nothing it holds outlives it, so its commits are not made durable.
 """
 
 from __future__ import annotations
