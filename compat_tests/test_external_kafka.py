@@ -160,12 +160,13 @@ def test_a_kafka_asked_for_runs_every_scenario(
     """Kafka from the jars, or one named by the variables, runs every scenario; Kafka in
     Docker (no Java or Maven here) the smoke set only."""
     if kafka_source({}).kind == JARS:
-        assert selection({}) == Selection(full=("kshim", "kafka"), smoke_only=("tansu",))
+        expected = Selection(full=("kshim", "kafka"), smoke_only=("tansu", "gateway"))
+        assert selection({}) == expected
     monkeypatch.setenv(artifacts.CACHE_VARIABLE, str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert selection({}).smoke_only == ("tansu", "kafka")
+    assert selection({}).smoke_only == ("tansu", "kafka", "gateway")
     assert selection({BOOTSTRAP_VARIABLE: "127.0.0.1:9092"}).full == ("kshim", "kafka")
-    assert selection({COMMAND_VARIABLE: "start {port}"}).smoke_only == ("tansu",)
+    assert selection({COMMAND_VARIABLE: "start {port}"}).smoke_only == ("tansu", "gateway")
     named = {SELECTION_VARIABLE: "kafka", BOOTSTRAP_VARIABLE: "127.0.0.1:9092"}
     assert selection(named).brokers == ("kafka",)
 
