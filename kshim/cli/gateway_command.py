@@ -10,11 +10,12 @@ import signal
 from typing import TYPE_CHECKING
 
 from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
-from kshim.cli.admin_options import Commands, add_command, bootstrap_argument
+from kshim.cli.admin_options import Commands, add_command, bootstrap_argument, command_security
 from kshim.cli.config_sources import listener_argument
 from kshim.cli.errors import CommandFailed, UsageError
 from kshim.cli.event_loop import run_on
 from kshim.client.errors import reason
+from kshim.client.security import ClientSecurity
 from kshim.client.transaction_admin import TransactionAdmin
 from kshim.client.wire import parse_bootstrap
 from kshim.gateway.addresses import GatewayPorts
@@ -51,6 +52,12 @@ def add_gateway_parser(commands: Commands) -> None:
     )
     gateway.add_argument(
         "--advertised-host", help="the host answers name for the gateway (default: --listen's)"
+    )
+    gateway.add_argument(
+        "--upstream-config",
+        metavar="FILE",
+        help="a Kafka client properties file: how the gateway connects to the cluster "
+        "(security.protocol, TLS trust, its own SASL login)",
     )
     gateway.add_argument(
         "--review-hook",
@@ -91,12 +98,15 @@ def run_gateway(arguments: argparse.Namespace) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    reviewer = _reviewer(arguments)
-    gateway = Gateway(upstream, host, ports, reviewer)
+    security = command_security(arguments.upstream_config)
+    reviewer = _reviewer(arguments, security)
+    gateway = Gateway(upstream, host, ports, reviewer, security)
     run_on(arguments.event_loop, _serve(gateway, arguments.metrics_listen))
 
 
-def _reviewer(arguments: argparse.Namespace) -> GatewayReviewer | None:
+def _reviewer(
+    arguments: argparse.Namespace, security: ClientSecurity | None
+) -> GatewayReviewer | None:
     try:
         hook = load_review_hook(arguments.review_hook or "")
     except ReviewHookError as error:
@@ -105,7 +115,7 @@ def _reviewer(arguments: argparse.Namespace) -> GatewayReviewer | None:
         return None
     bootstrap = arguments.upstream
     settings = GatewayReviewSettings(retry_ms=arguments.review_retry_ms)
-    return GatewayReviewer(lambda: TransactionAdmin(bootstrap), hook, settings)
+    return GatewayReviewer(lambda: TransactionAdmin(bootstrap, security=security), hook, settings)
 
 
 async def _serve(gateway: Gateway, metrics_listen: str | None) -> None:

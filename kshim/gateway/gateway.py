@@ -15,6 +15,8 @@ import logging
 import socket
 from collections.abc import Sequence
 
+from kshim.client.sasl import AuthenticationFailed
+from kshim.client.security import ClientSecurity
 from kshim.client.wire import WireConnection
 from kshim.gateway.addresses import GatewayPorts, Topology
 from kshim.gateway.answers import METADATA_KEY, AnswerRewriter
@@ -40,9 +42,15 @@ class Gateway:
         listen_host: str,
         ports: GatewayPorts,
         reviewer: GatewayReviewer | None = None,
+        upstream_security: ClientSecurity | None = None,
     ) -> None:
-        """``reviewer``: reviews the cluster's open transactions while the gateway runs."""
+        """``reviewer``: reviews the cluster's open transactions while the gateway runs.
+        ``upstream_security``: how the gateway connects to the cluster (a Kafka client's
+        properties): TLS for every connection; SASL for its own (the brokers' discovery),
+        while each relayed client authenticates itself, its SASL exchange relayed."""
         self.upstream = list(upstream)
+        self.upstream_security = upstream_security
+        self._upstream_tls = None if upstream_security is None else upstream_security.ssl_context()
         self.reviewer = reviewer
         self._reviewing: asyncio.Task[None] | None = None
         self.listen_host = listen_host
@@ -67,8 +75,8 @@ class Gateway:
         """Asks the cluster for its brokers (Metadata, no topics); binds any new one's port."""
         for host, port in self.upstream:
             try:
-                brokers = await asyncio.to_thread(_brokers_of, host, port)
-            except OSError as error:
+                brokers = await asyncio.to_thread(_brokers_of, host, port, self.upstream_security)
+            except (OSError, AuthenticationFailed) as error:
                 log.debug("upstream %s:%d does not answer: %s", host, port, error)
                 continue
             for node_id, broker_host, broker_port in brokers:
@@ -142,7 +150,13 @@ class Gateway:
         for host, port in candidates:
             try:
                 async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                    transport, _ = await loop.create_connection(lambda: protocol, host, port)
+                    transport, _ = await loop.create_connection(
+                        lambda: protocol,
+                        host,
+                        port,
+                        ssl=self._upstream_tls,
+                        server_hostname=host if self._upstream_tls is not None else None,
+                    )
             except (OSError, TimeoutError) as error:
                 failure = OSError(f"{host}:{port}: {error}")
                 continue
@@ -157,8 +171,10 @@ class Gateway:
         return ",".join(f"{host}:{port}" for host, port in self.upstream)
 
 
-def _brokers_of(host: str, port: int) -> list[tuple[int, str, int]]:
+def _brokers_of(
+    host: str, port: int, security: ClientSecurity | None
+) -> list[tuple[int, str, int]]:
     """The cluster's brokers as ``host:port`` names them (a blocking call: a thread's)."""
-    with WireConnection(host, port, DISCOVERY_TIMEOUT_S) as connection:
+    with WireConnection(host, port, DISCOVERY_TIMEOUT_S, security=security) as connection:
         answer = connection.call(METADATA_KEY, 1, {"topics": []})
     return [(broker.node_id, broker.host, broker.port) for broker in answer.brokers]

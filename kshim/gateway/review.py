@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from kshim.broker.alarms.registry import Alarms
 from kshim.broker.transactions.review_hooks import ABORT, COMMIT, ReviewHook, ReviewRequest
+from kshim.client.sasl import AuthenticationFailed
 from kshim.client.topic_admin import AdminError
 from kshim.client.transaction_admin import TransactionAdmin
 from kshim.client.transaction_descriptions import TransactionDescription
@@ -74,7 +75,7 @@ class GatewayReviewer:
         while True:
             try:
                 await self.review_pass()
-            except (AdminError, OSError) as error:
+            except (AdminError, OSError, AuthenticationFailed) as error:
                 log.warning("cannot review the cluster's transactions now: %s", error)
             await asyncio.sleep(self.settings.check_interval_ms / 1000)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import uvloop
 
+from kshim.client.security import ClientSecurity
 from kshim.gateway.addresses import GatewayPorts
 from kshim.gateway.gateway import Gateway
 from kshim.gateway.review import GatewayReviewer
@@ -23,12 +24,18 @@ class RunningGateway:
     """A Gateway on an event loop of its own thread, relaying to ``upstream``."""
 
     def __init__(
-        self, upstream: str, loop: str = "asyncio", reviewer: GatewayReviewer | None = None
+        self,
+        upstream: str,
+        loop: str = "asyncio",
+        reviewer: GatewayReviewer | None = None,
+        upstream_security: ClientSecurity | None = None,
     ) -> None:
         host, port = upstream.rsplit(":", 1)
         self.port = free_port()
         self.ports = GatewayPorts("127.0.0.1", self.port, free_port() - UPSTREAM_NODE_ID)
-        self.gateway = Gateway([(host, int(port))], "127.0.0.1", self.ports, reviewer)
+        self.gateway = Gateway(
+            [(host, int(port))], "127.0.0.1", self.ports, reviewer, upstream_security
+        )
         self._loop = uvloop.new_event_loop() if loop == "uvloop" else asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
