@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
 from kshim.cli.admin_options import Commands, add_command, bootstrap_argument, command_security
 from kshim.cli.config_sources import listener_argument
-from kshim.cli.errors import CommandFailed, UsageError
+from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError
 from kshim.cli.event_loop import run_on
 from kshim.client.errors import reason
 from kshim.client.security import ClientSecurity
@@ -59,16 +59,7 @@ def add_gateway_parser(commands: Commands) -> None:
         help="a Kafka client properties file: how the gateway connects to the cluster "
         "(security.protocol, TLS trust, its own SASL login)",
     )
-    gateway.add_argument(
-        "--review-hook",
-        help="decides the cluster's overdue transactions: module:function or an http(s) URL",
-    )
-    gateway.add_argument(
-        "--review-retry-ms",
-        type=int,
-        default=DEFAULT_RETRY_MS,
-        help="between reviews the hook answers 'unknown' (default %(default)s)",
-    )
+    _add_review_options(gateway)
     gateway.add_argument(
         "--metrics-listen",
         type=listener_argument,
@@ -79,6 +70,19 @@ def add_gateway_parser(commands: Commands) -> None:
         choices=("uvloop", "asyncio"),
         default="uvloop",
         help="the event loop to run on, as the broker's kshim.event.loop (default uvloop)",
+    )
+
+
+def _add_review_options(gateway: OneLineArgumentParser) -> None:
+    gateway.add_argument(
+        "--review-hook",
+        help="decides the cluster's overdue transactions: module:function or an http(s) URL",
+    )
+    gateway.add_argument(
+        "--review-retry-ms",
+        type=int,
+        default=DEFAULT_RETRY_MS,
+        help="between reviews the hook answers 'unknown' (default %(default)s)",
     )
 
 
