@@ -247,15 +247,19 @@ class GatewayProcess(BrokerProcess):
 
     name = "kshim gateway"
 
-    def __init__(self, log_dir: str | Path, upstream: str, node_id: int = 1) -> None:
+    def __init__(
+        self, log_dir: str | Path, upstream: str, node_id: int = 1, options: Sequence[str] = ()
+    ) -> None:
+        """``options``: more of ``kshim gateway``'s command-line options."""
         super().__init__(Path(log_dir) / f"gateway-{free_port()}", ())
         self.upstream = upstream
+        self.options = list(options)
         self.broker_port_base = free_port() - node_id
 
     def command(self) -> list[str]:
         base = str(self.broker_port_base)
         command = [sys.executable, "-m", "kshim", "gateway", "--upstream", self.upstream]
-        return [*command, "--listen", self.bootstrap, "--broker-port-base", base]
+        return [*command, "--listen", self.bootstrap, "--broker-port-base", base, *self.options]
 
 
 def broker_environment(environment: Mapping[str, str] = os.environ) -> dict[str, str]:

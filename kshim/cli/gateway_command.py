@@ -7,8 +7,11 @@ import argparse
 import asyncio
 import logging
 import signal
+import ssl
 from typing import TYPE_CHECKING
 
+from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.config.validators import ConfigError
 from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
 from kshim.cli.admin_options import Commands, add_command, bootstrap_argument, command_security
 from kshim.cli.config_sources import listener_argument
@@ -21,6 +24,7 @@ from kshim.client.wire import parse_bootstrap
 from kshim.gateway.addresses import GatewayPorts
 from kshim.gateway.gateway import Gateway, UpstreamUnavailable
 from kshim.gateway.review import DEFAULT_RETRY_MS, GatewayReviewer, GatewayReviewSettings
+from kshim.server.security.tls import TlsConfigError, server_context
 
 if TYPE_CHECKING:
     from kshim.server.metrics.endpoint import MetricsEndpoint
@@ -53,12 +57,7 @@ def add_gateway_parser(commands: Commands) -> None:
     gateway.add_argument(
         "--advertised-host", help="the host answers name for the gateway (default: --listen's)"
     )
-    gateway.add_argument(
-        "--upstream-config",
-        metavar="FILE",
-        help="a Kafka client properties file: how the gateway connects to the cluster "
-        "(security.protocol, TLS trust, its own SASL login)",
-    )
+    _add_security_options(gateway)
     _add_review_options(gateway)
     gateway.add_argument(
         "--metrics-listen",
@@ -70,6 +69,29 @@ def add_gateway_parser(commands: Commands) -> None:
         choices=("uvloop", "asyncio"),
         default="uvloop",
         help="the event loop to run on, as the broker's kshim.event.loop (default uvloop)",
+    )
+
+
+def _add_security_options(gateway: OneLineArgumentParser) -> None:
+    gateway.add_argument(
+        "--upstream-config",
+        metavar="FILE",
+        help="a Kafka client properties file: how the gateway connects to the cluster "
+        "(security.protocol, TLS trust, its own SASL login)",
+    )
+    gateway.add_argument(
+        "--listener-security",
+        choices=("PLAINTEXT", "SSL"),
+        default="PLAINTEXT",
+        help="what clients speak to the gateway: SSL with the broker's ssl.* settings "
+        "(--set), their SASL relayed to the cluster either way (default PLAINTEXT)",
+    )
+    gateway.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a listener TLS setting, as the broker's (ssl.keystore.location, ...)",
     )
 
 
@@ -104,8 +126,23 @@ def run_gateway(arguments: argparse.Namespace) -> None:
     )
     security = command_security(arguments.upstream_config)
     reviewer = _reviewer(arguments, security)
-    gateway = Gateway(upstream, host, ports, reviewer, security)
+    client_tls = _client_tls(arguments) if arguments.listener_security == "SSL" else None
+    gateway = Gateway(upstream, host, ports, reviewer, security, client_tls)
     run_on(arguments.event_loop, _serve(gateway, arguments.metrics_listen))
+
+
+def _client_tls(arguments: argparse.Namespace) -> ssl.SSLContext:
+    """The clients' TLS, from the broker's listener settings given with --set."""
+    settings = {"listeners": f"SSL://{arguments.listen}"}
+    for entry in arguments.set:
+        key, separator, value = entry.partition("=")
+        if not separator:
+            raise UsageError(f"--set {entry}: expected KEY=VALUE")
+        settings[key.strip()] = value.strip()
+    try:
+        return server_context(BrokerConfig.load([settings]), "SSL")
+    except (ConfigError, TlsConfigError) as error:
+        raise UsageError(str(error)) from error
 
 
 def _reviewer(

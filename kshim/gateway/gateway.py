@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Sequence
 
 from kshim.client.sasl import AuthenticationFailed
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 DISCOVERY_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 10.0
 BACKLOG = 1024
+TLS_HANDSHAKE_TIMEOUT_S = 10.0  # the broker's kshim.ssl.handshake.timeout.ms default
 
 
 class UpstreamUnavailable(Exception):
@@ -43,13 +45,17 @@ class Gateway:
         ports: GatewayPorts,
         reviewer: GatewayReviewer | None = None,
         upstream_security: ClientSecurity | None = None,
+        client_tls: ssl.SSLContext | None = None,
     ) -> None:
         """``reviewer``: reviews the cluster's open transactions while the gateway runs.
         ``upstream_security``: how the gateway connects to the cluster (a Kafka client's
         properties): TLS for every connection; SASL for its own (the brokers' discovery),
-        while each relayed client authenticates itself, its SASL exchange relayed."""
+        while each relayed client authenticates itself, its SASL exchange relayed.
+        ``client_tls``: the clients' connections to every gateway port speak TLS
+        (server/security/tls.py builds it from a listener's Kafka settings)."""
         self.upstream = list(upstream)
         self.upstream_security = upstream_security
+        self._client_tls = client_tls
         self._upstream_tls = None if upstream_security is None else upstream_security.ssl_context()
         self.reviewer = reviewer
         self._reviewing: asyncio.Task[None] | None = None
@@ -125,7 +131,12 @@ class Gateway:
 
     async def _serve(self, sock: socket.socket, node_id: int | None) -> asyncio.Server:
         loop = asyncio.get_running_loop()
-        return await loop.create_server(lambda: self._accepted(node_id), sock=sock)
+        return await loop.create_server(
+            lambda: self._accepted(node_id),
+            sock=sock,
+            ssl=self._client_tls,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if self._client_tls else None,
+        )
 
     def _accepted(self, node_id: int | None) -> ClientSide:
         async def connect(protocol: asyncio.Protocol) -> asyncio.Transport:

@@ -13,6 +13,7 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
+from kshim.testing import GatewayProcess
 from tests.gateway.running_gateway import TIMEOUT_S, RunningGateway
 from tests.secured_broker import ALICE_PASSWORD, SecuredBroker, running_secured_broker
 
@@ -77,3 +78,29 @@ def test_a_wrong_password_is_refused_by_the_cluster(secured: SecuredBroker) -> N
 def _address(bootstrap: str) -> tuple[str, int]:
     host, port = bootstrap.rsplit(":", 1)
     return host, int(port)
+
+
+def test_security_on_both_sides_of_the_command(secured: SecuredBroker, tmp_path: Path) -> None:
+    """``kshim gateway --listener-security SSL --upstream-config FILE``: the client speaks
+    SASL_SSL to the gateway, which speaks TLS to the cluster and relays the client's login."""
+    upstream_config = tmp_path / "upstream.properties"
+    upstream_config.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.username=alice\n"
+        f"sasl.password={ALICE_PASSWORD}\nssl.ca.location={secured.ca_file}\n"
+    )
+    keystore = secured.ca_file.parent / "broker.pem"  # issued for 127.0.0.1 by the same CA
+    options = ["--upstream-config", str(upstream_config), "--listener-security", "SSL"]
+    options += ["--set", f"ssl.keystore.location={keystore}"]
+    gateway = GatewayProcess(tmp_path, secured.secured, options=options).start()
+    try:
+        client = {**_client(gateway.bootstrap, ALICE_PASSWORD), "security.protocol": "SASL_SSL",
+                  "ssl.ca.location": str(secured.ca_file)}  # fmt: skip
+        producer = confluent_kafka.Producer(client)
+        producer.produce("gw-both-sides", b"over TLS twice")
+        assert producer.flush(TIMEOUT_S) == 0
+        plain = confluent_kafka.Producer({**client, "security.protocol": "SASL_PLAINTEXT"})
+        plain.produce("gw-both-sides", b"refused")
+        assert plain.flush(3.0) == 1  # a plaintext client gets no answer from a TLS port
+    finally:
+        gateway.stop()
+    assert "Traceback" not in gateway.log_text()
