@@ -64,6 +64,14 @@ class CuttingFileSystem(SimulatedFileSystem):
         self._change()
         return super().open_append(path)
 
+    def open_write(self, path: str, position: int) -> int:
+        self._change()
+        return super().open_write(path, position)
+
+    def allocate(self, descriptor: int, size: int) -> None:
+        self._change()
+        super().allocate(descriptor, size)
+
     def write(self, descriptor: int, data: list[bytes | memoryview]) -> None:
         self._change()
         super().write(descriptor, data)

@@ -88,6 +88,9 @@ class CountingFileSystem:
     def open_append(self, path: str) -> int:
         return self._opened(self._inner.open_append(path), path)
 
+    def open_write(self, path: str, position: int) -> int:
+        return self._opened(self._inner.open_write(path, position), path)
+
     def open_read(self, path: str) -> int:
         return self._opened(self._inner.open_read(path), path)
 

@@ -48,7 +48,8 @@ class FaultyFileSystem:
     # -- what to inject (any thread) -----------------------------------------------------
 
     def fail_writes(self, error_number: int) -> None:
-        """From now on every ``write`` and ``open_append`` raises ``OSError(error_number)``."""
+        """From now on every ``write``, ``allocate`` and opening for writes raises
+        ``OSError(error_number)``."""
         with self._lock:
             self._errors[WRITE] = error_number
 
@@ -87,6 +88,14 @@ class FaultyFileSystem:
     def open_append(self, path: str) -> int:
         self._check_write()
         return self._inner.open_append(path)
+
+    def open_write(self, path: str, position: int) -> int:
+        self._check_write()
+        return self._inner.open_write(path, position)
+
+    def allocate(self, descriptor: int, size: int) -> None:
+        self._check_write()
+        self._inner.allocate(descriptor, size)
 
     def write(self, descriptor: int, data: list[bytes | memoryview]) -> None:
         self._check_write()

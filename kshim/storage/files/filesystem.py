@@ -8,6 +8,7 @@ event loop.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import mmap
@@ -30,6 +31,15 @@ class FileSystem(Protocol):
     sync_count: int  # fsyncs (of files, directories or whole filesystems) done so far
 
     def open_append(self, path: str) -> int: ...
+    def open_write(self, path: str, position: int) -> int:
+        """Opens ``path`` (created if absent) for writes starting at byte ``position``."""
+        ...
+
+    def allocate(self, descriptor: int, size: int) -> None:
+        """Extends the file to at least ``size`` bytes, the new ones zeros with their disk
+        blocks allocated (a later write over them changes no file size)."""
+        ...
+
     def open_read(self, path: str) -> int: ...
     def write(self, descriptor: int, data: list[bytes | memoryview]) -> None: ...
     def fsync(self, descriptor: int) -> None: ...
@@ -64,6 +74,20 @@ class OsFileSystem:
 
     def open_append(self, path: str) -> int:
         return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def open_write(self, path: str, position: int) -> int:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.lseek(descriptor, position, os.SEEK_SET)
+        return descriptor
+
+    def allocate(self, descriptor: int, size: int) -> None:
+        """posix_fallocate(3); where the filesystem cannot allocate ahead, nothing (the
+        file then grows as it is written, which is correct, only slower to sync)."""
+        try:
+            os.posix_fallocate(descriptor, 0, size)
+        except OSError as error:
+            if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
 
     def open_read(self, path: str) -> int:
         return os.open(path, os.O_RDONLY)

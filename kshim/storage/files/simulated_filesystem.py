@@ -4,7 +4,9 @@ It tracks, per file, what is durable (covered by an fsync) apart from what
 was merely written, and, per directory, which names are durable (covered by
 a directory fsync). ``after_power_loss`` returns the filesystem a machine
 would find on reboot: only durable names, each file holding its durable
-bytes plus, optionally, a random prefix of the unsynced tail (a torn write).
+bytes plus, optionally, a random prefix of the unsynced tail (a torn write). Space a
+file ``allocate``s reads as zeros without being stored; a power loss keeps the size
+synced last.
 This is LevelDB's fault-injection approach, used to test that every
 acknowledged batch survives. Thread-safe: the store calls it from workers.
 """
@@ -22,6 +24,26 @@ from dataclasses import dataclass, field
 class _File:
     current: bytearray = field(default_factory=bytearray)
     durable: bytearray = field(default_factory=bytearray)
+    # The size ``allocate`` extended the file to; the zeros past ``current`` are not stored.
+    allocated: int = 0
+    durable_allocated: int = 0
+
+    def size(self) -> int:
+        return max(len(self.current), self.allocated)
+
+    def read(self, position: int, length: int) -> bytes:
+        end = min(position + length, self.size())
+        data = bytes(self.current[position:end])
+        return data + bytes(max(end - max(position, len(self.current)), 0))
+
+    def write_at(self, position: int, data: bytes) -> None:
+        if position > len(self.current):
+            self.current += bytes(position - len(self.current))
+        self.current[position : position + len(data)] = data
+
+    def synced(self) -> None:
+        self.durable = bytearray(self.current)
+        self.durable_allocated = self.allocated
 
 
 class SimulatedFileSystem:
@@ -31,6 +53,7 @@ class SimulatedFileSystem:
         self._durable_names: set[str] = set()
         self._directories: set[str] = set()
         self._descriptors: dict[int, str] = {}
+        self._positions: dict[int, int] = {}  # where the next write goes, unless appending
         self._next_descriptor = 3
         self.sync_count = 0
 
@@ -48,17 +71,34 @@ class SimulatedFileSystem:
     def open_append(self, path: str) -> int:
         return self._open(path, create=True)
 
+    def open_write(self, path: str, position: int) -> int:
+        descriptor = self._open(path, create=True)
+        with self._lock:
+            self._positions[descriptor] = position
+        return descriptor
+
+    def allocate(self, descriptor: int, size: int) -> None:
+        with self._lock:
+            handle = self._files[self._descriptors[descriptor]]
+            handle.allocated = max(handle.allocated, size)
+
     def open_read(self, path: str) -> int:
         return self._open(path, create=False)
 
     def write(self, descriptor: int, data: list[bytes | memoryview]) -> None:
         with self._lock:
-            self._files[self._descriptors[descriptor]].current += b"".join(data)
+            handle = self._files[self._descriptors[descriptor]]
+            joined = b"".join(data)
+            position = self._positions.get(descriptor)
+            if position is None:  # appending: after the allocated zeros too
+                handle.write_at(handle.size(), joined)
+            else:
+                handle.write_at(position, joined)
+                self._positions[descriptor] = position + len(joined)
 
     def fsync(self, descriptor: int) -> None:
         with self._lock:
-            handle = self._files[self._descriptors[descriptor]]
-            handle.durable = bytearray(handle.current)
+            self._files[self._descriptors[descriptor]].synced()
             self.sync_count += 1
 
     def fsync_directory(self, path: str) -> None:
@@ -71,8 +111,7 @@ class SimulatedFileSystem:
         more), so that a caller who forgets one loses it here."""
         with self._lock:
             for path in paths:
-                handle = self._files[path]
-                handle.durable = bytearray(handle.current)
+                self._files[path].synced()
             for directory in directories:
                 self._sync_names(directory)
             self.sync_count += 1
@@ -84,12 +123,12 @@ class SimulatedFileSystem:
 
     def pread(self, descriptor: int, length: int, position: int) -> bytes:
         with self._lock:
-            content = self._files[self._descriptors[descriptor]].current
-            return bytes(content[position : position + length])
+            return self._files[self._descriptors[descriptor]].read(position, length)
 
     def read_file(self, path: str) -> bytes:
         with self._lock:
-            return bytes(self._files[path].current)
+            handle = self._files[path]
+            return handle.read(0, handle.size())
 
     def region(self, descriptor: int, length: int, position: int) -> bytes:
         """No real descriptors here: the bytes themselves."""
@@ -100,16 +139,17 @@ class SimulatedFileSystem:
             return path in self._files
 
     def map_file(self, path: str) -> bytes:
-        with self._lock:
-            return bytes(self._files[path].current)
+        return self.read_file(path)
 
     def size(self, path: str) -> int:
         with self._lock:
-            return len(self._files[path].current)
+            return self._files[path].size()
 
     def truncate(self, path: str, length: int) -> None:
         with self._lock:
-            del self._files[path].current[length:]
+            handle = self._files[path]
+            del handle.current[length:]
+            handle.allocated = min(handle.allocated, length)
 
     def remove(self, path: str) -> None:
         with self._lock:
@@ -147,6 +187,7 @@ class SimulatedFileSystem:
     def close(self, descriptor: int) -> None:
         with self._lock:
             self._descriptors.pop(descriptor, None)
+            self._positions.pop(descriptor, None)
 
     def after_power_loss(self, rng: random.Random | None = None) -> SimulatedFileSystem:
         """Returns what survives a power cut now: durable names and bytes (plus a
@@ -160,6 +201,9 @@ class SimulatedFileSystem:
                 unsynced = handle.current[len(handle.durable) :]
                 if rng is not None and handle.current.startswith(handle.durable) and unsynced:
                     content += unsynced[: rng.randrange(len(unsynced) + 1)]
-                survivor._files[name] = _File(bytearray(content), bytearray(content))
+                allocated = handle.durable_allocated
+                survivor._files[name] = _File(
+                    bytearray(content), bytearray(content), allocated, allocated
+                )
             survivor._durable_names = set(survivor._files)
         return survivor

@@ -14,6 +14,16 @@ byte: positions count bytes across all files, so a position names one place in t
 ``checkpoint`` holds the position below which every record is in a segment file on
 disk; recovery replays the records after it.
 
+The file written to has its disk blocks allocated ahead of the records, PREALLOCATION_BYTES
+at a time (posix_fallocate), so that a flush round's fsync finds the file's size and block
+map unchanged and has only the data to write: on this project's test machine (ext4) a
+200-byte write and its fsync took 150-190 us (median) appended, 115-140 us over
+allocated blocks (Kafka's ``file.preallocate`` allocates segments ahead the same way). The
+zeros past the last record read as the log's end: a record's kind is never 0, so
+recovery stops there as at a torn record, and cuts the file back to its last record
+before writing on. Nothing is allocated past the size at which a file is full, so every
+file but the last ends at its last record, and positions stay byte counts.
+
 Record layout, big-endian::
 
     crc        uint32  CRC-32C of the bytes from ``length`` to the end of the batch's own
@@ -57,6 +67,7 @@ log = logging.getLogger(__name__)
 WAL_SUFFIX = ".wal"
 CHECKPOINT_NAME = "checkpoint"
 DEFAULT_SEGMENT_BYTES = 64 << 20
+PREALLOCATION_BYTES = 4 << 20  # allocated ahead at a time (module docstring)
 READ_CHUNK_BYTES = 8 << 20
 
 CRC_FIELD = struct.Struct(">I")
@@ -141,6 +152,7 @@ class WriteAheadLog:
         self._unsynced = False
         self.end = 0  # the position after the last record written
         self._current_start = 0  # the position of the file written to
+        self._allocated_end = 0  # the position up to which that file's blocks are allocated
         self.checkpointed = 0  # everything before it is in segment files on disk
         self.bytes_written = 0
 
@@ -167,12 +179,11 @@ class WriteAheadLog:
             if valid_end < size and not last:
                 raise CorruptWriteAheadLog(f"{wal_file.path}: damaged record at byte {valid_end}")
             if valid_end < size:
-                log.warning("%s: truncating torn tail at byte %d of %d",
-                            wal_file.path, valid_end, size)  # fmt: skip
-                self._fs.truncate(wal_file.path, valid_end)
+                self._cut_tail(wal_file.path, valid_end, size)
             self.end = wal_file.start + valid_end
-        self._descriptor = self._fs.open_append(self._files[-1].path)
-        self._current_start = self._files[-1].start
+        written_to = self._files[-1]
+        self._descriptor = self._fs.open_write(written_to.path, self.end - written_to.start)
+        self._current_start = self._allocated_end = written_to.start
         self._fs.fsync(self._descriptor)  # what recovery read is durable before it is used
         return tail
 
@@ -181,8 +192,9 @@ class WriteAheadLog:
         makes everything written so far durable; starts a new file once this one is
         over the segment size."""
         if parts:
-            self._fs.write(self._descriptor, parts)
             size = sum(len(part) for part in parts)
+            self._allocate(self.end + size)
+            self._fs.write(self._descriptor, parts)
             self.end += size
             self.bytes_written += size
             self._unsynced = True
@@ -266,18 +278,45 @@ class WriteAheadLog:
 
     def _roll(self) -> None:
         """Closes the full file (durable first: recovery trusts every file but the last
-        to end cleanly) and starts the next one."""
+        to end cleanly; no allocated zeros follow its records, see ``_allocate``) and
+        starts the next one."""
         self.sync()
         self._fs.close(self._descriptor)
         self._start_file(self.end)
 
     def _start_file(self, start: int) -> None:
         path = os.path.join(self.directory, f"{start:020d}{WAL_SUFFIX}")
-        self._descriptor = self._fs.open_append(path)
+        self._descriptor = self._fs.open_write(path, 0)
         with self._files_lock:
             self._files.append(_WalFile(start, path))
         self._fs.fsync_directory(self.directory)
-        self.end = self._current_start = start
+        self.end = self._current_start = self._allocated_end = start
+
+    def _allocate(self, end: int) -> None:
+        """Allocates the file's blocks up to log position ``end`` at least, a
+        PREALLOCATION_BYTES step at a time, but never past the size at which the file is
+        full (a write past that grows the file as it goes): the file is rolled only once
+        its records reach that size, so a full file ends at its last record."""
+        if end <= self._allocated_end:
+            return
+        steps = -(-(end - self._allocated_end) // PREALLOCATION_BYTES)  # rounded up
+        target = min(self._allocated_end + steps * PREALLOCATION_BYTES,
+                     self._current_start + self._segment_bytes)  # fmt: skip
+        if target >= end:
+            self._fs.allocate(self._descriptor, target - self._current_start)
+            self._allocated_end = target
+
+    def _cut_tail(self, path: str, valid_end: int, size: int) -> None:
+        """Truncates the last file after its last intact record: allocated zeros (its
+        end, as expected) or a torn record (worth a warning)."""
+        descriptor = self._fs.open_read(path)
+        try:
+            following = self._fs.pread(descriptor, RECORD_OVERHEAD, valid_end)
+        finally:
+            self._fs.close(descriptor)
+        if any(following):
+            log.warning("%s: truncating torn tail at byte %d of %d", path, valid_end, size)
+        self._fs.truncate(path, valid_end)
 
 
 def _scan_file(
