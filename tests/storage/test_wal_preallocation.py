@@ -13,14 +13,8 @@ import pytest
 from kshim.storage.files.filesystem import OsFileSystem
 from kshim.storage.files.simulated_filesystem import SimulatedFileSystem
 from kshim.storage.interface import TopicPartition
-from kshim.storage.log.write_ahead_log import (
-    BATCH_RECORD,
-    PREALLOCATION_BYTES,
-    WAL_SUFFIX,
-    WriteAheadLog,
-    batch_record,
-    record_prefix,
-)
+from kshim.storage.log.wal_records import BATCH_RECORD, batch_record, record_prefix
+from kshim.storage.log.write_ahead_log import PREALLOCATION_BYTES, WAL_SUFFIX, WriteAheadLog
 from tests.storage.test_write_ahead_log import stored
 
 DIRECTORY = "/data/wal"

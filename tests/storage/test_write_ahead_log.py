@@ -28,15 +28,8 @@ from kshim.storage.log import log_store
 from kshim.storage.log.descriptor_cache import DescriptorCache
 from kshim.storage.log.log_store import DiskLogStore
 from kshim.storage.log.segment import SEGMENT_SUFFIX
-from kshim.storage.log.write_ahead_log import (
-    BATCH_RECORD,
-    WAL_SUFFIX,
-    CorruptWriteAheadLog,
-    WriteAheadLog,
-    batch_record,
-    delete_record,
-    record_prefix,
-)
+from kshim.storage.log.wal_records import BATCH_RECORD, batch_record, delete_record, record_prefix
+from kshim.storage.log.write_ahead_log import WAL_SUFFIX, CorruptWriteAheadLog, WriteAheadLog
 from kshim.testing import FakeClock
 from tests.storage.support import (
     LARGE_MEMTABLE,

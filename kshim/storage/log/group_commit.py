@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kshim.storage.log.partition_log import DiskPartitionLog
-from kshim.storage.log.write_ahead_log import WriteAheadLog, batch_record
+from kshim.storage.log.wal_records import batch_record
+from kshim.storage.log.write_ahead_log import WriteAheadLog
 
 PROBE_INTERVAL_S = 5.0  # how often a slow disk gets an inline round to re-measure it
 # A pipelined request is about three loop turns from its append (read, decode, handle).

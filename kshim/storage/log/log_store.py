@@ -42,7 +42,8 @@ from kshim.storage.log.partition_log import DiskPartitionLog
 from kshim.storage.log.recovery import RecoveredLog, recover_segments, replay_logged
 from kshim.storage.log.segment import Segment
 from kshim.storage.log.segment_writer import SegmentWriter, remove_segment_files
-from kshim.storage.log.write_ahead_log import WalTail, WriteAheadLog, delete_record
+from kshim.storage.log.wal_records import delete_record
+from kshim.storage.log.write_ahead_log import WalTail, WriteAheadLog
 
 log = logging.getLogger(__name__)
 RECOVERY_PROGRESS_INTERVAL_S = 2.0  # a start that takes longer says how far it is

@@ -43,7 +43,7 @@ from kshim.storage.log.segment_check import SegmentReads
 from kshim.storage.log.segment_writer import PendingBatch, SegmentWriter
 from kshim.storage.log.segmented_log import SegmentedLog
 from kshim.storage.log.timestamp_lookup import first_record_at_or_after, record_with_max_timestamp
-from kshim.storage.log.write_ahead_log import BATCH_RECORD, record_prefix
+from kshim.storage.log.wal_records import BATCH_RECORD, record_prefix
 
 
 class LogHost(Protocol):

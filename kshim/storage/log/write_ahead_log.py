@@ -24,16 +24,7 @@ recovery stops there as at a torn record, and cuts the file back to its last rec
 before writing on. Nothing is allocated past the size at which a file is full, so every
 file but the last ends at its last record, and positions stay byte counts.
 
-Record layout, big-endian::
-
-    crc        uint32  CRC-32C of the bytes from ``length`` to the end of the batch's own
-                       CRC field; the batch's CRC covers the rest of the batch
-    length     uint32  bytes after this field
-    kind       int8    1: a batch appended to the partition, 2: the partition was deleted
-    partition  int32
-    name size  int16
-    name       the topic's name, UTF-8
-    batch      kind 1 only: the batch as stored (base offset and leader epoch stamped)
+The records' layout is in wal_records.py.
 
 Methods block on I/O: call them from a worker thread, or from the event loop only where
 the caller has measured the disk to be fast (group_commit.py). Not thread-safe: one
@@ -46,21 +37,18 @@ import logging
 import os
 import struct
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kshim.protocol.checksum import crc32c
-from kshim.protocol.record_batch import (
-    ATTRIBUTES_OFFSET,
-    BATCH_OVERHEAD,
-    CRC_OFFSET,
-    CURRENT_MAGIC,
-    LENGTH_OFFSET,
-    LOG_OVERHEAD,
-    MAGIC_OFFSET,
-)
 from kshim.storage.files.filesystem import FileSystem
 from kshim.storage.interface import TopicPartition
+from kshim.storage.log.wal_records import (
+    DELETE_RECORD,
+    RECORD_OVERHEAD,
+    WalRecord,
+    record_size,
+    records,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,43 +58,13 @@ DEFAULT_SEGMENT_BYTES = 64 << 20
 PREALLOCATION_BYTES = 4 << 20  # allocated ahead at a time (module docstring)
 READ_CHUNK_BYTES = 8 << 20
 
-CRC_FIELD = struct.Struct(">I")
-LENGTH_FIELD = struct.Struct(">I")
-PREFIX = struct.Struct(">bih")  # kind, partition, name size
-RECORD_OVERHEAD = CRC_FIELD.size + LENGTH_FIELD.size  # before the counted bytes
 CHECKPOINT = struct.Struct(">qI")  # position, CRC-32C of the position's 8 bytes
-_UINT32 = struct.Struct(">I")
 _INT64 = struct.Struct(">q")
-
-BATCH_RECORD = 1
-DELETE_RECORD = 2
 
 
 class CorruptWriteAheadLog(Exception):
     """A damaged record before the log's last file: not a torn tail, and acknowledged data
     may follow it, so kshim refuses to guess what is lost."""
-
-
-def record_prefix(kind: int, topic_partition: TopicPartition) -> bytes:
-    """The bytes after ``length`` and before the batch: what names the partition."""
-    name = topic_partition.topic.encode("utf-8")
-    return PREFIX.pack(kind, topic_partition.partition, len(name)) + name
-
-
-def batch_record(prefix: bytes, batch: bytes) -> tuple[bytes, bytes]:
-    """The two parts of one batch's record: its header (CRC, length, ``prefix``), then the
-    batch itself, uncopied."""
-    length = LENGTH_FIELD.pack(len(prefix) + len(batch))
-    crc = crc32c(memoryview(batch)[:ATTRIBUTES_OFFSET], crc32c(length + prefix))
-    return CRC_FIELD.pack(crc) + length + prefix, batch
-
-
-def delete_record(topic_partition: TopicPartition) -> bytes:
-    """The record saying the partition was deleted: its earlier records must not be
-    replayed into a partition of the same name created later."""
-    prefix = record_prefix(DELETE_RECORD, topic_partition)
-    length = LENGTH_FIELD.pack(len(prefix))
-    return CRC_FIELD.pack(crc32c(length + prefix)) + length + prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,81 +287,26 @@ def _scan_file(
         while position < size:
             chunk = filesystem.pread(descriptor, min(READ_CHUNK_BYTES, size - position), position)
             consumed = 0
-            for record_end, record in _records(chunk):
+            for record_end, record in records(chunk):
                 _add(tail, wal_file, position, record)
                 consumed = record_end
             if consumed == 0:
-                needed = _record_size(chunk)
+                needed = record_size(chunk)
                 if needed is None or needed <= len(chunk) or position + needed > size:
                     break
                 continue_chunk = filesystem.pread(descriptor, needed, position)
-                records = list(_records(continue_chunk))
-                if not records:
+                found = list(records(continue_chunk))
+                if not found:
                     break
-                _add(tail, wal_file, position, records[0][1])
-                consumed = records[0][0]
+                _add(tail, wal_file, position, found[0][1])
+                consumed = found[0][0]
             position += consumed
         return position
     finally:
         filesystem.close(descriptor)
 
 
-@dataclass(frozen=True, slots=True)
-class _Record:
-    kind: int
-    topic_partition: TopicPartition
-    start: int  # position of the record in the chunk
-    batch_start: int  # position of the batch in the chunk
-    batch_size: int
-
-
-def _records(chunk: bytes) -> Iterator[tuple[int, _Record]]:
-    """(end, record) of each intact record at the start of ``chunk``, stopping at the
-    first damaged or incomplete one."""
-    view = memoryview(chunk)
-    position = 0
-    while len(chunk) - position >= RECORD_OVERHEAD + PREFIX.size:
-        (crc,) = CRC_FIELD.unpack_from(chunk, position)
-        (length,) = LENGTH_FIELD.unpack_from(chunk, position + CRC_FIELD.size)
-        counted_start = position + CRC_FIELD.size
-        end = position + RECORD_OVERHEAD + length
-        kind, partition, name_size = PREFIX.unpack_from(chunk, position + RECORD_OVERHEAD)
-        batch_start = position + RECORD_OVERHEAD + PREFIX.size + name_size
-        if end > len(chunk) or batch_start > end or kind not in (BATCH_RECORD, DELETE_RECORD):
-            return
-        covered_end = batch_start + ATTRIBUTES_OFFSET if kind == BATCH_RECORD else batch_start
-        if covered_end > end or crc32c(view[counted_start:covered_end]) != crc:
-            return
-        if kind == BATCH_RECORD and not _intact_batch(view[batch_start:end]):
-            return
-        try:
-            topic = bytes(view[batch_start - name_size : batch_start]).decode("utf-8")
-        except UnicodeDecodeError:
-            return
-        topic_partition = TopicPartition(topic, partition)
-        yield end, _Record(kind, topic_partition, position, batch_start, end - batch_start)
-        position = end
-
-
-def _intact_batch(batch: memoryview) -> bool:
-    if len(batch) < BATCH_OVERHEAD or batch[MAGIC_OFFSET] != CURRENT_MAGIC:
-        return False
-    (length,) = _UINT32.unpack_from(batch, LENGTH_OFFSET)
-    (crc,) = _UINT32.unpack_from(batch, CRC_OFFSET)
-    if LOG_OVERHEAD + length != len(batch):
-        return False
-    return bool(crc32c(batch[ATTRIBUTES_OFFSET:]) == crc)
-
-
-def _record_size(chunk: bytes) -> int | None:
-    """The full size of the record starting ``chunk``, read from its length field."""
-    if len(chunk) < RECORD_OVERHEAD:
-        return None
-    (length,) = LENGTH_FIELD.unpack_from(chunk, CRC_FIELD.size)
-    return int(RECORD_OVERHEAD + length)
-
-
-def _add(tail: WalTail, wal_file: _WalFile, chunk_position: int, record: _Record) -> None:
+def _add(tail: WalTail, wal_file: _WalFile, chunk_position: int, record: WalRecord) -> None:
     """``chunk_position``: where the chunk holding the record starts in the file."""
     if record.kind == DELETE_RECORD:
         tail.batches.pop(record.topic_partition, None)
