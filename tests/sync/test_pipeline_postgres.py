@@ -1,6 +1,6 @@
 """End to end on Spark with PostgreSQL: as source and destination, and across engines.
 
-The experiment of test_pipeline_spark.py at a smaller scale: a PostgreSQL source (capture
+The experiment of tests/sync/pipeline_scenario.py at a smaller scale: a PostgreSQL source (capture
 triggers in PL/pgSQL) into a PostgreSQL and a DuckDB destination at once, through a broker
 kill and a capture kill. One scenario holds every engine pair the Spark runs add (a SQLite
 source is test_pipeline_spark.py's; each engine's types are test_apply.py's, without Spark):
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from tests.sync.pipeline_scenario import Scenario, SessionApplier, run_scenario
 from tests.sync.spark_marks import SPARK_PIPELINE
-from tests.sync.test_pipeline_spark import Scenario, run_scenario
 
 pytestmark = SPARK_PIPELINE
 _names = itertools.count()
@@ -39,7 +39,7 @@ def test_postgresql_source_to_postgresql_and_duckdb_through_broker_and_capture_k
     spark: SparkSession, tmp_path: Path, postgres_url: str, postgres_server: str
 ) -> None:
     run_scenario(
-        spark,
+        SessionApplier(spark),
         tmp_path,
         Scenario(
             source_url=postgres_url,
