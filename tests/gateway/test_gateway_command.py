@@ -14,13 +14,12 @@ import pytest
 
 from kshim.testing import BrokerProcess, free_port
 
-NO_METRICS = "kshim.metrics.listen="
 TIMEOUT_S = 30.0
 
 
 @pytest.fixture
 def upstream(tmp_path: Path) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(tmp_path / "data", [NO_METRICS]).start()
+    broker = BrokerProcess(tmp_path / "data").start()
     yield broker
     broker.stop()
 

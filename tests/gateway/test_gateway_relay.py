@@ -17,12 +17,10 @@ from kshim.client.wire import WireConnection
 from kshim.testing import BrokerProcess, GatewayProcess, KafkaProcess
 from tests.gateway.running_gateway import TIMEOUT_S, UPSTREAM_NODE_ID, RunningGateway
 
-NO_METRICS = "kshim.metrics.listen="
-
 
 @pytest.fixture(scope="module")
 def kshim_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(tmp_path_factory.mktemp("gw") / "data", [NO_METRICS]).start()
+    broker = BrokerProcess(tmp_path_factory.mktemp("gw") / "data").start()
     yield broker
     broker.stop()
 
@@ -134,7 +132,7 @@ def test_a_broken_frame_closes_that_connection_only(gateway: RunningGateway) -> 
 
 
 def test_a_client_is_disconnected_when_its_broker_goes(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data", [NO_METRICS]).start()
+    broker = BrokerProcess(tmp_path / "data").start()
     running = RunningGateway(broker.bootstrap)
     try:
         with WireConnection("127.0.0.1", running.port, 10.0) as connection:
