@@ -234,7 +234,10 @@ def kafka_jars_problem() -> str | None:
 def test_kafka_runs_from_the_jars_in_its_two_settings_measured_as_a_jvm(tmp_path: Path) -> None:
     if reason := kafka_jars_problem():
         pytest.skip(reason)
-    arguments = ["benchmarks.run", "--smoke", "--workloads", "throughput,latency,accumulation",
+    # Throughput and latency: the JVM's whole-tree CPU and memory, both acknowledgement
+    # settings read back. Start-up and idle memory (accumulation) run beside Kafka in the CI
+    # quick benchmark; a third Kafka start each here would add half a minute.
+    arguments = ["benchmarks.run", "--smoke", "--workloads", "throughput,latency",
                  "--brokers", "kshim,kafka,kafka-fsync", "--output", str(tmp_path)]  # fmt: skip
 
     status, printed = run_child(arguments, child_environment())
@@ -250,13 +253,11 @@ def test_kafka_runs_from_the_jars_in_its_two_settings_measured_as_a_jvm(tmp_path
     for name in ("kafka", "kafka-fsync"):
         [throughput] = results["samples"]["throughput"][name]
         [latency] = results["samples"]["latency"][name]
-        [accumulation] = results["samples"]["accumulation"][name]
         assert throughput["produce_100B_records_per_s"] > 0, name
         assert throughput["broker_cpu_s"] > 0 and throughput["broker_peak_rss_mb"] > 100, name
         assert latency["records"] == 1000 and latency["p99_ms"] >= latency["p50_ms"] > 0, name
         assert latency["fetch_wait_10ms_records"] == 1000, name
         assert latency["ack_p99_ms"] >= latency["ack_p50_ms"] > 0, name
-        assert 0 < accumulation["ready_s"] < 120 and accumulation["idle_rss_mb"] > 100, name
     rows = {row["label"]: row for row in results["targets"]}
     produce = rows["produce 100 B, records/s"]
     kafka_median = results["summary"]["throughput.produce_100B_records_per_s"]["kafka"]
