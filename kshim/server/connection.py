@@ -62,10 +62,12 @@ class Connection:
         "_events",
         "_in_flight",
         "_reader",
+        "_reader_started",
         "_room",
         "_writer",
         "broker",
         "client_host",
+        "last_active",
         "observe",
         "peer",
         "session",
@@ -93,7 +95,9 @@ class Connection:
         self._room: asyncio.Future[None] | None = None  # the reader waits for room
         # Set while running; the reader task stays set once the connection is closing.
         self._reader: asyncio.Task[None] | None = None
+        self._reader_started = False  # whether the reader task has taken its first step
         self._writer: asyncio.Task[None] | None = None
+        self.last_active = asyncio.get_running_loop().time()  # see ``quiet_since``
 
     def start(self) -> None:
         """Serves the connection from now on (frames that came with it first)."""
@@ -103,13 +107,24 @@ class Connection:
             self._wake()
 
     def abort(self) -> None:
-        """Drops the connection at once (the broker is stopping): as Kafka's SocketServer
-        closes its channels at shutdown. A graceful close would wait, on TLS, for the
-        peer's close_notify: up to the loop's 30 s SSL shutdown timeout from a client that
-        is not reading. ``events.closed`` is told once it has ended."""
+        """Drops the connection at once (the broker is stopping, or the connection is idle:
+        idle_connections.py), as Kafka's SocketServer closes its channels. A graceful close
+        would wait, on TLS, for the peer's close_notify: up to the loop's 30 s SSL shutdown
+        timeout from a client that is not reading. ``events.closed`` is told once it has ended."""
         self._abort_transport()
-        if self._reader is not None:
+        # A task cancelled before its first step never runs its body, so its close would
+        # never come; one not started yet finds the stream ended and closes by itself.
+        if self._reader is not None and self._reader_started:
             self._reader.cancel()
+
+    def quiet_since(self, now: float) -> float:
+        """The loop time of the connection's last read or answer as the sweeps of
+        idle_connections.py see it: ``now`` if it has read since the last sweep or is owed
+        an answer (a long-polling Fetch is not idle)."""
+        if self.stream.received or self._in_flight or self._writer is not None:
+            self.stream.received = False
+            self.last_active = now
+        return self.last_active
 
     def _abort_transport(self) -> None:
         if self.stream.transport is not None:
@@ -121,6 +136,7 @@ class Connection:
             self._reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
+        self._reader_started = True
         ended = True
         refused = False
         try:
@@ -152,6 +168,7 @@ class Connection:
                 await self._close(linger=refused)
             else:
                 self._reader = None
+                self._reader_started = False
 
     def _authentication_ended(self, failed: bool) -> None:
         self._events.authentication_ended(self, failed)

@@ -27,6 +27,7 @@ from kshim.protocol import schema_preload
 from kshim.protocol.apis import served_versions
 from kshim.server.connection import Connection
 from kshim.server.descriptor_limit import connection_limits
+from kshim.server.idle_connections import IdleConnections
 from kshim.server.metrics.on_demand import OnDemandMetrics
 from kshim.server.metrics.request_metrics import RequestMetrics
 from kshim.server.request_budget import RequestBudget
@@ -87,6 +88,9 @@ class KafkaServer:
             broker.config.get_int("kshim.failed.authentication.rate"),
         )
         self._refusals = HeldRefusals(MAX_HELD_REFUSALS)
+        self._idle = IdleConnections(
+            broker.config.get_int("connections.max.idle.ms"), self._connections.keys
+        )
 
     async def start(self) -> tuple[str, int]:
         """Starts the broker and listening; returns the first listener's bound (host, port)
@@ -111,6 +115,7 @@ class KafkaServer:
         self._refusals = HeldRefusals(limits.held_refusals)
         for listener in listeners:
             await self._listen(listener, contexts.get(listener.name), rules)
+        self._idle.start()
         # No listening line here: the caller reports the address (``kshim serve`` prints
         # it once, with the data directory).
         # Nothing is counted for metrics nobody can scrape (kshim.metrics.listen empty, or
@@ -250,6 +255,7 @@ class KafkaServer:
     async def stop(self) -> None:
         """Stops accepting, drops open connections, then stops the broker (its background
         jobs, then its stores)."""
+        await self._idle.stop()
         if self.metrics is not None:
             self.metrics.stop()
         for server in self._servers:

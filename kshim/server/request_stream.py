@@ -60,6 +60,7 @@ class RequestStream(asyncio.BufferedProtocol):
         "_waiting",
         "_writing_paused",
         "on_ready",
+        "received",
         "transport",
     )
 
@@ -93,6 +94,9 @@ class RequestStream(asyncio.BufferedProtocol):
         # Called when there is something for ``take_frame`` to take or to say (a frame, the
         # end of the stream or a broken frame), so a connection needs no task while idle.
         self.on_ready: Callable[[], None] | None = None
+        # Set by each read, cleared by the idle-connection sweeps (idle_connections.py): one
+        # store per read rather than a clock reading or a timer per connection.
+        self.received = False
 
     # asyncio's side
 
@@ -109,6 +113,7 @@ class RequestStream(asyncio.BufferedProtocol):
         return self._receiver.buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.received = True
         self._frames.extend(self._receiver.received(nbytes))
         self._admit()
         if self._receiver.error is not None or len(self._frames) >= MAX_QUEUED:

@@ -178,6 +178,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     # Incremental fetch sessions (KIP-227) kept at once; 0 for none (broker/fetch_sessions.py).
     "max.incremental.fetch.session.cache.slots": "1000",
     "max.connections": "10000",
+    # Kafka's default: a connection that has read nothing and has nothing being answered for
+    # this long is closed (server/idle_connections.py); a negative value never closes one.
+    "connections.max.idle.ms": "600000",
     "cluster.id": "kshim-cluster",
     "transaction.max.timeout.ms": "900000",
     "transactional.id.expiration.ms": "604800000",
@@ -208,6 +211,7 @@ _BROKER_VALIDATORS: dict[str, Callable[[str], str]] = {
         -1, LONG_MAX
     ),  # -1 (or 0): no bound, as in Kafka
     "max.connections": validators.integer(1, INT_MAX),
+    "connections.max.idle.ms": validators.integer(-1, LONG_MAX),
     "max.incremental.fetch.session.cache.slots": validators.integer(0, INT_MAX),
     "log.retention.check.interval.ms": validators.integer(1),
     "log.cleaner.enable": validators.boolean,
