@@ -22,6 +22,13 @@ from kshim.client.security import ClientSecurity
 from kshim.client.transaction_admin import TransactionAdmin
 from kshim.client.wire import parse_bootstrap
 from kshim.gateway.addresses import GatewayPorts
+from kshim.gateway.delay.dispatcher import DelayDispatcher
+from kshim.gateway.delay.upstream import (
+    DEFAULT_GROUP,
+    DEFAULT_SESSION_TIMEOUT_MS,
+    DelaySettings,
+    Upstream,
+)
 from kshim.gateway.gateway import Gateway, UpstreamUnavailable
 from kshim.gateway.review import DEFAULT_RETRY_MS, GatewayReviewer, GatewayReviewSettings
 from kshim.server.security.tls import TlsConfigError, server_context
@@ -59,6 +66,7 @@ def add_gateway_parser(commands: Commands) -> None:
     )
     _add_security_options(gateway)
     _add_review_options(gateway)
+    _add_delay_options(gateway)
     gateway.add_argument(
         "--metrics-listen",
         type=listener_argument,
@@ -108,6 +116,30 @@ def _add_review_options(gateway: OneLineArgumentParser) -> None:
     )
 
 
+def _add_delay_options(gateway: OneLineArgumentParser) -> None:
+    gateway.add_argument(
+        "--delay",
+        action="store_true",
+        help="deliver the records of the cluster's T.delay topics to T when due, with the "
+        "other gateways given --delay and the same --delay-group (docs/gateway.md)",
+    )
+    gateway.add_argument(
+        "--delay-group",
+        default=DEFAULT_GROUP,
+        help="the upstream consumer group the delivering gateways share (default %(default)s)",
+    )
+    gateway.add_argument(
+        "--delay-topics",
+        help="the T.delay topics to deliver, comma-separated (default: every *.delay topic)",
+    )
+    gateway.add_argument(
+        "--delay-session-timeout-ms",
+        type=int,
+        default=DEFAULT_SESSION_TIMEOUT_MS,
+        help="how soon the other gateways take over from one that died (default %(default)s)",
+    )
+
+
 def _upstream_argument(text: str) -> str:
     for address in text.split(","):
         bootstrap_argument(address)
@@ -128,7 +160,20 @@ def run_gateway(arguments: argparse.Namespace) -> None:
     reviewer = _reviewer(arguments, security)
     client_tls = _client_tls(arguments) if arguments.listener_security == "SSL" else None
     gateway = Gateway(upstream, host, ports, reviewer, security, client_tls)
-    run_on(arguments.event_loop, _serve(gateway, arguments.metrics_listen))
+    dispatcher = _dispatcher(arguments, security) if arguments.delay else None
+    run_on(arguments.event_loop, _serve(gateway, arguments.metrics_listen, dispatcher))
+
+
+def _dispatcher(arguments: argparse.Namespace, security: ClientSecurity | None) -> DelayDispatcher:
+    session_timeout_ms = arguments.delay_session_timeout_ms
+    topics = tuple(filter(None, (arguments.delay_topics or "").split(",")))
+    settings = DelaySettings(
+        group_id=arguments.delay_group,
+        topics=topics,
+        session_timeout_ms=session_timeout_ms,
+        heartbeat_interval_ms=max(session_timeout_ms // 3, 1),
+    )
+    return DelayDispatcher(Upstream(arguments.upstream, security), settings)
 
 
 def _client_tls(arguments: argparse.Namespace) -> ssl.SSLContext:
@@ -159,7 +204,9 @@ def _reviewer(
     return GatewayReviewer(lambda: TransactionAdmin(bootstrap, security=security), hook, settings)
 
 
-async def _serve(gateway: Gateway, metrics_listen: str | None) -> None:
+async def _serve(
+    gateway: Gateway, metrics_listen: str | None, dispatcher: DelayDispatcher | None
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGINT, signal.SIGTERM):
@@ -172,6 +219,8 @@ async def _serve(gateway: Gateway, metrics_listen: str | None) -> None:
     except UpstreamUnavailable as error:
         await gateway.stop()
         raise CommandFailed(str(error)) from error
+    if dispatcher is not None:
+        await _start_dispatcher(gateway, dispatcher)
     brokers = ", ".join(
         f"broker {node_id} at {gateway.ports.host}:{gateway.ports.port_of(node_id)}"
         for node_id in sorted(gateway.topology.brokers)
@@ -189,7 +238,19 @@ async def _serve(gateway: Gateway, metrics_listen: str | None) -> None:
     await stop.wait()
     if endpoint is not None:
         endpoint.stop()
+    if dispatcher is not None:
+        await dispatcher.stop()
     await gateway.stop()
+
+
+async def _start_dispatcher(gateway: Gateway, dispatcher: DelayDispatcher) -> None:
+    try:
+        await dispatcher.start()
+    except Exception as error:  # aiokafka's errors: the cluster refused or did not answer
+        await gateway.stop()
+        raise CommandFailed(f"cannot start delayed delivery: {error}") from error
+    print(f"kshim gateway: delivering delayed records (group {dispatcher.settings.group_id})",
+          flush=True)  # fmt: skip
 
 
 def _serve_metrics(gateway: Gateway, listen: str) -> MetricsEndpoint:
