@@ -70,7 +70,7 @@ class AnswerRewriter:
             answer = self._find_coordinator(version, answer)
         else:
             answer = self._describe_cluster(answer)
-        return _encode(api_key, version, correlation_id, answer)
+        return encode_answer(api_key, version, correlation_id, answer)
 
     def _address(self, node_id: int, host: str, port: int) -> tuple[str, int]:
         """The gateway address standing for upstream broker ``node_id`` at host:port."""
@@ -102,7 +102,8 @@ class AnswerRewriter:
         return dataclasses.replace(entry, host=host, port=port)
 
 
-def _encode(api_key: int, version: int, correlation_id: int, answer: Any) -> bytes:
+def encode_answer(api_key: int, version: int, correlation_id: int, answer: Any) -> bytes:
+    """An answer's payload (header and body, without the size) for kio's ``answer``."""
     flexible = api_key != API_VERSIONS_KEY and codec.is_flexible(api_key, version)
     body = codec.encode_entity(codec.response_class(api_key, version), answer)
     return encode_response_header(correlation_id, flexible) + body
@@ -120,7 +121,7 @@ def _api_versions(version: int, payload: bytes) -> bytes:
         return payload
     kept = tuple(_capped(entry) for entry in answer.api_keys if entry.api_key not in HIDDEN)
     answer = dataclasses.replace(answer, api_keys=kept)
-    return _encode(API_VERSIONS_KEY, version, correlation_id, answer)
+    return encode_answer(API_VERSIONS_KEY, version, correlation_id, answer)
 
 
 def _capped(entry: Any) -> Any:

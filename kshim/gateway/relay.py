@@ -4,15 +4,19 @@ Two asyncio protocols joined back to back. Requests go upstream as they arrive, 
 frame's header read on the way (requests.py) so that the answers, which Kafka sends in
 request order, are known by API and version as they come back: the few that name brokers
 are gathered and rewritten (answers.py), every other one is forwarded as its bytes arrive
-(splitter.py). Each side stops reading while the other cannot keep up (asyncio's
-pause_writing), so a slow client slows its broker connection rather than the gateway's
-memory. Either side closing closes the other. Threads: the event loop's only.
+(splitter.py). A Produce naming a delay companion (``T.delay``) is gathered whole and
+checked by the broker's rules first (delay_screen.py): the partitions refused are taken out
+of what goes upstream and answered in the upstream's answer to it. Each side stops reading
+while the other cannot keep up (asyncio's pause_writing), so a slow client slows its broker
+connection rather than the gateway's memory. Either side closing closes the other.
+Threads: the event loop's only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import cast
@@ -20,9 +24,11 @@ from typing import cast
 from kshim.gateway import requests
 from kshim.gateway.addresses import UnmappableBroker
 from kshim.gateway.answers import REWRITTEN, AnswerRewriter, UnreadableAnswer
+from kshim.gateway.delay_screen import DelayRules, merged_answer
 from kshim.gateway.splitter import Held, Piece, Splitter, Verdict
 from kshim.protocol.framing import FRAME_SIZE, MIN_REQUEST_SIZE, FrameError
 from kshim.protocol.headers import CORRELATION_ID
+from kshim.protocol.primitives import DecodeError
 
 log = logging.getLogger(__name__)
 # Kafka's socket.request.max.bytes default bounds a request; an answer is bounded by what
@@ -59,8 +65,12 @@ class ClientSide(asyncio.Protocol):
         rewriter: AnswerRewriter,
         closed: Callable[[ClientSide], None],
         counts: RelayCounts,
+        delay_rules: DelayRules | None = None,
     ) -> None:
         self._connect_upstream = connect_upstream
+        self._delay_rules = DelayRules() if delay_rules is None else delay_rules
+        # The requests to send upstream in place of the Held ones, in order.
+        self._replacements: collections.deque[bytes] = collections.deque()
         self._counts = counts
         self._closed = closed
         self._pending: collections.deque[requests.Pending] = collections.deque()
@@ -93,17 +103,36 @@ class ClientSide(asyncio.Protocol):
             log.info("closing a gateway connection: %s", error)
             self.close()
             return
+        if self._replacements:
+            pieces = [self._replacement() if isinstance(p, Held) else p for p in pieces]
         self.upstream.write(pieces)
+
+    def _replacement(self) -> bytes:
+        payload = self._replacements.popleft()
+        return FRAME_SIZE.pack(len(payload)) + payload
 
     def _request_seen(self, head: bytes | memoryview, size: int) -> Verdict:
         try:
-            pending = requests.read(head)
+            pending, names_delay = requests.inspect(head)
         except requests.NeedMore:
             return Verdict.MORE
+        verdict = Verdict.PASS
+        if names_delay:
+            if len(head) < size:  # checked whole, as it will be forwarded
+                return Verdict.MORE
+            try:
+                screened = self._delay_rules.screen(head)
+            except DecodeError as error:
+                raise FrameError(f"a Produce to a delay topic: {error}") from error
+            if screened.payload is not None:
+                self._replacements.append(screened.payload)
+                verdict = Verdict.HOLD
+            if pending is not None:
+                pending = dataclasses.replace(pending, refused=screened.refused)
         if pending is not None:
             self._pending.append(pending)
         self._counts.requests += 1
-        return Verdict.PASS
+        return verdict
 
     def write(self, pieces: list[bytes | memoryview]) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -147,7 +176,8 @@ class UpstreamSide(asyncio.Protocol):
         self._pending = pending
         self._rewriter = rewriter
         self._answers = Splitter(self._answer_seen, MIN_ANSWER_SIZE, MAX_ANSWER_BYTES)
-        self._held_for: requests.Pending | None = None
+        # The requests of the answers held whole, in order: one read can bring several.
+        self._held_for: collections.deque[requests.Pending] = collections.deque()
         self.transport: asyncio.Transport | None = None
         # Requests read before the connection is made: the client's reading is paused until
         # then, but a loop may deliver what it had already read.
@@ -161,7 +191,7 @@ class UpstreamSide(asyncio.Protocol):
             self._early = []
 
     def write(self, pieces: list[Piece]) -> None:
-        # Requests are never held (ClientSide decides PASS or MORE).
+        # Held requests were replaced (ClientSide.data_received).
         out = [piece for piece in pieces if not isinstance(piece, Held)]
         if self.transport is None:
             self._early += out
@@ -188,15 +218,17 @@ class UpstreamSide(asyncio.Protocol):
             raise UnexpectedAnswer(
                 f"correlation id {correlation_id}, expected {pending.correlation_id}"
             )
-        if pending.api_key in REWRITTEN:
-            self._held_for = pending
+        if pending.api_key in REWRITTEN or pending.refused:
+            self._held_for.append(pending)
             return Verdict.HOLD
         return Verdict.PASS
 
     def _rewritten(self, held: Held) -> bytes:
-        pending = self._held_for
-        assert pending is not None
-        payload = self._rewriter.rewrite(pending.api_key, pending.api_version, held.payload)
+        pending = self._held_for.popleft()
+        if pending.refused:
+            payload = merged_answer(pending.api_version, held.payload, pending.refused)
+        else:
+            payload = self._rewriter.rewrite(pending.api_key, pending.api_version, held.payload)
         self._counts.answers_rewritten += 1
         return FRAME_SIZE.pack(len(payload)) + payload
 
