@@ -43,7 +43,7 @@ def test_sqlite_source_to_sqlite_and_duckdb_through_broker_and_capture_kills(
             source_url=f"sqlite:///{tmp_path}/source.db",
             destinations=[f"sqlite:///{tmp_path}/dest.db"],  # --once runs, as a scheduler would
             streamed=[f"duckdb:///{tmp_path}/dest.duckdb"],  # one query through every kill
-            operations=10_000,
+            operations=6_000,
         ),
     )
 
@@ -57,7 +57,7 @@ def test_late_destination_bootstraps_from_the_full_view(
         Scenario(
             source_url=f"sqlite:///{tmp_path}/source.db",
             destinations=[f"sqlite:///{tmp_path}/dest.db"],
-            operations=3_000,
+            operations=1_500,
             kill_broker=False,
             kill_capture=False,
             late_destination=f"sqlite:///{tmp_path}/late.db",
