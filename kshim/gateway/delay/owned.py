@@ -160,7 +160,9 @@ class OwnedPartition:
             record.value,
             key=record.key,
             partition=partition,
-            timestamp_ms=record.timestamp if record.timestamp >= 0 else None,
+            # as produced: a record without a timestamp (-1) stays without one, as on kshim's
+            # broker, rather than stamped with its delivery time (aiokafka's None)
+            timestamp_ms=record.timestamp,
             headers=[*record.headers, header],
         )
 
