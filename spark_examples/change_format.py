@@ -203,9 +203,23 @@ def encode_schema_key(table: str, seq: int) -> bytes:
 
 def schema_key_table(key: bytes) -> str | None:
     """The table a schema-change key names, or None for any other key."""
-    document = json.loads(key.decode("utf-8"))
+    return _schema_table(json.loads(key.decode("utf-8")))
+
+
+def _schema_table(document: object) -> str | None:
     table = document.get("schema") if isinstance(document, dict) else None
     return table if isinstance(table, str) else None
+
+
+def decode_any_key(key: bytes) -> tuple[str, JsonRow | None]:
+    """(table, primary key) of a row's key, (table, None) of a schema-change key: the key
+    parsed once, where ``schema_key_table`` then ``decode_key`` parse it twice (the apply
+    sink reads every record's key). Raises KeyError or ValueError for any other key."""
+    document = json.loads(key.decode("utf-8"))
+    schema_table = _schema_table(document)
+    if schema_table is not None:
+        return schema_table, None
+    return document["table"], document["pk"]
 
 
 def encode_schema_value(seq: int, schema: TableSchema) -> bytes:

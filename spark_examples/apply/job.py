@@ -46,6 +46,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
+# A micro-batch pays about 0.15 to 0.25 s of Spark's own work whatever its size (query
+# progress, durationMs: latestOffset, walCommit, commitOffsets, queryPlanning), a tenth of a
+# batch of 20,000 changes on 2 cores; batches of 60,000 measured no less CPU per change (the
+# driver's Python and the JVM cost per change, about 35 and 25 ms per 1,000), so the bound
+# stays where the driver holds little.
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 20_000
 DEFAULT_TRIGGER_INTERVAL = "1 second"
 # The Java consumer's poll inside each Spark task; generous, as on a loaded 2-core machine.

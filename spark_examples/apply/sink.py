@@ -42,11 +42,10 @@ from spark_examples.apply.schema_changes import SchemaRejected, apply_schema, ra
 from spark_examples.change_format import (
     Change,
     JsonRow,
-    decode_key,
+    decode_any_key,
     decode_row,
     decode_schema_value,
     decode_value,
-    schema_key_table,
 )
 from spark_examples.databases import Columns, Database, PortableValue, Row
 from spark_examples.databases.schema import TableSchema
@@ -308,13 +307,12 @@ def decode_kshim(record: SourceRecord, destination: ColumnLookup) -> DecodedReco
     change or None for a delete). The format carries its types: ``destination`` is unused."""
     if record.key is None:
         raise ValueError("a change record needs a key (table and primary key)")
-    schema_table = schema_key_table(record.key)
-    if schema_table is not None:
+    table, key = decode_any_key(record.key)
+    if key is None:
         if record.value is None:
-            raise ValueError(f"the schema record of {schema_table!r} has no value")
+            raise ValueError(f"the schema record of {table!r} has no value")
         _seq, schema = decode_schema_value(record.value)
-        return schema_table, {}, schema
-    table, key = decode_key(record.key)
+        return table, {}, schema
     if record.value is None:
         return table, key, None
     change = decode_value(record.value)

@@ -10,10 +10,12 @@ import pytest
 
 from spark_examples.change_format import (
     Change,
+    decode_any_key,
     decode_key,
     decode_row,
     decode_value,
     encode_key,
+    encode_schema_key,
     encode_value,
 )
 
@@ -43,6 +45,15 @@ def test_key_is_compact_sorted_and_deterministic() -> None:
     assert encode_key("orders", {"id": 1}) == b'{"pk":{"id":1},"table":"orders"}'
     assert encode_key("t", {"b": 2, "a": "x"}) == encode_key("t", {"a": "x", "b": 2})
     assert decode_key(encode_key("t", {"b": 2, "a": "x"})) == ("t", {"a": "x", "b": 2})
+
+
+def test_any_key_is_read_in_one_parse_as_a_row_or_a_schema_key() -> None:
+    assert decode_any_key(encode_key("t", {"b": 2, "a": "x"})) == ("t", {"a": "x", "b": 2})
+    assert decode_any_key(encode_schema_key("orders", 17)) == ("orders", None)
+    with pytest.raises(KeyError):
+        decode_any_key(b'{"table":"t"}')
+    with pytest.raises(ValueError):
+        decode_any_key(b"not json")
 
 
 def test_value_round_trips_every_type_exactly() -> None:
