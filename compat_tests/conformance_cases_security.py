@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import os
+import time
 
 from compat_tests.conformance_probe import Exchange, Probe
 
@@ -16,6 +17,7 @@ NO_AUTHORIZER_TO_DESCRIBE = "No Authorizer is configured on the broker"
 TOPIC, LITERAL, READ, ALLOW, ANY = 2, 3, 3, 3, 1
 SCRAM_SHA_256 = 1
 ITERATIONS = 4096
+DESCRIBED_WITHIN_S = 10.0
 
 
 def sasl_handshake(probe: Probe, version: int) -> Exchange:
@@ -94,6 +96,7 @@ def describe_user_scram_credentials(probe: Probe, version: int) -> Exchange:
     user, nobody = probe.name("user"), probe.name("nobody")
     [created] = probe.call(51, 0, {"deletions": [], "upsertions": [upsertion(user)]}).results
     assert int(created.error_code) == 0, created
+    _wait_until_described(probe, user)
     described = {
         "user": user,
         "error_code": 0,
@@ -113,6 +116,19 @@ def describe_user_scram_credentials(probe: Probe, version: int) -> Exchange:
         "results": [described, missing],
     }
     return Exchange({"users": [{"name": user}, {"name": nobody}]}, lambda _: expected)
+
+
+def _wait_until_described(probe: Probe, user: str) -> None:
+    """Kafka answers AlterUserScramCredentials once the change is in its metadata log, and
+    DescribeUserScramCredentials from the broker's credential cache, which applies that log
+    a moment later (KRaft, KIP-554): the comparison waits until the user is described."""
+    deadline = time.monotonic() + DESCRIBED_WITHIN_S
+    while True:
+        answer = probe.call(50, 0, {"users": [{"name": user}]})
+        if [int(result.error_code) for result in answer.results] == [0]:
+            return
+        assert time.monotonic() < deadline, f"{user} not described after {DESCRIBED_WITHIN_S} s"
+        time.sleep(0.05)
 
 
 def upsertion(user: str) -> dict[str, object]:

@@ -11,9 +11,11 @@ import ssl
 from typing import TYPE_CHECKING
 
 from kshim.broker.config.broker_config import BrokerConfig
+from kshim.broker.config.keys import BROKER_DEFAULTS, broker_validator
 from kshim.broker.config.validators import ConfigError
 from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
 from kshim.cli.admin_options import Commands, add_command, bootstrap_argument, command_security
+from kshim.cli.argument_types import accepted_text
 from kshim.cli.config_sources import listener_argument
 from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError
 from kshim.cli.event_loop import run_on
@@ -29,6 +31,7 @@ from kshim.gateway.delay.upstream import (
     DelaySettings,
     Upstream,
 )
+from kshim.gateway.delay_screen import DelayRules
 from kshim.gateway.gateway import Gateway, UpstreamUnavailable
 from kshim.gateway.review import DEFAULT_RETRY_MS, GatewayReviewer, GatewayReviewSettings
 from kshim.server.security.tls import TlsConfigError, server_context
@@ -38,6 +41,9 @@ if TYPE_CHECKING:
 
 GATEWAY_PROGRAM = "kshim gateway"
 DEFAULT_GATEWAY_LISTEN = "127.0.0.1:19092"
+
+
+DELAY_MAX_KEY = "kshim.delay.max.ms"
 
 
 def add_gateway_parser(commands: Commands) -> None:
@@ -138,6 +144,20 @@ def _add_delay_options(gateway: OneLineArgumentParser) -> None:
         default=DEFAULT_SESSION_TIMEOUT_MS,
         help="how soon the other gateways take over from one that died (default %(default)s)",
     )
+    gateway.add_argument(
+        "--delay-max-ms",
+        type=_delay_max_argument,
+        default=int(BROKER_DEFAULTS[DELAY_MAX_KEY]),
+        help="how far ahead a record produced to T.delay may be due: the broker's "
+        f"{DELAY_MAX_KEY} (default %(default)s, two years)",
+    )
+
+
+def _delay_max_argument(text: str) -> int:
+    """argparse type of --delay-max-ms: what the broker's setting of that name accepts."""
+    validate = broker_validator(DELAY_MAX_KEY)
+    assert validate is not None
+    return int(accepted_text(text, validate))
 
 
 def _upstream_argument(text: str) -> str:
@@ -159,7 +179,8 @@ def run_gateway(arguments: argparse.Namespace) -> None:
     security = command_security(arguments.upstream_config)
     reviewer = _reviewer(arguments, security)
     client_tls = _client_tls(arguments) if arguments.listener_security == "SSL" else None
-    gateway = Gateway(upstream, host, ports, reviewer, security, client_tls)
+    rules = DelayRules(max_delay_ms=arguments.delay_max_ms)
+    gateway = Gateway(upstream, host, ports, reviewer, security, client_tls, rules)
     dispatcher = _dispatcher(arguments, security) if arguments.delay else None
     run_on(arguments.event_loop, _serve(gateway, arguments.metrics_listen, dispatcher))
 

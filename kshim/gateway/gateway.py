@@ -21,6 +21,7 @@ from kshim.client.security import ClientSecurity
 from kshim.client.wire import WireConnection
 from kshim.gateway.addresses import GatewayPorts, Topology
 from kshim.gateway.answers import METADATA_KEY, AnswerRewriter
+from kshim.gateway.delay_screen import DelayRules
 from kshim.gateway.relay import ClientSide, RelayCounts
 from kshim.gateway.review import GatewayReviewer
 
@@ -46,14 +47,18 @@ class Gateway:
         reviewer: GatewayReviewer | None = None,
         upstream_security: ClientSecurity | None = None,
         client_tls: ssl.SSLContext | None = None,
+        delay_rules: DelayRules | None = None,
     ) -> None:
         """``reviewer``: reviews the cluster's open transactions while the gateway runs.
         ``upstream_security``: how the gateway connects to the cluster (a Kafka client's
         properties): TLS for every connection; SASL for its own (the brokers' discovery),
         while each relayed client authenticates itself, its SASL exchange relayed.
         ``client_tls``: the clients' connections to every gateway port speak TLS
-        (server/security/tls.py builds it from a listener's Kafka settings)."""
+        (server/security/tls.py builds it from a listener's Kafka settings).
+        ``delay_rules``: how a Produce to ``T.delay`` is checked (the broker's defaults if
+        None)."""
         self.upstream = list(upstream)
+        self._delay_rules = DelayRules() if delay_rules is None else delay_rules
         self.upstream_security = upstream_security
         self._client_tls = client_tls
         self._upstream_tls = None if upstream_security is None else upstream_security.ssl_context()
@@ -142,7 +147,9 @@ class Gateway:
         async def connect(protocol: asyncio.Protocol) -> asyncio.Transport:
             return await self._connect_upstream(node_id, protocol)
 
-        client = ClientSide(connect, self._rewriter, self._clients.discard, self.counts)
+        client = ClientSide(
+            connect, self._rewriter, self._clients.discard, self.counts, self._delay_rules
+        )
         self._clients.add(client)
         self.counts.connections += 1
         return client

@@ -66,6 +66,7 @@ from confluent_kafka.admin import (
 from kshim.testing import BrokerProcess, failure_lines
 from tests.e2e import delay_scenarios as scenarios
 from tests.e2e.client_helpers import Deadline, unique_topic
+from tests.e2e.delay_max_scenario import MAX_DELAY_MS, furthest_due_time_is_the_setting
 from tests.e2e.delay_records import (
     CANCEL,
     DELAY_SUFFIX,
@@ -78,7 +79,6 @@ from tests.e2e.delay_records import (
     collect_until,
     confluent_producer,
     create_topic,
-    delay_ms,
     delayed_from,
     deliver_at,
     headers_of,
@@ -93,7 +93,6 @@ from tests.e2e.partition_reading import consume_until_end
 
 pytestmark = pytest.mark.timeout(120)
 
-MAX_DELAY_MS = 60_000
 KILL_RECORDS = 20_000
 # Far enough ahead that the 20,000 records are produced and scheduled before they are due.
 KILL_DUE_AHEAD_MS = 2500
@@ -204,27 +203,13 @@ def test_invalid_batch_is_refused(shared_broker: BrokerProcess, case: str) -> No
 
 
 def test_max_delay_setting(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data", settings=[f"kshim.delay.max.ms={MAX_DELAY_MS}"])
+    settings = [f"kshim.delay.max.ms={MAX_DELAY_MS}"]
+    broker = BrokerProcess(tmp_path / "data", settings=settings)
     broker.start()
     try:
         topic = unique_topic("delay-max")
         create_topic(broker.bootstrap, topic)
-        producer = confluent_producer(broker.bootstrap)
-        start = now_ms()
-        refused = [
-            Outgoing(b"k", b"+120 s", (deliver_at(start + 120_000),)),
-            Outgoing(b"k", b"+120 s", (delay_ms(120_000),), start),
-        ]
-        accepted = [
-            Outgoing(b"k", b"+30 s", (deliver_at(start + 30_000),)),
-            Outgoing(b"k", b"+30 s", (delay_ms(30_000),), start),
-        ]
-        for record in refused:  # one batch each
-            assert produce(producer, topic + DELAY_SUFFIX, [record]) == [
-                (KafkaError.INVALID_RECORD, None)
-            ]
-        for offset, record in enumerate(accepted):
-            assert produce(producer, topic + DELAY_SUFFIX, [record]) == [(None, offset)]
+        furthest_due_time_is_the_setting(broker.bootstrap, topic)
         assert broker.is_running()
     finally:
         broker.stop()

@@ -13,7 +13,6 @@ delivery transaction too (KIP-98); "pending" is read from the upstream schedule 
 
 Not run through a gateway, with why:
 
-- ``kshim.delay.max.ms`` set to 60 s: the gateway has no setting for it (two years always).
 - ``kshim delays --json``'s reads: it reads a broker's data directory; a gateway has none.
 - ``T.delay`` write-only, unlisted, read-only configs, not creatable: on Kafka a plain topic.
 - ``T.delay`` growing with ``T``: created by hand on Kafka, with ``T``'s partition count.
@@ -42,10 +41,12 @@ from kshim.gateway.delay.entries import (
 from kshim.testing import GatewayProcess, KafkaProcess
 from tests.e2e import delay_scenarios as scenarios
 from tests.e2e.client_helpers import Deadline, unique_topic
+from tests.e2e.delay_max_scenario import MAX_DELAY_MS, furthest_due_time_is_the_setting
 from tests.e2e.delay_records import (
     DELAY_SUFFIX,
     INVALID_BATCHES,
     Arrival,
+    create_topic,
     high_watermark,
     renumbered,
 )
@@ -232,9 +233,20 @@ def test_invalid_batch_is_refused(gateways: Gateways, case: str) -> None:
     scenarios.invalid_batch_is_refused(gateways, case)
 
 
-@pytest.mark.skip(reason="the gateway has no setting for kshim.delay.max.ms (two years always)")
-def test_max_delay_setting() -> None:
-    """The broker's test_max_delay_setting, once the gateway can be given the setting."""
+def test_max_delay_setting(kafka_upstream: KafkaProcess, tmp_path: Path) -> None:
+    """The broker's test_max_delay_setting: a gateway given ``--delay-max-ms`` checks
+    Produce to ``T.delay`` against it (no ``--delay`` needed to check)."""
+    topic = unique_topic("delay-max")
+    create_topic(kafka_upstream.bootstrap, topic)
+    create_topic(kafka_upstream.bootstrap, topic + DELAY_SUFFIX)
+    options = ["--delay-max-ms", str(MAX_DELAY_MS)]
+    gateway = GatewayProcess(str(tmp_path), kafka_upstream.bootstrap, options=options)
+    gateway.start()
+    try:
+        furthest_due_time_is_the_setting(gateway.bootstrap, topic)
+        assert gateway.is_running()
+    finally:
+        gateway.stop()
 
 
 def test_transactional_records_scheduled_on_commit_only(gateways: Gateways) -> None:
