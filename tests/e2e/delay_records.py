@@ -1,6 +1,7 @@
-"""Records, clients and waits of the delayed-delivery end-to-end tests, and the backend they
-run against: kshim's broker (tests/e2e/test_delayed_delivery.py) or gateways with
-``--delay`` in front of Apache Kafka (tests/gateway/test_gateway_delay_e2e.py)."""
+"""Records, clients and waits of the delayed-delivery scenarios run through gateways with
+``--delay`` in front of Apache Kafka (tests/gateway/test_gateway_delay_e2e.py), and the
+backend they run against; the scenarios are those of kshim's broker in
+tests/e2e/test_delayed_delivery.py."""
 
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Pro
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kshim.testing import BrokerProcess
-from tests.e2e.client_helpers import Deadline, unique_topic
+from tests.e2e.client_helpers import Deadline
 
 DELIVER_AT = "kshim-deliver-at"
 DELAY_MS = "kshim-delay-ms"
@@ -216,41 +216,6 @@ class DelayBackend(Protocol):
     def pending(self, topic: str) -> tuple[int, int | None]:
         """(records pending, next due time) of ``topic``'s delayed records."""
         ...
-
-
-class BrokerBackend:
-    """kshim's broker: ``T.delay`` comes with ``T``, and ``T``'s offsets count records only."""
-
-    def __init__(self, broker: BrokerProcess, status: Callable[[str], tuple[int, int | None]]):
-        self.broker = broker
-        self._status = status
-
-    @property
-    def bootstrap(self) -> str:
-        return self.broker.bootstrap
-
-    def topic(
-        self, label: str, partitions: int = 1, config: Mapping[str, str] | None = None
-    ) -> str:
-        topic = unique_topic(label)
-        create_topic(self.bootstrap, topic, partitions, config)
-        return topic
-
-    def numbered(self, arrivals: Sequence[Arrival]) -> list[Arrival]:
-        return list(arrivals)
-
-    def is_running(self) -> bool:
-        return self.broker.is_running()
-
-    def restart(self, kill: bool) -> None:
-        if kill:
-            self.broker.kill()
-        else:
-            self.broker.stop()
-        self.broker.start()
-
-    def pending(self, topic: str) -> tuple[int, int | None]:
-        return self._status(topic)
 
 
 def renumbered(arrivals: Sequence[Arrival]) -> list[Arrival]:

@@ -1,6 +1,7 @@
-"""The delayed-delivery scenarios that give the same verdicts on kshim's broker and through
-gateways with ``--delay`` in front of Apache Kafka: each takes the backend it runs against
-(tests/e2e/delay_records.py) and asserts what a client sees."""
+"""The delayed-delivery scenarios of kshim's broker (tests/e2e/test_delayed_delivery.py),
+with the same assertions, for gateways with ``--delay`` in front of Apache Kafka to give the
+same verdicts: each takes the backend it runs against (tests/e2e/delay_records.py) and
+asserts what a client sees."""
 
 from __future__ import annotations
 

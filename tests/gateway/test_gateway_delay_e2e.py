@@ -1,5 +1,5 @@
 """The broker's delayed-delivery end-to-end scenarios (tests/e2e/delay_scenarios.py, the
-same functions and assertions as tests/e2e/test_delayed_delivery.py) through two gateways
+same scenarios and assertions as tests/e2e/test_delayed_delivery.py) through two gateways
 with ``--delay`` in front of Apache Kafka, the clients bootstrapped to both: due order,
 kafka-python and aiokafka producers, a timestamp for ``kshim-delay-ms``, LogAppendTime,
 cancel and replace by key, each invalid batch refused with INVALID_RECORD, transactional
