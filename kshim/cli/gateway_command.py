@@ -19,6 +19,7 @@ from kshim.cli.argument_types import accepted_text
 from kshim.cli.config_sources import listener_argument
 from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError
 from kshim.cli.event_loop import run_on
+from kshim.cli.gateway_views import add_view_options, gateway_views
 from kshim.client.errors import reason
 from kshim.client.security import ClientSecurity
 from kshim.client.transaction_admin import TransactionAdmin
@@ -73,6 +74,7 @@ def add_gateway_parser(commands: Commands) -> None:
     _add_security_options(gateway)
     _add_review_options(gateway)
     _add_delay_options(gateway)
+    add_view_options(gateway)
     gateway.add_argument(
         "--metrics-listen",
         type=listener_argument,
@@ -180,7 +182,8 @@ def run_gateway(arguments: argparse.Namespace) -> None:
     reviewer = _reviewer(arguments, security)
     client_tls = _client_tls(arguments) if arguments.listener_security == "SSL" else None
     rules = DelayRules(max_delay_ms=arguments.delay_max_ms)
-    gateway = Gateway(upstream, host, ports, reviewer, security, client_tls, rules)
+    views = gateway_views(arguments, ports, security)
+    gateway = Gateway(upstream, host, ports, reviewer, security, client_tls, rules, views)
     dispatcher = _dispatcher(arguments, security) if arguments.delay else None
     run_on(arguments.event_loop, _serve(gateway, arguments.metrics_listen, dispatcher))
 
@@ -242,6 +245,9 @@ async def _serve(
         raise CommandFailed(str(error)) from error
     if dispatcher is not None:
         await _start_dispatcher(gateway, dispatcher)
+    if gateway.views is not None:
+        print(f"kshim gateway: serving full-data views (group "
+              f"{gateway.views.ownership.settings.group_id})", flush=True)  # fmt: skip
     brokers = ", ".join(
         f"broker {node_id} at {gateway.ports.host}:{gateway.ports.port_of(node_id)}"
         for node_id in sorted(gateway.topology.brokers)

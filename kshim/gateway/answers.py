@@ -15,7 +15,7 @@ Every other answer is relayed untouched (relay.py).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kshim.client.frames import MalformedResponseError, decode_response
@@ -47,6 +47,9 @@ class UnreadableAnswer(Exception):
 
 # Told of each upstream broker seen for the first time (its gateway port must then listen).
 NewBroker = Callable[[int], None]
+# Rewrites a Metadata answer's full-data views (full/metadata.py): the decoded answer, and
+# whether it answers a request for every topic.
+ViewsInMetadata = Callable[[object, bool], object]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -54,18 +57,23 @@ class AnswerRewriter:
     ports: GatewayPorts
     topology: Topology
     new_broker: NewBroker
+    views: ViewsInMetadata | None = None
+    version_caps: Mapping[int, int] = dataclasses.field(default_factory=lambda: VERSION_CAPS)
 
-    def rewrite(self, api_key: int, version: int, payload: bytes) -> bytes:
-        """The answer ``payload`` (a frame without its size) as the client gets it; raises
+    def rewrite(self, api_key: int, version: int, payload: bytes, lists_all: bool = False) -> bytes:
+        """The answer ``payload`` (a frame without its size) as the client gets it;
+        ``lists_all``: a Metadata answer to a request for every topic. Raises
         UnreadableAnswer."""
         if api_key == API_VERSIONS_KEY:
-            return _api_versions(version, payload)
+            return _api_versions(version, payload, self.version_caps)
         try:
             correlation_id, answer = decode_response(api_key, version, payload)
         except (MalformedResponseError, KeyError) as error:
             raise UnreadableAnswer(f"api {api_key} v{version}: {error}") from error
         if api_key == METADATA_KEY:
             answer = self._metadata(answer)
+            if self.views is not None:
+                answer = self.views(answer, lists_all)
         elif api_key == FIND_COORDINATOR_KEY:
             answer = self._find_coordinator(version, answer)
         else:
@@ -109,7 +117,7 @@ def encode_answer(api_key: int, version: int, correlation_id: int, answer: Any) 
     return encode_response_header(correlation_id, flexible) + body
 
 
-def _api_versions(version: int, payload: bytes) -> bytes:
+def _api_versions(version: int, payload: bytes, caps: Mapping[int, int]) -> bytes:
     """ApiVersions with the versions the gateway cannot relay taken off. An answer that is
     not of the version asked (the v0-format refusal of a version above the broker's, KIP-511)
     goes through unchanged: the client asks again at a version both know."""
@@ -119,13 +127,13 @@ def _api_versions(version: int, payload: bytes) -> bytes:
         return payload
     if answer.error_code != 0:
         return payload
-    kept = tuple(_capped(entry) for entry in answer.api_keys if entry.api_key not in HIDDEN)
+    kept = tuple(_capped(entry, caps) for entry in answer.api_keys if entry.api_key not in HIDDEN)
     answer = dataclasses.replace(answer, api_keys=kept)
     return encode_answer(API_VERSIONS_KEY, version, correlation_id, answer)
 
 
-def _capped(entry: Any) -> Any:
-    cap = VERSION_CAPS.get(entry.api_key)
+def _capped(entry: Any, caps: Mapping[int, int]) -> Any:
+    cap = caps.get(entry.api_key)
     if cap is None or entry.max_version <= cap:
         return entry
     return dataclasses.replace(entry, max_version=max(cap, entry.min_version))

@@ -1,4 +1,5 @@
-"""Sans-io screening of a Produce naming a delay companion, by kshim's broker's rules.
+"""Sans-io screening of a Produce naming a delay companion (or a view), by kshim's broker's
+rules.
 
 On kshim's broker a batch produced to ``T.delay`` is refused whole, with INVALID_RECORD
 and the reason as the answer's error_message (v8+), when one of its records asks for no
@@ -14,6 +15,9 @@ does not keep the others out:
   (``merged_answer``). A request left with no partition still goes upstream, Kafka
   answering an empty Produce with an empty answer: the gateway makes no answer of its own,
   so every answer keeps its place in the connection's order (relay.py).
+
+Where the gateways serve full-data views, a Produce to ``T.full`` is refused the same way,
+INVALID_REQUEST, as the broker refuses it: the view is read-only.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from kshim.broker.clock import wall_clock_ms
 from kshim.broker.config.keys import BROKER_DEFAULTS
 from kshim.broker.delay.naming import reserved_for_delay
 from kshim.broker.delay.requests import check_batch
+from kshim.broker.full_view.naming import reserved_for_view
 from kshim.broker.partitions.batch_checks import Refused, check_records, checked_batch
 from kshim.client.frames import MalformedResponseError, decode_response
 from kshim.gateway.answers import UnreadableAnswer, encode_answer
@@ -58,6 +63,9 @@ class DelayRules:
 
     max_delay_ms: int = DEFAULT_MAX_DELAY_MS
     clock: Callable[[], int] = wall_clock_ms
+    # Refuse every batch for a full-data view ``T.full``, read-only as on the broker, where
+    # the gateways serve views (its placeholder topic upstream would take them).
+    read_only_views: bool = False
 
     def screen(self, payload: bytes | bytearray | memoryview) -> Screened:
         """The request (a frame without its size) to send upstream in place of the client's
@@ -71,13 +79,23 @@ class DelayRules:
         refused = tuple(
             Refusal(topic.name, partition.index, *refusal)
             for topic in request.topic_data
-            if reserved_for_delay(topic.name)
             for partition in topic.partition_data
-            if (refusal := self._refusal(partition.records, now_ms)) is not None
+            if (refusal := self._topic_refusal(topic.name, partition.records, now_ms))
         )
         if not refused:
             return Screened(None, ())
         return Screened(payload[:body] + _without(version, payload, body, refused), refused)
+
+    def _topic_refusal(
+        self, name: str, records: memoryview | None, now_ms: int
+    ) -> tuple[int, str] | None:
+        if reserved_for_delay(name):
+            return self._refusal(records, now_ms)
+        if self.read_only_views and reserved_for_view(name):
+            # The broker's words (kshim/broker/topic_resolver.py).
+            message = f"{name} is a read-only full-data view; produce to its topic instead"
+            return ErrorCode.invalid_request.value, message
+        return None
 
     def _refusal(self, records: memoryview | None, now_ms: int) -> tuple[int, str] | None:
         """Why the broker would refuse the batch (error code, message), as PartitionService

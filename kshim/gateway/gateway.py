@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import socket
 import ssl
@@ -20,8 +21,10 @@ from kshim.client.sasl import AuthenticationFailed
 from kshim.client.security import ClientSecurity
 from kshim.client.wire import WireConnection
 from kshim.gateway.addresses import GatewayPorts, Topology
-from kshim.gateway.answers import METADATA_KEY, AnswerRewriter
+from kshim.gateway.answers import METADATA_KEY, VERSION_CAPS, AnswerRewriter
 from kshim.gateway.delay_screen import DelayRules
+from kshim.gateway.full.requests import FETCH_KEY, MAX_FETCH_VERSION
+from kshim.gateway.full.service import GatewayViews
 from kshim.gateway.relay import ClientSide, RelayCounts
 from kshim.gateway.review import GatewayReviewer
 
@@ -48,6 +51,7 @@ class Gateway:
         upstream_security: ClientSecurity | None = None,
         client_tls: ssl.SSLContext | None = None,
         delay_rules: DelayRules | None = None,
+        views: GatewayViews | None = None,
     ) -> None:
         """``reviewer``: reviews the cluster's open transactions while the gateway runs.
         ``upstream_security``: how the gateway connects to the cluster (a Kafka client's
@@ -56,9 +60,12 @@ class Gateway:
         ``client_tls``: the clients' connections to every gateway port speak TLS
         (server/security/tls.py builds it from a listener's Kafka settings).
         ``delay_rules``: how a Produce to ``T.delay`` is checked (the broker's defaults if
-        None)."""
+        None). ``views``: ``T.full`` served with the other gateways given views (full/);
+        Fetch is then offered up to v12, whose requests name their topics."""
         self.upstream = list(upstream)
         self._delay_rules = DelayRules() if delay_rules is None else delay_rules
+        if views is not None:
+            self._delay_rules = dataclasses.replace(self._delay_rules, read_only_views=True)
         self.upstream_security = upstream_security
         self._client_tls = client_tls
         self._upstream_tls = None if upstream_security is None else upstream_security.ssl_context()
@@ -67,7 +74,13 @@ class Gateway:
         self.listen_host = listen_host
         self.ports = ports
         self.topology = Topology()
-        self._rewriter = AnswerRewriter(ports, self.topology, self._broker_seen)
+        self.views = views
+        if views is None:
+            self._rewriter = AnswerRewriter(ports, self.topology, self._broker_seen)
+        else:
+            caps = {**VERSION_CAPS, FETCH_KEY: MAX_FETCH_VERSION}
+            rewrite = views.metadata_rewrite()
+            self._rewriter = AnswerRewriter(ports, self.topology, self._broker_seen, rewrite, caps)
         self._servers: dict[int | None, asyncio.Server] = {}  # by node id; None: bootstrap
         self._bound_nodes: set[int] = set()
         self._starting: set[asyncio.Task[None]] = set()
@@ -79,6 +92,8 @@ class Gateway:
         that cannot be bound, UpstreamUnavailable."""
         self._servers[None] = await self._serve(self._bound(self.ports.bootstrap_port), None)
         await self.discover()
+        if self.views is not None:
+            await self.views.start()
         if self.reviewer is not None:
             self._reviewing = asyncio.get_running_loop().create_task(self.reviewer.run())
 
@@ -102,6 +117,8 @@ class Gateway:
             self._reviewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reviewing
+        if self.views is not None:
+            await self.views.stop()
         await self._started()
         for server in self._servers.values():
             server.close()
@@ -148,7 +165,12 @@ class Gateway:
             return await self._connect_upstream(node_id, protocol)
 
         client = ClientSide(
-            connect, self._rewriter, self._clients.discard, self.counts, self._delay_rules
+            connect,
+            self._rewriter,
+            self._clients.discard,
+            self.counts,
+            self._delay_rules,
+            self.views,
         )
         self._clients.add(client)
         self.counts.connections += 1

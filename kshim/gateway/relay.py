@@ -6,7 +6,9 @@ request order, are known by API and version as they come back: the few that name
 are gathered and rewritten (answers.py), every other one is forwarded as its bytes arrive
 (splitter.py). A Produce naming a delay companion (``T.delay``) is gathered whole and
 checked by the broker's rules first (delay_screen.py): the partitions refused are taken out
-of what goes upstream and answered in the upstream's answer to it. Each side stops reading
+of what goes upstream and answered in the upstream's answer to it. Requests that read a
+full-data view ``T.full`` are answered by the gateway itself, in their turn among the
+upstream's answers (local_steps.py, full/). Each side stops reading
 while the other cannot keep up (asyncio's pause_writing), so a slow client slows its broker
 connection rather than the gateway's memory. Either side closing closes the other.
 Threads: the event loop's only.
@@ -25,6 +27,8 @@ from kshim.gateway import requests
 from kshim.gateway.addresses import UnmappableBroker
 from kshim.gateway.answers import REWRITTEN, AnswerRewriter, UnreadableAnswer
 from kshim.gateway.delay_screen import DelayRules, merged_answer
+from kshim.gateway.full.requests import RELAY, Route
+from kshim.gateway.local_steps import LocalSteps, Served, Step
 from kshim.gateway.splitter import Held, Piece, Splitter, Verdict
 from kshim.protocol.framing import FRAME_SIZE, MIN_REQUEST_SIZE, FrameError
 from kshim.protocol.headers import CORRELATION_ID
@@ -65,17 +69,22 @@ class ClientSide(asyncio.Protocol):
         rewriter: AnswerRewriter,
         closed: Callable[[ClientSide], None],
         counts: RelayCounts,
-        delay_rules: DelayRules | None = None,
+        delay_rules: DelayRules,
+        served: Served | None = None,
     ) -> None:
         self._connect_upstream = connect_upstream
-        self._delay_rules = DelayRules() if delay_rules is None else delay_rules
-        # The requests to send upstream in place of the Held ones, in order.
-        self._replacements: collections.deque[bytes] = collections.deque()
+        self._delay_rules = delay_rules
+        self._served = served
+        # What each Held request becomes, in order: the request to send upstream in its
+        # place, or a step answered or prepared by the gateway.
+        self._held: collections.deque[bytes | Step] = collections.deque()
+        self._upstream_answers = 0  # answers asked of the upstream so far
         self._counts = counts
         self._closed = closed
         self._pending: collections.deque[requests.Pending] = collections.deque()
         self._requests = Splitter(self._request_seen, MIN_REQUEST_SIZE, MAX_REQUEST_BYTES)
         self.upstream = UpstreamSide(self, self._pending, rewriter, counts)
+        self.steps = LocalSteps(self, served)
         self.transport: asyncio.Transport | None = None
         self._connecting: asyncio.Task[None] | None = None
 
@@ -103,20 +112,38 @@ class ClientSide(asyncio.Protocol):
             log.info("closing a gateway connection: %s", error)
             self.close()
             return
-        if self._replacements:
-            pieces = [self._replacement() if isinstance(p, Held) else p for p in pieces]
-        self.upstream.write(pieces)
+        if not self._held:
+            self.steps.relay(pieces)
+            return
+        self.steps.relay(
+            [self._use(piece) if isinstance(piece, Held) else piece for piece in pieces]
+        )
 
-    def _replacement(self) -> bytes:
-        payload = self._replacements.popleft()
-        return FRAME_SIZE.pack(len(payload)) + payload
+    def _use(self, held: Held) -> Piece | Step:
+        use = self._held.popleft()
+        if isinstance(use, Step):
+            use.payload = held.payload
+            return use
+        return FRAME_SIZE.pack(len(use)) + use
 
     def _request_seen(self, head: bytes | memoryview, size: int) -> Verdict:
+        routing = RELAY if self._served is None else self._served.route(head, size)
+        if routing.route is Route.MORE:
+            return Verdict.MORE
+        if routing.route is Route.ANSWER:
+            self._held.append(Step(Route.ANSWER, after=self._upstream_answers))
+            self._counts.requests += 1
+            return Verdict.HOLD
         try:
-            pending, names_delay = requests.inspect(head)
+            pending, names_delay = requests.inspect(head, self._served is not None)
         except requests.NeedMore:
             return Verdict.MORE
         verdict = Verdict.PASS
+        if routing.route is Route.PREPARE:
+            self._held.append(Step(Route.PREPARE, after=self._upstream_answers))
+            verdict = Verdict.HOLD
+        if routing.lists_all and pending is not None:
+            pending = dataclasses.replace(pending, lists_all=True)
         if names_delay:
             if len(head) < size:  # checked whole, as it will be forwarded
                 return Verdict.MORE
@@ -125,12 +152,13 @@ class ClientSide(asyncio.Protocol):
             except DecodeError as error:
                 raise FrameError(f"a Produce to a delay topic: {error}") from error
             if screened.payload is not None:
-                self._replacements.append(screened.payload)
+                self._held.append(screened.payload)
                 verdict = Verdict.HOLD
             if pending is not None:
                 pending = dataclasses.replace(pending, refused=screened.refused)
         if pending is not None:
             self._pending.append(pending)
+            self._upstream_answers += 1
         self._counts.requests += 1
         return verdict
 
@@ -146,6 +174,7 @@ class ClientSide(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.upstream.close()
+        self.steps.cancel()
         if self._connecting is not None and not self._connecting.done():
             self._connecting.cancel()
         self._closed(self)
@@ -208,6 +237,12 @@ class UpstreamSide(asyncio.Protocol):
             self._client.close()
             return
         self._client.write(out)
+        self._client.steps.advance()
+
+    @property
+    def answers_completed(self) -> int:
+        """The upstream's answers forwarded to the client to their last byte."""
+        return self._answers.completed
 
     def _answer_seen(self, head: bytes | memoryview, size: int) -> Verdict:
         if not self._pending:
@@ -228,7 +263,9 @@ class UpstreamSide(asyncio.Protocol):
         if pending.refused:
             payload = merged_answer(pending.api_version, held.payload, pending.refused)
         else:
-            payload = self._rewriter.rewrite(pending.api_key, pending.api_version, held.payload)
+            payload = self._rewriter.rewrite(
+                pending.api_key, pending.api_version, held.payload, pending.lists_all
+            )
         self._counts.answers_rewritten += 1
         return FRAME_SIZE.pack(len(payload)) + payload
 

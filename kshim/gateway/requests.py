@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from kshim.broker.delay.naming import DELAY_SUFFIX, reserved_for_delay
+from kshim.broker.full_view.naming import VIEW_SUFFIX, reserved_for_view
 from kshim.protocol.headers import REQUEST_HEADER_FIXED, parse_request_header
 from kshim.protocol.primitives import DecodeError, read_tagged_fields, read_unsigned_varint
 
@@ -32,6 +33,7 @@ INT32 = struct.Struct(">i")
 TIMEOUT_LENGTH = INT32.size
 PARTITION_INDEX_LENGTH = INT32.size
 SUFFIX = DELAY_SUFFIX.encode()
+VIEW_MARK = VIEW_SUFFIX.encode()
 PRODUCE_HEAD_BOUND = REQUEST_HEADER_FIXED.size + 2 * (2 + 32_767) + 16
 
 
@@ -58,6 +60,7 @@ class Pending:
     # A Produce's partitions the gateway refused itself and took out of the request sent
     # upstream, their answers merged into the upstream's (delay_screen.py).
     refused: tuple[Refusal, ...] = ()
+    lists_all: bool = False  # a Metadata request for every topic (views are left out)
 
 
 def read(payload: bytes | bytearray | memoryview) -> Pending | None:
@@ -68,15 +71,18 @@ def read(payload: bytes | bytearray | memoryview) -> Pending | None:
     return pending
 
 
-def inspect(payload: bytes | bytearray | memoryview) -> tuple[Pending | None, bool]:
-    """``read``'s answer, and whether the request is a Produce naming a delay companion.
-    Raises NeedMore as ``read`` does, and when a topic name lies past ``payload``."""
+def inspect(
+    payload: bytes | bytearray | memoryview, views: bool = False
+) -> tuple[Pending | None, bool]:
+    """``read``'s answer, and whether the request is a Produce naming a delay companion (or,
+    with ``views``, a full-data view). Raises NeedMore as ``read`` does, and when a topic
+    name lies past ``payload``."""
     pending, after_acks = _read(payload)
     if after_acks < 0:
         return pending, False
     flexible = REQUEST_HEADER_FIXED.unpack_from(payload, 0)[1] >= FIRST_FLEXIBLE_PRODUCE
     try:
-        return pending, _names_delay(payload, after_acks + TIMEOUT_LENGTH, flexible)
+        return pending, _names_delay(payload, after_acks + TIMEOUT_LENGTH, flexible, views)
     except DecodeError as error:  # a varint running past the end
         raise NeedMore from error
 
@@ -111,23 +117,35 @@ def _produce_acks(payload: bytes, version: int) -> tuple[int, int]:
     return acks, position
 
 
-def _names_delay(payload: bytes | bytearray | memoryview, position: int, flexible: bool) -> bool:
+def _names_delay(
+    payload: bytes | bytearray | memoryview, position: int, flexible: bool, views: bool
+) -> bool:
     """Whether a topic of the Produce whose topics array starts at ``position`` is a
-    delay companion; raises NeedMore (or DecodeError) when a name lies past ``payload``."""
+    delay companion (or a view); raises NeedMore (or DecodeError) when a name lies past
+    ``payload``."""
     count, position = _length(payload, position, flexible, INT32)
     for remaining in range(count - 1, -1, -1):
         length, position = _length(payload, position, flexible, INT16)
         end = position + length
         if length < 0 or end > len(payload):
             raise NeedMore
-        # The bytes first: a name is decoded only when it ends in ".delay".
-        if payload[end - len(SUFFIX) : end] == SUFFIX and reserved_for_delay(
-            str(payload[position:end], "utf-8", "replace")
-        ):
+        # The bytes first: a name is decoded only when it ends in ".delay" (or ".full").
+        if _screened_name(payload, position, end, views):
             return True
         if not remaining:  # the last topic: its partitions name nothing
             return False
         position = _skip_partitions(payload, end, flexible)
+    return False
+
+
+def _screened_name(
+    payload: bytes | bytearray | memoryview, start: int, end: int, views: bool
+) -> bool:
+    ending = payload[end - len(SUFFIX) : end]
+    if ending == SUFFIX:
+        return reserved_for_delay(str(payload[start:end], "utf-8", "replace"))
+    if views and ending[-len(VIEW_MARK) :] == VIEW_MARK:
+        return reserved_for_view(str(payload[start:end], "utf-8", "replace"))
     return False
 
 

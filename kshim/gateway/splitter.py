@@ -54,6 +54,7 @@ class Splitter:
         "_passing",
         "_size",
         "_whole_wanted",
+        "completed",
     )
 
     def __init__(self, decide: Decide, min_size: int, max_size: int) -> None:
@@ -65,6 +66,9 @@ class Splitter:
         self._passing = 0  # bytes of the current frame still to forward as they come
         self._holding = False  # the frame is gathered whole and handed on as Held
         self._whole_wanted = False  # decide said MORE: gather it whole, then ask again
+        # Frames handed on to their end: a relay answering some requests itself writes its
+        # answer once every earlier answer has gone out whole (relay.py).
+        self.completed = 0
 
     def feed(self, data: bytes) -> list[Piece]:
         pieces: list[Piece] = []
@@ -76,6 +80,8 @@ class Splitter:
                 pieces.append(view[position : position + take])
                 self._passing -= take
                 position += take
+                if not self._passing:
+                    self.completed += 1
                 continue
             if self._size < 0 and not self._head:
                 position = self._whole_frames(data, view, position, pieces)
@@ -110,6 +116,7 @@ class Splitter:
                 pieces.append(Held(data[body:end]))
                 start = end
             position = end
+            self.completed += 1
         if position > start:
             pieces.append(view[start:position] if start or position < len(data) else data)
         return position
@@ -144,6 +151,8 @@ class Splitter:
             if verdict is Verdict.PASS:
                 pieces.append(bytes(self._head))
                 self._passing = self._size - body
+                if not self._passing:
+                    self.completed += 1
                 self._next_frame()
                 return
             if verdict is Verdict.MORE:
@@ -154,6 +163,7 @@ class Splitter:
             self._holding = True
         if whole:
             pieces.append(Held(bytes(self._head[FRAME_SIZE_LENGTH:])))
+            self.completed += 1
             self._next_frame()
 
     def _next_frame(self) -> None:

@@ -161,7 +161,7 @@ class _Client(ClientSide):
     """A relay's client side with no connection, keeping what is written to it."""
 
     def __init__(self, rewriter: AnswerRewriter) -> None:
-        super().__init__(_no_upstream, rewriter, lambda _: None, RelayCounts())
+        super().__init__(_no_upstream, rewriter, lambda _: None, RelayCounts(), DelayRules())
         self.written = b""
         self.closed = False
 

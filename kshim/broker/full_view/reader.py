@@ -13,13 +13,14 @@ worker threads.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kshim.broker.full_view.view import FullView
 from kshim.broker.partition_reads import PartitionOffsets, TimestampHit
 from kshim.protocol.record_batch import empty_batch, read_header, set_last_offset_delta
 from kshim.storage.interface import TopicPartition
-from kshim.storage.views.full_view_store import FullViewStore
+from kshim.storage.views.full_view_store import FullViewStore, StoredRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,16 +58,17 @@ async def read_view(
     if fetch_offset < 0 or fetch_offset > offsets.high_watermark:
         return ViewRead(offsets, (), out_of_range=True)
     batches = await asyncio.to_thread(
-        _read_batches, view.store, source, fetch_offset, max_bytes,
+        widened_batches, view.store, source, fetch_offset, max_bytes,
         offsets.high_watermark,
     )  # fmt: skip
     return ViewRead(offsets, batches)
 
 
-def _read_batches(
+def widened_batches(
     store: FullViewStore, source: TopicPartition, start: int, max_bytes: int, upper: int
 ) -> tuple[bytes, ...]:
-    """Worker thread: the stored batches, each widened to reach the next one."""
+    """Worker thread: the stored batches from ``start`` below ``upper`` (the high
+    watermark), each widened to reach the next one; also read by the gateway's index."""
     if start >= upper:
         return ()
     records, next_offset = store.read(source, start, upper, max_bytes)
@@ -88,6 +90,14 @@ async def offset_for_timestamp(
     record with the largest timestamp when ``timestamp`` is None; None when none."""
     records = await asyncio.to_thread(view.store.live_records, source)
     high_watermark = await view.applied_position(source)
+    return timestamp_hit(records, high_watermark, timestamp)
+
+
+def timestamp_hit(
+    records: Sequence[StoredRecord], high_watermark: int, timestamp: int | None
+) -> TimestampHit | None:
+    """``offset_for_timestamp``'s answer among the live ``records`` below the high
+    watermark; also the gateway's index's."""
     stamped = [
         (record.offset, read_header(record.batch).max_timestamp)
         for record in records

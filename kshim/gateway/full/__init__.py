@@ -1,0 +1,1 @@
+"""The gateway's full-data views (``T.full``): built from the upstream cluster's ``T``."""
