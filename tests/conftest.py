@@ -11,6 +11,12 @@ import pytest
 
 from kshim.testing import BrokerProcess
 
+# Scenario modules shared by the broker's tests and the gateway's: their asserts show the
+# values compared, as a test module's do.
+pytest.register_assert_rewrite(
+    "tests.e2e.delay_scenarios", "tests.e2e.delay_records", "tests.e2e.delay_max_scenario"
+)
+
 # kafka-python 3 names the thread that runs each client's network loop so.
 KAFKA_PYTHON_IO_THREAD = "kafka-io-"
 THREAD_EXIT_WAIT_S = 5.0

@@ -1,7 +1,6 @@
-"""Records, clients and waits of the delayed-delivery scenarios run through gateways with
-``--delay`` in front of Apache Kafka (tests/gateway/test_gateway_delay_e2e.py), and the
-backend they run against; the scenarios are those of kshim's broker in
-tests/e2e/test_delayed_delivery.py."""
+"""Records, clients and waits of the delayed-delivery end-to-end tests, and the backend they
+run against: kshim's broker (tests/e2e/test_delayed_delivery.py) or gateways with
+``--delay`` in front of Apache Kafka (tests/gateway/test_gateway_delay_e2e.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +30,14 @@ CLOCK_SLACK_MS = 50
 LATE_MS = 3000
 # How long past a due time a record that must never arrive is waited for.
 NEVER_WAIT_S = 1.5
+# How far ahead a record is due that must be pending still when a later record (or a change
+# to it) is read, after a stall of a second or more on a loaded 2-core machine (a cold
+# idempotent producer's first batch alone took half a second here).
+PENDING_AHEAD_MS = 3000
+# A producer's linger.ms for records that must go in one batch: longer than produce()'s
+# flush waits, so that only the flush sends them, which librdkafka does at once. At 100 ms,
+# a pause between two produce() calls on a loaded machine sent the first record alone.
+ONE_BATCH_LINGER_MS = 60_000
 THREE_YEARS_MS = 3 * 365 * 24 * 3600 * 1000
 ONE_DAY_MS = 24 * 3600 * 1000
 

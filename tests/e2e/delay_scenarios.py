@@ -1,7 +1,6 @@
-"""The delayed-delivery scenarios of kshim's broker (tests/e2e/test_delayed_delivery.py),
-with the same assertions, for gateways with ``--delay`` in front of Apache Kafka to give the
-same verdicts: each takes the backend it runs against (tests/e2e/delay_records.py) and
-asserts what a client sees."""
+"""The delayed-delivery scenarios that give the same verdicts on kshim's broker and through
+gateways with ``--delay`` in front of Apache Kafka: each takes the backend it runs against
+(tests/e2e/delay_records.py) and asserts what a client sees."""
 
 from __future__ import annotations
 
@@ -25,7 +24,9 @@ from tests.e2e.delay_records import (
     INVALID_BATCHES,
     LATE_MS,
     NEVER_WAIT_S,
+    ONE_BATCH_LINGER_MS,
     ONE_DAY_MS,
+    PENDING_AHEAD_MS,
     REPLACE,
     Arrival,
     DelayBackend,
@@ -191,7 +192,7 @@ def cancel_and_replace_by_key(backend: DelayBackend) -> None:
     producer = confluent_producer(bootstrap, **{"enable.idempotence": True})
     with reader(bootstrap, topic) as consumer:
         start = now_ms()
-        due, later = start + 1500, start + 1700
+        due, later = start + PENDING_AHEAD_MS, start + PENDING_AHEAD_MS + 200
         scheduled = [
             Outgoing(b"k1", b"first", (deliver_at(due),)),  # 0: cancelled by 4
             Outgoing(b"k1", b"second", (deliver_at(later),)),  # 1: cancelled by 4
@@ -202,7 +203,7 @@ def cancel_and_replace_by_key(backend: DelayBackend) -> None:
         time.sleep(0.3)  # read into the schedule: cancelled from there, not from one batch
         changes = [
             Outgoing(b"k1", None, ((CANCEL, b""),)),  # 4: never delivered itself
-            Outgoing(b"k2", b"new", ((REPLACE, b""), deliver_at(start + 1600))),  # 5
+            Outgoing(b"k2", b"new", ((REPLACE, b""), deliver_at(due + 100))),  # 5
             Outgoing(b"k4", b"replaces nothing", ((REPLACE, b"yes"), deliver_at(due))),  # 6
             Outgoing(b"k5", b"cancelled by 8", (deliver_at(due),)),  # 7
             Outgoing(b"k5", b"", ((CANCEL, b"any value"), ("trace", b"x"))),  # 8
@@ -234,8 +235,7 @@ def cancel_and_replace_by_key(backend: DelayBackend) -> None:
 def invalid_batch_is_refused(backend: DelayBackend, case: str) -> None:
     bootstrap = backend.bootstrap
     topic = backend.topic(f"delay-invalid-{case}")
-    # linger.ms: a case's records go in one batch, as the refusal of the whole batch needs
-    producer = confluent_producer(bootstrap, **{"linger.ms": 100})
+    producer = confluent_producer(bootstrap, **{"linger.ms": ONE_BATCH_LINGER_MS})  # one batch
     start = now_ms()
     batch = INVALID_BATCHES[case](start)
     assert produce(producer, topic + DELAY_SUFFIX, batch) == [

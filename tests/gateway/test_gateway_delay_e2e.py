@@ -16,7 +16,8 @@ Not run through a gateway, with why:
 - ``kshim delays --json``'s reads: it reads a broker's data directory; a gateway has none.
 - ``T.delay`` write-only, unlisted, read-only configs, not creatable: on Kafka a plain topic.
 - ``T.delay`` growing with ``T``: created by hand on Kafka, with ``T``'s partition count.
-- ``T.full``: not built on the gateway yet (docs/gateway.md).
+- ``T.full`` of a delayed topic: these gateways run without ``--full`` (the view through
+  gateways: test_gateway_full_e2e.py).
 - Deleting ``T`` drops its pending records: the gateway keeps no link from ``T`` to them.
 - A cancel reaching every partition: each applies to its own partition (docs/gateway.md).
 """

@@ -100,7 +100,11 @@ def _metadata_answer(version: int) -> Any:
 @pytest.mark.parametrize("version", [1, 7, 12])
 def test_metadata_names_each_views_owner_as_its_leader(version: int) -> None:
     owners = {("orders.full", 0): (1_073_741_900, "gw2.example", 29092)}
-    rewrite = views_in_metadata(lambda topic, partition: owners.get((topic, partition)))
+    gateway3 = (1_073_741_999, "gw3.example", 39092)  # owns another view
+    rewrite = views_in_metadata(
+        lambda topic, partition: owners.get((topic, partition)),
+        lambda: [*owners.values(), gateway3],
+    )
     answer = rewrite(_metadata_answer(version), False)
     source, view = answer.topics
     assert [p.leader_id for p in source.partitions] == [1, 1]  # untouched
@@ -112,7 +116,7 @@ def test_metadata_names_each_views_owner_as_its_leader(version: int) -> None:
     if version >= 7:
         assert owned.leader_epoch == -1  # no epoch checks asked of a gateway (KIP-320)
     brokers = {(b.node_id, b.host, b.port) for b in answer.brokers}
-    assert brokers == {(1, "gw.example", 19094), (1_073_741_900, "gw2.example", 29092)}
+    assert brokers == {(1, "gw.example", 19094), (1_073_741_900, "gw2.example", 29092), gateway3}
     encode_answer(METADATA, version, 8, answer)  # kio's types kept
     listed = rewrite(_metadata_answer(version), True)
     assert [t.name for t in listed.topics] == ["orders"]  # named, not listed

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 from collections.abc import Sequence
 from typing import Protocol, cast
 
@@ -43,6 +44,8 @@ from kshim.protocol.fetch_response import (
 from kshim.protocol.headers import encode_response_header
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+READY_WAIT_S = 5.0  # a ListOffsets of a view being built waits this long for it
+READY_POLL_S = 0.05
 NOT_LEADER = ErrorCode.not_leader_or_follower.value
 NONE = ErrorCode.none.value
 NO_EPOCH = -1
@@ -84,11 +87,17 @@ async def answer(
     if api_key == FETCH_KEY:
         if not MIN_VERSION <= version <= MAX_VERSION:
             raise UnservedVersion(f"Fetch v{version} of a view")
-        parts = await fetch_answer(version, cast(FetchAsked, request), index)
+        fetch = cast(FetchAsked, request)
+        asked = [(t.topic, p.partition) for t in fetch.topics for p in t.partitions]
+        await _ready(index, asked, codec.milliseconds(fetch.max_wait) / 1000)
+        parts = await fetch_answer(version, fetch, index)
         # Every part is bytes here: the batches come from the index, not from files.
         body = b"".join(cast("bytes | memoryview", part) for part in parts)
     elif api_key == LIST_OFFSETS_KEY:
-        offsets = await list_offsets_answer(cast(OffsetsAsked, request), index)
+        listing = cast(OffsetsAsked, request)
+        asked = [(t.name, p.partition_index) for t in listing.topics for p in t.partitions]
+        await _ready(index, asked, READY_WAIT_S)
+        offsets = await list_offsets_answer(listing, index)
         body = codec.encode_response(api_key, version, offsets)
     else:
         ends = epoch_end_answer(cast(EpochsAsked, request), index)
@@ -105,6 +114,24 @@ def _owned(index: ViewReads, name: str, partition: int) -> str | None:
         return source if index.ready(source, partition) else None
     except LookupError:
         return None
+
+
+async def _ready(index: ViewReads, names: Sequence[tuple[str, int]], timeout_s: float) -> None:
+    """Waits, up to ``timeout_s``, until the views this gateway owns among ``names`` (view
+    topic, partition) are built: a first read waits for the build, as on kshim's broker,
+    rather than send its client away."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        building = [
+            (name, partition)
+            for name, partition in names
+            if (source := source_name(name)) is not None
+            and index.owns(source, partition)
+            and _owned(index, name, partition) is None
+        ]
+        if not building:
+            return
+        await asyncio.sleep(READY_POLL_S)
 
 
 async def fetch_answer(version: int, request: FetchAsked, index: ViewReads) -> list[Part]:

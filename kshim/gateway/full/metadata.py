@@ -12,7 +12,7 @@ broker does (docs/full-data-view.md: named, not listed).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import cast
 
 from kshim.broker.full_view.naming import source_name
@@ -24,14 +24,19 @@ OwnerOf = Callable[[str, int], tuple[int, str, int] | None]
 NO_EPOCH = -1
 
 
-def views_in_metadata(owner_of: OwnerOf) -> Callable[[object, bool], object]:
+def views_in_metadata(
+    owner_of: OwnerOf, every_owner: Callable[[], Iterable[tuple[int, str, int]]]
+) -> Callable[[object, bool], object]:
     """The rewriting of a decoded Metadata answer (kio's, of any version), ``lists_all``
-    saying whether it answers a request for every topic."""
+    saying whether it answers a request for every topic. ``every_owner``: the gateways
+    owning any view, named in every answer's brokers: Kafka's admin client finds a
+    partition's leader in the brokers of an answer for no topic (its ListOffsets waits
+    for the leader's node to appear there), not in the answer naming the partition."""
 
     def rewrite(decoded: object, lists_all: bool) -> object:
         answer = cast(MetadataAnswer, decoded)
         topics: list[MetadataTopic] = []
-        owners: dict[int, tuple[int, str, int]] = {}
+        owners = {owner[0]: owner for owner in every_owner()}
         for topic in answer.topics:
             if topic.name is None or source_name(topic.name) is None:
                 topics.append(topic)

@@ -103,6 +103,8 @@ class ViewOwnership:
         self._client: AIOKafkaClient | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        # The partition count of each T.full this gateway has ensured (ensure_view_topic).
+        self.partition_counts: dict[str, int] = {}
 
     @property
     def me(self) -> ViewOwner:
@@ -264,6 +266,7 @@ class ViewOwnership:
         partitions, view_partitions, brokers = await self._partition_counts(topic, view)
         if partitions is None:
             return False
+        self.partition_counts[view] = partitions
         if view_partitions is None:
             await self._create_view(view, partitions, brokers)
         elif view_partitions < partitions:

@@ -5,7 +5,9 @@ the owners as leaders). docs/gateway.md has the design."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import time
 from collections.abc import Callable
 
 from kshim.broker.full_view.naming import source_name
@@ -14,6 +16,9 @@ from kshim.gateway.full.index import ViewIndex
 from kshim.gateway.full.metadata import views_in_metadata
 from kshim.gateway.full.ownership import ViewOwnership
 from kshim.gateway.full.requests import Routing
+
+OWNERS_WAIT_S = 10.0  # a new view's first Metadata answer waits this long for its owners
+POLL_S = 0.05
 
 
 class GatewayViews:
@@ -37,7 +42,10 @@ class GatewayViews:
         return await answers.answer(api_key, version, correlation_id, request, self.index)
 
     async def prepare(self, payload: bytes) -> None:
-        """Makes the placeholder topic of each view a Metadata request names, once."""
+        """Makes the placeholder topic of each view a Metadata request names, once, and
+        waits (a few seconds at most) until the group has given its partitions owners: the
+        answer then names them, as a broker's first answer for a topic it has names its
+        leaders."""
         for name in requests.topic_names(payload):
             source = source_name(name)
             if (
@@ -46,13 +54,26 @@ class GatewayViews:
                 and await self.ownership.ensure_view_topic(source)
             ):
                 self._placed.add(name)
+                await self._owners_known(name)
+
+    async def _owners_known(self, name: str) -> None:
+        count = self.ownership.partition_counts.get(name, 0)
+        deadline = time.monotonic() + OWNERS_WAIT_S
+        while time.monotonic() < deadline:
+            if all(self.ownership.owner(name, p) is not None for p in range(count)):
+                return
+            await asyncio.sleep(POLL_S)
 
     def owner_of(self, view_topic: str, partition: int) -> tuple[int, str, int] | None:
         owner = self.ownership.owner(view_topic, partition)
         return None if owner is None else (owner.node_id, owner.host, owner.port)
 
     def metadata_rewrite(self) -> Callable[[object, bool], object]:
-        return views_in_metadata(self.owner_of)
+        return views_in_metadata(self.owner_of, self._every_owner)
+
+    def _every_owner(self) -> set[tuple[int, str, int]]:
+        owners = self.ownership.owners().values()
+        return {(owner.node_id, owner.host, owner.port) for owner in owners}
 
     async def start(self) -> None:
         await self.ownership.start()

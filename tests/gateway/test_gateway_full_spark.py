@@ -1,0 +1,39 @@
+"""Spark's stock Kafka connector reading ``T.full`` through two gateways with ``--full`` in
+front of Apache Kafka: the broker's own tests (tests/e2e/test_full_view_spark.py), a batch
+read of exactly the live keys, and a stream from earliest that gets the snapshot then every
+change, run with the gateways in the broker's place. Skipped without the connector jars."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from kshim.testing import KafkaProcess
+from tests.e2e.test_full_view_spark import (
+    UNAVAILABLE,
+    spark,
+    test_batch_read_of_the_view_returns_the_live_keys,
+    test_stream_from_earliest_gets_the_snapshot_then_every_change,
+)
+from tests.gateway.full_front import GatewayFront
+
+__all__ = [
+    "spark",
+    "test_batch_read_of_the_view_returns_the_live_keys",
+    "test_stream_from_earliest_gets_the_snapshot_then_every_change",
+]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or ""),
+    pytest.mark.timeout(300),
+]
+
+
+@pytest.fixture(scope="module")
+def shared_broker(
+    kafka_upstream: KafkaProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayFront]:
+    front = GatewayFront(tmp_path_factory.mktemp("gw-full-spark"), kafka_upstream.bootstrap)
+    yield front.start()
+    front.stop()
