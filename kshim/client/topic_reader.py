@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kio.schema.fetch.v12.response import FetchResponse, PartitionData
@@ -130,29 +130,46 @@ class TopicReader(ConnectionClient):
         ]
 
     def _fetch_request(self, max_wait_ms: int) -> dict[str, object]:
-        partitions = [
-            {
-                "partition": index,
-                "current_leader_epoch": NO_LEADER_EPOCH,
-                "fetch_offset": offset,
-                "last_fetched_epoch": NO_LEADER_EPOCH,
-                "log_start_offset": -1,  # a follower's; none for a consumer
-                "partition_max_bytes": PARTITION_MAX_BYTES,
-            }
-            for index, offset in sorted(self.positions.items())
-        ]
-        return {
-            "replica_id": CONSUMER_REPLICA_ID,
-            "max_wait": max_wait_ms,
-            "min_bytes": 1,
-            "max_bytes": FETCH_MAX_BYTES,
-            "isolation_level": READ_COMMITTED,
-            "session_id": NO_SESSION_ID,
-            "session_epoch": NO_SESSION_EPOCH,
-            "topics": [{"topic": self.topic, "partitions": partitions}],
-            "forgotten_topics_data": [],
-            "rack_id": "",
+        return committed_fetch({self.topic: self.positions}, max_wait_ms)
+
+
+def committed_fetch(
+    positions: Mapping[str, Mapping[int, int]],
+    max_wait_ms: int,
+    partition_max_bytes: int = PARTITION_MAX_BYTES,
+    max_bytes: int = FETCH_MAX_BYTES,
+) -> dict[str, object]:
+    """A read_committed Fetch (v12's fields) of each topic's partitions from their
+    positions, as a consumer without a fetch session sends it."""
+    topics = [
+        {
+            "topic": topic,
+            "partitions": [
+                {
+                    "partition": partition,
+                    "current_leader_epoch": NO_LEADER_EPOCH,
+                    "fetch_offset": offset,
+                    "last_fetched_epoch": NO_LEADER_EPOCH,
+                    "log_start_offset": -1,  # a follower's; none for a consumer
+                    "partition_max_bytes": partition_max_bytes,
+                }
+                for partition, offset in sorted(wanted.items())
+            ],
         }
+        for topic, wanted in sorted(positions.items())
+    ]
+    return {
+        "replica_id": CONSUMER_REPLICA_ID,
+        "max_wait": max_wait_ms,
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "isolation_level": READ_COMMITTED,
+        "session_id": NO_SESSION_ID,
+        "session_epoch": NO_SESSION_EPOCH,
+        "topics": topics,
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
 
 
 def visible_records(

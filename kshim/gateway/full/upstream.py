@@ -16,17 +16,15 @@ from kio.schema.metadata.v11.response import MetadataResponse
 
 from kshim.client.errors import check_answer
 from kshim.client.list_offsets import (
-    CONSUMER_REPLICA_ID,
     EARLIEST,
     LATEST,
-    NO_LEADER_EPOCH,
     READ_COMMITTED,
     list_offsets,
 )
 from kshim.client.request_versions import FETCH, METADATA
 from kshim.client.security import ClientSecurity
 from kshim.client.topic_admin import TopicAdmin
-from kshim.client.topic_reader import NO_SESSION_EPOCH, NO_SESSION_ID
+from kshim.client.topic_reader import committed_fetch
 from kshim.client.wire import WireConnection
 from kshim.storage.interface import TopicPartition
 
@@ -136,27 +134,7 @@ def fetch(
 
 
 def _fetch_request(positions: Mapping[TopicPartition, int], max_wait_ms: int) -> dict[str, object]:
-    by_topic: dict[str, list[dict[str, int]]] = {}
-    for source, offset in sorted(positions.items(), key=lambda item: str(item[0])):
-        by_topic.setdefault(source.topic, []).append(
-            {
-                "partition": source.partition,
-                "current_leader_epoch": NO_LEADER_EPOCH,
-                "fetch_offset": offset,
-                "last_fetched_epoch": NO_LEADER_EPOCH,
-                "log_start_offset": -1,  # a follower's; none for a consumer
-                "partition_max_bytes": PARTITION_MAX_BYTES,
-            }
-        )
-    return {
-        "replica_id": CONSUMER_REPLICA_ID,
-        "max_wait": max_wait_ms,
-        "min_bytes": 1,
-        "max_bytes": FETCH_MAX_BYTES,
-        "isolation_level": READ_COMMITTED,
-        "session_id": NO_SESSION_ID,
-        "session_epoch": NO_SESSION_EPOCH,
-        "topics": [{"topic": name, "partitions": wanted} for name, wanted in by_topic.items()],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
+    by_topic: dict[str, dict[int, int]] = {}
+    for source, offset in positions.items():
+        by_topic.setdefault(source.topic, {})[source.partition] = offset
+    return committed_fetch(by_topic, max_wait_ms, PARTITION_MAX_BYTES, FETCH_MAX_BYTES)
