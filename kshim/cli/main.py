@@ -97,6 +97,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", default=DEFAULT_DATA_DIR, help=f"the broker's (default {DEFAULT_DATA_DIR})"
     )
     delays.add_argument("--json", action="store_true", help="one JSON object per topic")
+    delays.add_argument(
+        "--export-to",
+        metavar="BOOTSTRAP",
+        help="produce the stopped broker's pending delayed records to T.delay at this Kafka "
+        "cluster (or gateway), each due when it was due here, for gateways given --delay "
+        "(docs/gateway.md, Moving to a Kafka cluster)",
+    )
+    delays.add_argument(
+        "--export-config",
+        metavar="FILE",
+        help="with --export-to: a Kafka client properties file (security.protocol, TLS, SASL)",
+    )
     add_gateway_parser(commands)
     return parser
 
@@ -152,6 +164,9 @@ def show_delays(arguments: argparse.Namespace) -> None:
     data_dir = arguments.data_dir
     if not os.path.isdir(os.path.join(data_dir, "meta")):
         raise CommandFailed(f"{data_dir} is not a kshim data directory (no meta/ in it)")
+    if arguments.export_to:
+        export_pending(data_dir, arguments.export_to, arguments.export_config)
+        return
     store = DelayStore(os.path.join(data_dir, "delays"), readonly=True)
     try:
         rows = delay_status(store.summary(), wall_clock_ms())
@@ -161,6 +176,23 @@ def show_delays(arguments: argparse.Namespace) -> None:
         store.close()
     for line in json_or_table(rows, arguments.json, delays_table):
         print_lines(line)
+
+
+def export_pending(data_dir: str, bootstrap: str, config: str | None) -> None:
+    """``kshim delays --export-to``: kshim/cli/delays_export.py."""
+    # Imported only when asked for: aiokafka.
+    from kshim.cli.delays_export import export_delays, pending_records
+
+    security = command_security(config)
+    try:
+        records = pending_records(data_dir)
+    except (LmdbFailed, OSError, ScheduleLayoutError) as error:
+        raise CommandFailed(f"cannot read the delay schedule in {data_dir}: {error}") from error
+    try:
+        count = export_delays(records, bootstrap, security)
+    except Exception as error:  # aiokafka's: the cluster refused or did not answer
+        raise CommandFailed(f"cannot export to {bootstrap}: {error}") from error
+    print(f"exported {count} pending delayed records to {bootstrap}", flush=True)
 
 
 def run_groups(arguments: argparse.Namespace) -> None:

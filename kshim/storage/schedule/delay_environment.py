@@ -124,16 +124,17 @@ class ScheduleEnvironment:
             self._counts = env.open_db(keys.DELAY_COUNTS_DB, create=create)
             self._lateness = env.open_db(keys.DELAY_LATENESS_DB, create=create)
             self._env = env
-            if not self._state_loaded and not self._readonly:
-                self._load_state()
+            if not self._state_loaded:
+                self._read_index()
+                if not self._readonly:
+                    self._load_state()
         return self._env
 
-    def _load_state(self) -> None:
-        """Reads the bucket index, topic ids and next seq; cuts each bucket file back to
-        its committed length and removes files no bucket owns (a crash came between the
-        write and the commit)."""
-        self._fs.make_directory(self._buckets_dir)
-        with self._open().begin() as txn:
+    def _read_index(self) -> None:
+        """Reads the bucket index, topic ids and next seq (a reader of a stopped broker's
+        schedule, ``kshim delays --export-to``, needs them too)."""
+        assert self._env is not None
+        with self._env.begin() as txn:
             for key, value in txn.cursor(db=self._bucket_db):
                 width, start = keys.split_delay_bucket_key(key)
                 self._buckets[Bucket(width, start)] = decode_bucket_state(bytes(value))
@@ -144,6 +145,11 @@ class ScheduleEnvironment:
             stored = txn.get(keys.DELAY_SEQ_KEY, db=self._state)
             self.turn_under_way = txn.get(keys.DELAY_TURN_KEY, db=self._state) is not None
         self._next_seq = 0 if stored is None else SEQ.unpack(stored)[0]
+
+    def _load_state(self) -> None:
+        """Cuts each bucket file back to its committed length and removes files no bucket
+        owns (a crash came between the write and the commit)."""
+        self._fs.make_directory(self._buckets_dir)
         owned = {bucket.file_name: state for bucket, state in self._buckets.items()}
         for name in self._fs.list_directory(self._buckets_dir):
             path = os.path.join(self._buckets_dir, name)
