@@ -59,13 +59,14 @@ class AnswerRewriter:
     new_broker: NewBroker
     views: ViewsInMetadata | None = None
     version_caps: Mapping[int, int] = dataclasses.field(default_factory=lambda: VERSION_CAPS)
+    hidden: frozenset[int] = HIDDEN  # APIs not offered at all
 
     def rewrite(self, api_key: int, version: int, payload: bytes, lists_all: bool = False) -> bytes:
         """The answer ``payload`` (a frame without its size) as the client gets it;
         ``lists_all``: a Metadata answer to a request for every topic. Raises
         UnreadableAnswer."""
         if api_key == API_VERSIONS_KEY:
-            return _api_versions(version, payload, self.version_caps)
+            return _api_versions(version, payload, self.version_caps, self.hidden)
         try:
             correlation_id, answer = decode_response(api_key, version, payload)
         except (MalformedResponseError, KeyError) as error:
@@ -117,7 +118,9 @@ def encode_answer(api_key: int, version: int, correlation_id: int, answer: Any) 
     return encode_response_header(correlation_id, flexible) + body
 
 
-def _api_versions(version: int, payload: bytes, caps: Mapping[int, int]) -> bytes:
+def _api_versions(
+    version: int, payload: bytes, caps: Mapping[int, int], hidden: frozenset[int]
+) -> bytes:
     """ApiVersions with the versions the gateway cannot relay taken off. An answer that is
     not of the version asked (the v0-format refusal of a version above the broker's, KIP-511)
     goes through unchanged: the client asks again at a version both know."""
@@ -127,7 +130,7 @@ def _api_versions(version: int, payload: bytes, caps: Mapping[int, int]) -> byte
         return payload
     if answer.error_code != 0:
         return payload
-    kept = tuple(_capped(entry, caps) for entry in answer.api_keys if entry.api_key not in HIDDEN)
+    kept = tuple(_capped(entry, caps) for entry in answer.api_keys if entry.api_key not in hidden)
     answer = dataclasses.replace(answer, api_keys=kept)
     return encode_answer(API_VERSIONS_KEY, version, correlation_id, answer)
 

@@ -21,9 +21,9 @@ from kshim.client.sasl import AuthenticationFailed
 from kshim.client.security import ClientSecurity
 from kshim.client.wire import WireConnection
 from kshim.gateway.addresses import GatewayPorts, Topology
-from kshim.gateway.answers import METADATA_KEY, VERSION_CAPS, AnswerRewriter
+from kshim.gateway.answers import HIDDEN, METADATA_KEY, VERSION_CAPS, AnswerRewriter
 from kshim.gateway.delay_screen import DelayRules
-from kshim.gateway.full.requests import FETCH_KEY, MAX_FETCH_VERSION
+from kshim.gateway.full.requests import FETCH_KEY, MAX_FETCH_VERSION, VIEWS_HIDDEN
 from kshim.gateway.full.service import GatewayViews
 from kshim.gateway.relay import ClientSide, RelayCounts
 from kshim.gateway.review import GatewayReviewer
@@ -80,7 +80,9 @@ class Gateway:
         else:
             caps = {**VERSION_CAPS, FETCH_KEY: MAX_FETCH_VERSION}
             rewrite = views.metadata_rewrite()
-            self._rewriter = AnswerRewriter(ports, self.topology, self._broker_seen, rewrite, caps)
+            self._rewriter = AnswerRewriter(
+                ports, self.topology, self._broker_seen, rewrite, caps, HIDDEN | VIEWS_HIDDEN
+            )
         self._servers: dict[int | None, asyncio.Server] = {}  # by node id; None: bootstrap
         self._bound_nodes: set[int] = set()
         self._starting: set[asyncio.Task[None]] = set()

@@ -26,7 +26,10 @@ class GatewayFront:
         return ",".join(gateway.bootstrap for gateway in self.gateways)
 
     def start(self) -> GatewayFront:
+        """Starts the gateways not running, on their ports; returns once each serves."""
         for gateway in self.gateways:
+            if gateway.is_running():
+                continue
             before = gateway.log_text().count(SERVING)
             gateway.start()
             wait_for_log(gateway, SERVING, count=before + 1)

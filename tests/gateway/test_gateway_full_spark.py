@@ -8,8 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from pyspark.sql import SparkSession
 
 from kshim.testing import KafkaProcess
+from tests.e2e.client_helpers import unique_topic
+from tests.e2e.test_full_view import create_topic, produce
 from tests.e2e.test_full_view_spark import (
     UNAVAILABLE,
     spark,
@@ -37,3 +40,27 @@ def shared_broker(
     front = GatewayFront(tmp_path_factory.mktemp("gw-full-spark"), kafka_upstream.bootstrap)
     yield front.start()
     front.stop()
+
+
+def test_spark_reads_a_view_no_client_named_before(
+    spark: SparkSession, shared_broker: GatewayFront
+) -> None:
+    """Spark's connector is the first to name the view: its admin client must find it (the
+    gateway offers no DescribeTopicPartitions, so it asks Metadata, which makes the view)."""
+    topic = unique_topic("spark-full-first")
+    create_topic(shared_broker.bootstrap, topic)
+    produce(shared_broker.bootstrap, topic, [(b"a", b"1"), (b"b", b"1"), (b"a", b"2")])
+    rows = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", shared_broker.bootstrap)
+        .option("subscribe", topic + ".full")
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("kafkaConsumer.pollTimeoutMs", "20000")
+        .load()
+        .collect()
+    )
+    assert {bytes(row["key"]): (row["offset"], bytes(row["value"])) for row in rows} == {
+        b"b": (1, b"1"),
+        b"a": (2, b"2"),
+    }

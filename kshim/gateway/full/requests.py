@@ -39,6 +39,11 @@ MARKER = VIEW_SUFFIX.encode()
 # The last Fetch version naming its topics (v13 gives topic ids, KIP-516).
 MAX_FETCH_VERSION = 12
 FIRST_FLEXIBLE_METADATA = 9
+# Not offered where views are served: DescribeTopicPartitions (KIP-966) would tell a
+# partition's leader, and that a view nobody named yet does not exist, without a Metadata
+# request; Kafka's admin client (Spark's connector's) then describes topics by Metadata.
+DESCRIBE_TOPIC_PARTITIONS_KEY = 75
+VIEWS_HIDDEN = frozenset({DESCRIBE_TOPIC_PARTITIONS_KEY})
 INT32 = struct.Struct(">i")
 
 
