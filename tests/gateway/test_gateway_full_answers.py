@@ -49,10 +49,12 @@ class _Index:
         return (3, 1_000) if timestamp is None or timestamp <= 1_000 else None
 
 
-async def _answered(api_key: int, version: int, fields: dict[str, object]) -> object:
+async def _answered(
+    api_key: int, version: int, fields: dict[str, object], index: _Index | None = None
+) -> object:
     payload = encode_request(api_key, version, 11, fields)[4:]
     api, asked_version, correlation_id, request = decoded(payload)
-    answer = await answers.answer(api, asked_version, correlation_id, request, _Index())
+    answer = await answers.answer(api, asked_version, correlation_id, request, index or _Index())
     correlation, decoded_answer = decode_response(api_key, version, answer)
     assert correlation == 11
     return decoded_answer
@@ -86,6 +88,31 @@ async def test_a_fetch_at_the_end_waits_up_to_its_max_wait() -> None:
     answer = await _answered(FETCH, 12, _fetch_fields(5, 300))
     assert time.monotonic() - started >= 0.25
     assert not answer.responses[0].partitions[0].records  # type: ignore[attr-defined]
+
+
+class _Building(_Index):
+    """Partition 0 owned, its view being built (after a takeover) until ``built``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.built = False
+
+    def ready(self, topic: str, partition: int) -> bool:
+        return self.built
+
+    async def read(self, topic: str, partition: int, offset: int, max_bytes: int) -> ViewRead:
+        assert self.built, "a view read while it is being built"
+        return await super().read(topic, partition, offset, max_bytes)
+
+
+async def test_a_fetch_of_a_view_being_built_is_sent_away_or_waits_for_it() -> None:
+    building = _Building()
+    answer = await _answered(FETCH, 12, _fetch_fields(0, 100), building)
+    assert answer.responses[0].partitions[0].error_code == 6  # type: ignore[attr-defined]
+    asyncio.get_running_loop().call_later(0.1, setattr, building, "built", True)
+    answer = await _answered(FETCH, 12, _fetch_fields(0, 2_000), building)
+    owned = answer.responses[0].partitions[0]  # type: ignore[attr-defined]
+    assert (owned.error_code, bytes(owned.records)) == (0, BATCHES[0])
 
 
 @pytest.mark.parametrize("version", [1, 2, 4, 6, 7, 8])

@@ -22,6 +22,7 @@ from kshim.client.wire import parse_bootstrap
 from kshim.gateway.full.index import ViewIndex
 from kshim.protocol.record_batch import iter_batches
 from kshim.protocol.records import decode_records
+from kshim.storage.interface import TopicPartition
 from kshim.testing import KafkaProcess
 
 PARTITIONS = 2
@@ -189,6 +190,8 @@ async def test_released_and_owned_again_is_rebuilt_the_same(
     assert first == model.committed[1]
     await index.release(topic, 1)
     assert not index.owns(topic, 1)
+    # Its records dropped at once (a view taken over elsewhere leaves no copy behind).
+    assert index._store.live_records(TopicPartition(topic, 1)) == []
     await index.own(topic, 1)
     assert not index.ready(topic, 1)
     await _until_ready(index, topic, 1)

@@ -13,13 +13,17 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 from aiokafka.structs import TopicPartition
 
+from kshim.client.frames import encode_request
+from kshim.client.wire import parse_bootstrap
 from kshim.gateway.delay.upstream import Upstream
+from kshim.gateway.full.index import ViewIndex
 from kshim.gateway.full.owners_assignor import (
     Member,
     decode_member,
@@ -31,6 +35,7 @@ from kshim.gateway.full.owners_assignor import (
     spread,
 )
 from kshim.gateway.full.ownership import ViewOwner, ViewOwnership, ViewSettings
+from kshim.gateway.full.service import GatewayViews
 from kshim.testing import KafkaProcess
 from tests.gateway.delay_clients import unique
 
@@ -195,6 +200,25 @@ async def test_a_view_created_later_is_picked_up_and_other_names_are_not(
     finally:
         await ownership.stop()
     assert calls.current() == set()
+
+
+async def test_a_metadata_request_naming_a_new_view_waits_until_it_has_owners(
+    kafka_upstream: KafkaProcess, admin: AIOKafkaAdminClient, tmp_path: Path
+) -> None:
+    """Its answer then names a leader for every partition (service.py's ``prepare``)."""
+    topic = unique("full-prepare")
+    await admin.create_topics([NewTopic(topic, 2, 1)])
+    ownership = member(kafka_upstream.bootstrap, ("gw.test", 19092), Calls())  # every T.full
+    upstream = [parse_bootstrap(kafka_upstream.bootstrap)]
+    views = GatewayViews(ViewIndex(str(tmp_path / "views"), upstream), ownership)
+    await views.start()
+    try:
+        fields = {"topics": [{"name": f"{topic}.full"}], "allow_auto_topic_creation": True}
+        await views.prepare(encode_request(3, 12, 1, fields)[4:])
+        me = (ownership.me.node_id, "gw.test", 19092)
+        assert [views.owner_of(f"{topic}.full", p) for p in range(2)] == [me, me]
+    finally:
+        await views.stop()
 
 
 def tps(topic: str, *partitions: int) -> frozenset[TopicPartition]:
