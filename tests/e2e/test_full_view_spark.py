@@ -43,9 +43,16 @@ def test_batch_read_of_the_view_returns_the_live_keys(
     produce(shared_broker.bootstrap, topic, [*writes, *tail])
     expected = {b"c": (2, b"1"), b"b": (5, b"3"), b"a": (7, b"4")}
     assert read_view(shared_broker.bootstrap, topic) == expected  # the view has caught up
+    assert batch_read_view(spark, shared_broker.bootstrap, topic) == expected
+
+
+def batch_read_view(
+    spark: SparkSession, bootstrap: str, topic: str
+) -> dict[bytes, tuple[int, bytes]]:
+    """``topic``.full read by Spark's connector in one batch: key -> (offset, value)."""
     rows = (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", shared_broker.bootstrap)
+        .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic + ".full")
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")
@@ -53,7 +60,7 @@ def test_batch_read_of_the_view_returns_the_live_keys(
         .load()
         .collect()
     )
-    assert {bytes(row["key"]): (row["offset"], bytes(row["value"])) for row in rows} == expected
+    return {bytes(row["key"]): (row["offset"], bytes(row["value"])) for row in rows}
 
 
 def _apply_batch(table: dict[bytes, bytes], rows: list[object]) -> None:

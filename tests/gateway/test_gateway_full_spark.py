@@ -15,6 +15,7 @@ from tests.e2e.client_helpers import unique_topic
 from tests.e2e.test_full_view import create_topic, produce
 from tests.e2e.test_full_view_spark import (
     UNAVAILABLE,
+    batch_read_view,
     spark,
     test_batch_read_of_the_view_returns_the_live_keys,
     test_stream_from_earliest_gets_the_snapshot_then_every_change,
@@ -50,17 +51,7 @@ def test_spark_reads_a_view_no_client_named_before(
     topic = unique_topic("spark-full-first")
     create_topic(shared_broker.bootstrap, topic)
     produce(shared_broker.bootstrap, topic, [(b"a", b"1"), (b"b", b"1"), (b"a", b"2")])
-    rows = (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", shared_broker.bootstrap)
-        .option("subscribe", topic + ".full")
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
-        .option("kafkaConsumer.pollTimeoutMs", "20000")
-        .load()
-        .collect()
-    )
-    assert {bytes(row["key"]): (row["offset"], bytes(row["value"])) for row in rows} == {
+    assert batch_read_view(spark, shared_broker.bootstrap, topic) == {
         b"b": (1, b"1"),
         b"a": (2, b"2"),
     }
