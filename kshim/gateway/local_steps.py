@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from kshim.gateway.full.requests import Route, Routing
+from kshim.gateway.full.requests import Decoded, Route, Routing
 from kshim.gateway.splitter import Piece
 from kshim.protocol.framing import FRAME_SIZE
 
@@ -31,11 +31,11 @@ class Served(Protocol):
 
     def route(self, head: bytes | memoryview, size: int) -> Routing: ...
 
-    async def answer(self, payload: bytes) -> bytes:
-        """The answer (header and body, without the size) to a whole request."""
+    async def answer(self, request: Decoded) -> bytes:
+        """The answer (header and body, without the size) to a request ``route`` decoded."""
         ...
 
-    async def prepare(self, payload: bytes) -> None:
+    async def prepare(self, request: Decoded) -> None:
         """What must happen before the request is relayed."""
         ...
 
@@ -46,7 +46,8 @@ class Step:
 
     route: Route
     after: int
-    payload: bytes = b""
+    request: Decoded  # as ``Served.route`` decoded it
+    payload: bytes = b""  # the request's bytes, relayed once a PREPARE step is done
     task: asyncio.Task[bytes | None] | None = None
 
 
@@ -74,11 +75,13 @@ class LocalSteps:
         self._served = served
         self._queue: collections.deque[Piece | Step] = collections.deque()
 
+    @property
+    def waiting(self) -> bool:
+        """Whether requests are held behind a step."""
+        return bool(self._queue)
+
     def relay(self, pieces: Sequence[Piece | Step]) -> None:
         """Relays ``pieces`` (a client's requests, in order), holding what follows a step."""
-        if not self._queue and not any(isinstance(piece, Step) for piece in pieces):
-            self._client.upstream.write(list(pieces))  # type: ignore[arg-type]
-            return
         self._queue.extend(pieces)
         self.advance()
 
@@ -121,9 +124,9 @@ class LocalSteps:
     async def _run(self, step: Step) -> bytes | None:
         assert self._served is not None  # steps are made only where something is served
         if step.route is Route.ANSWER:
-            return await self._served.answer(step.payload)
+            return await self._served.answer(step.request)
         try:
-            await self._served.prepare(step.payload)
+            await self._served.prepare(step.request)
         except Exception as error:  # relayed anyway: the cluster answers what it can
             log.warning("relaying a request unprepared: %s", error)
         return None

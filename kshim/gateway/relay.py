@@ -112,12 +112,14 @@ class ClientSide(asyncio.Protocol):
             log.info("closing a gateway connection: %s", error)
             self.close()
             return
-        if not self._held:
+        if not self._held and not self.steps.waiting:  # nothing held: straight upstream
+            self.upstream.write(pieces)
+        elif not self._held:
             self.steps.relay(pieces)
-            return
-        self.steps.relay(
-            [self._use(piece) if isinstance(piece, Held) else piece for piece in pieces]
-        )
+        else:
+            self.steps.relay(
+                [self._use(piece) if isinstance(piece, Held) else piece for piece in pieces]
+            )
 
     def _use(self, held: Held) -> Piece | Step:
         use = self._held.popleft()
@@ -131,7 +133,8 @@ class ClientSide(asyncio.Protocol):
         if routing.route is Route.MORE:
             return Verdict.MORE
         if routing.route is Route.ANSWER:
-            self._held.append(Step(Route.ANSWER, after=self._upstream_answers))
+            assert routing.request is not None  # an ANSWER routing carries its request
+            self._held.append(Step(Route.ANSWER, self._upstream_answers, routing.request))
             self._counts.requests += 1
             return Verdict.HOLD
         try:
@@ -140,7 +143,8 @@ class ClientSide(asyncio.Protocol):
             return Verdict.MORE
         verdict = Verdict.PASS
         if routing.route is Route.PREPARE:
-            self._held.append(Step(Route.PREPARE, after=self._upstream_answers))
+            assert routing.request is not None  # so does a PREPARE one
+            self._held.append(Step(Route.PREPARE, self._upstream_answers, routing.request))
             verdict = Verdict.HOLD
         if routing.lists_all and pending is not None:
             pending = dataclasses.replace(pending, lists_all=True)
@@ -237,7 +241,8 @@ class UpstreamSide(asyncio.Protocol):
             self._client.close()
             return
         self._client.write(out)
-        self._client.steps.advance()
+        if self._client.steps.waiting:
+            self._client.steps.advance()
 
     @property
     def answers_completed(self) -> int:

@@ -35,6 +35,7 @@ from kshim.gateway.full.owners_assignor import (
     spread,
 )
 from kshim.gateway.full.ownership import ViewOwner, ViewOwnership, ViewSettings
+from kshim.gateway.full.requests import decoded
 from kshim.gateway.full.service import GatewayViews
 from kshim.testing import KafkaProcess
 from tests.gateway.delay_clients import unique
@@ -214,7 +215,7 @@ async def test_a_metadata_request_naming_a_new_view_waits_until_it_has_owners(
     await views.start()
     try:
         fields = {"topics": [{"name": f"{topic}.full"}], "allow_auto_topic_creation": True}
-        await views.prepare(encode_request(3, 12, 1, fields)[4:])
+        await views.prepare(decoded(encode_request(3, 12, 1, fields)[4:]))
         me = (ownership.me.node_id, "gw.test", 19092)
         assert [views.owner_of(f"{topic}.full", p) for p in range(2)] == [me, me]
     finally:

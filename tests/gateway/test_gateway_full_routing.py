@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -15,7 +15,7 @@ from kshim.gateway import requests
 from kshim.gateway.answers import encode_answer
 from kshim.gateway.delay_screen import DelayRules
 from kshim.gateway.full.metadata import views_in_metadata
-from kshim.gateway.full.requests import Route, route
+from kshim.gateway.full.requests import Decoded, Route, route
 from kshim.gateway.local_steps import LocalSteps, Step
 from kshim.gateway.splitter import Piece
 from kshim.protocol import codec
@@ -151,12 +151,17 @@ class _Served:
     def route(self, head: bytes | memoryview, size: int) -> Any:
         raise AssertionError("not asked here")
 
-    async def answer(self, payload: bytes) -> bytes:
+    async def answer(self, request: Decoded) -> bytes:
         await self.release.wait()
-        return b"answer to " + payload
+        return b"answer to " + cast(bytes, request[3])
 
-    async def prepare(self, payload: bytes) -> None:
+    async def prepare(self, request: Decoded) -> None:
         await self.release.wait()
+
+
+def _decoded(body: bytes) -> Decoded:
+    """A stand-in for a decoded request: the served side here only echoes its body."""
+    return (1, 12, 7, body)
 
 
 async def _settle() -> None:
@@ -167,7 +172,7 @@ async def _settle() -> None:
 async def test_an_answer_of_the_gateway_keeps_its_turn_among_the_upstreams() -> None:
     client, served = _Client(), _Served()
     steps = LocalSteps(client, served)
-    step = Step(Route.ANSWER, after=1, payload=b"fetch")
+    step = Step(Route.ANSWER, after=1, request=_decoded(b"fetch"))
     steps.relay([b"first", step, b"third"])
     await _settle()
     assert client.upstream.sent == [b"first"]  # the third waits for the gateway's answer
@@ -183,7 +188,7 @@ async def test_an_answer_of_the_gateway_keeps_its_turn_among_the_upstreams() -> 
 async def test_a_prepared_request_goes_upstream_after_its_preparation() -> None:
     client, served = _Client(), _Served()
     steps = LocalSteps(client, served)
-    steps.relay([Step(Route.PREPARE, after=0, payload=b"meta"), b"next"])
+    steps.relay([Step(Route.PREPARE, after=0, request=_decoded(b"meta"), payload=b"meta"), b"next"])
     await _settle()
     assert client.upstream.sent == []
     served.release.set()
@@ -197,10 +202,10 @@ async def test_a_failed_answer_closes_the_connection() -> None:
     client = _Client()
 
     class Failing(_Served):
-        async def answer(self, payload: bytes) -> bytes:
+        async def answer(self, request: Decoded) -> bytes:
             raise ValueError("broken request")
 
     steps = LocalSteps(client, Failing())
-    steps.relay([Step(Route.ANSWER, after=0, payload=b"x"), b"after"])
+    steps.relay([Step(Route.ANSWER, after=0, request=_decoded(b"x")), b"after"])
     await _settle()
     assert client.closed and client.upstream.sent == []

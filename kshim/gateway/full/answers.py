@@ -22,6 +22,7 @@ from typing import Protocol, cast
 from kshim.broker.full_view.naming import source_name
 from kshim.broker.full_view.reader import ViewRead
 from kshim.broker.partition_reads import PartitionOffsets
+from kshim.client.list_offsets import NO_LEADER_EPOCH
 from kshim.gateway.full.requests import FETCH_KEY, LIST_OFFSETS_KEY
 from kshim.gateway.full.shapes import (
     EpochPartitionAsked,
@@ -43,12 +44,11 @@ from kshim.protocol.fetch_response import (
 )
 from kshim.protocol.headers import encode_response_header
 
-EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+LATEST, MAX_TIMESTAMP = -1, -3  # ListOffsets' special times (earliest ones are < 0 too)
 READY_WAIT_S = 5.0  # a ListOffsets of a view being built waits this long for it
 READY_POLL_S = 0.05
 NOT_LEADER = ErrorCode.not_leader_or_follower.value
 NONE = ErrorCode.none.value
-NO_EPOCH = -1
 
 
 class ViewReads(Protocol):
@@ -210,7 +210,7 @@ async def list_offsets_answer(request: OffsetsAsked, index: ViewReads) -> dict[s
 async def _listed(index: ViewReads, name: str, wanted: OffsetsPartitionAsked) -> dict[str, object]:
     answer: dict[str, object] = {
         "partition_index": wanted.partition_index,
-        "leader_epoch": NO_EPOCH,
+        "leader_epoch": NO_LEADER_EPOCH,
     }
     source = _owned(index, name, wanted.partition_index)
     if source is None:
@@ -252,11 +252,11 @@ def _epoch_end(index: ViewReads, name: str, wanted: EpochPartitionAsked) -> dict
     source = _owned(index, name, wanted.partition)
     if source is None:
         return {"error_code": NOT_LEADER, "partition": wanted.partition,
-                "leader_epoch": NO_EPOCH, "end_offset": -1}  # fmt: skip
+                "leader_epoch": NO_LEADER_EPOCH, "end_offset": -1}  # fmt: skip
     try:
         end = index.offsets(source, wanted.partition).high_watermark
     except LookupError:  # released meanwhile
         return {"error_code": NOT_LEADER, "partition": wanted.partition,
-                "leader_epoch": NO_EPOCH, "end_offset": -1}  # fmt: skip
+                "leader_epoch": NO_LEADER_EPOCH, "end_offset": -1}  # fmt: skip
     return {"error_code": NONE, "partition": wanted.partition,
             "leader_epoch": wanted.leader_epoch, "end_offset": end}  # fmt: skip

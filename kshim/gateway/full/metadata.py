@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterable
 from typing import cast
 
 from kshim.broker.full_view.naming import source_name
+from kshim.client.list_offsets import NO_LEADER_EPOCH
 from kshim.gateway.full.shapes import MetadataAnswer, MetadataTopic, replaced
 from kshim.protocol.errors import ErrorCode
 
 # (view topic, partition) -> the owning gateway as (node id, host, port), or None.
 OwnerOf = Callable[[str, int], tuple[int, str, int] | None]
-NO_EPOCH = -1
 
 
 def views_in_metadata(
@@ -64,7 +64,7 @@ def _led_by_owners(
             owners[owner[0]] = owner
             changes = {"error_code": ErrorCode.none, "leader_id": owner[0]}
             nodes = (owner[0],)
-        changes |= {"leader_epoch": NO_EPOCH, "replica_nodes": nodes, "isr_nodes": nodes}
+        changes |= {"leader_epoch": NO_LEADER_EPOCH, "replica_nodes": nodes, "isr_nodes": nodes}
         changes |= {"offline_replicas": ()}
         partitions.append(replaced(partition, changes))
     return replaced(topic, {"partitions": tuple(partitions)})

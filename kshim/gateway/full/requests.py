@@ -54,10 +54,16 @@ class Route(enum.Enum):
     PREPARE = enum.auto()  # relayed once the views it names have their placeholders
 
 
+# A whole request decoded: (api key, version, correlation id, kio's request).
+Decoded = tuple[int, int, int, object]
+
+
 @dataclass(frozen=True, slots=True)
 class Routing:
     route: Route
     lists_all: bool = False  # a Metadata request for every topic
+    # The request, decoded once here, for what answers or prepares it (ANSWER, PREPARE).
+    request: Decoded | None = None
 
 
 RELAY = Routing(Route.RELAY)
@@ -77,17 +83,22 @@ def route(payload: bytes | memoryview, size: int) -> Routing:
         return _metadata_route(bytes(payload))
     if MARKER not in payload:
         return RELAY
-    names = topic_names(bytes(payload))
-    return Routing(Route.ANSWER) if any(source_name(n) for n in names) else RELAY
+    request = _decoded_or_none(bytes(payload))
+    if request is None or not any(source_name(n) for n in topic_names(request)):
+        return RELAY  # a broken request is the cluster's to refuse
+    return Routing(Route.ANSWER, request=request)
 
 
 def _metadata_route(payload: bytes) -> Routing:
     if MARKER not in payload:
         return Routing(Route.RELAY, lists_all=_lists_all(payload))
-    names = topic_names(payload)
+    request = _decoded_or_none(payload)
+    names = [] if request is None else topic_names(request)
     if not names:
         return Routing(Route.RELAY, lists_all=True)
-    return Routing(Route.PREPARE) if any(source_name(n) for n in names) else RELAY
+    if not any(source_name(n) for n in names):
+        return RELAY
+    return Routing(Route.PREPARE, request=request)
 
 
 def _lists_all(payload: bytes) -> bool:
@@ -108,23 +119,25 @@ def _lists_all(payload: bytes) -> bool:
     return count < 0 or (version == 0 and count == 0)
 
 
-def decoded(payload: bytes) -> tuple[int, int, int, object]:
-    """(api key, version, correlation id, kio request) of a whole request; raises
-    DecodeError."""
+def decoded(payload: bytes) -> Decoded:
+    """A whole request, decoded; raises DecodeError."""
     api_key, version, correlation_id, _ = REQUEST_HEADER_FIXED.unpack_from(payload, 0)
     _, position = parse_request_header(payload, codec.is_flexible(api_key, version))
     request = codec.decode_request(api_key, version, payload, position)
     return api_key, version, correlation_id, request
 
 
-def topic_names(payload: bytes) -> list[str]:
-    """The topic names a whole Fetch, ListOffsets, OffsetForLeaderEpoch or Metadata request
-    carries (none for a Metadata request for every topic, or one that does not decode)."""
+def _decoded_or_none(payload: bytes) -> Decoded | None:
     try:
-        _, _, _, request = decoded(payload)
+        return decoded(payload)
     except (DecodeError, KeyError, ValueError):
-        return []
+        return None
+
+
+def topic_names(request: Decoded) -> list[str]:
+    """The topic names a decoded Fetch, ListOffsets, OffsetForLeaderEpoch or Metadata request
+    carries (none for a Metadata request for every topic)."""
     # Fetch and OffsetForLeaderEpoch call the field ``topic``, the others ``name``.
-    topics: Sequence[object] = getattr(request, "topics", None) or ()
+    topics: Sequence[object] = getattr(request[3], "topics", None) or ()
     names = (getattr(t, "topic", None) or getattr(t, "name", None) for t in topics)
     return [name for name in names if isinstance(name, str) and name]

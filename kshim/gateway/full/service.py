@@ -15,7 +15,7 @@ from kshim.gateway.full import answers, requests
 from kshim.gateway.full.index import ViewIndex
 from kshim.gateway.full.metadata import views_in_metadata
 from kshim.gateway.full.ownership import ViewOwnership
-from kshim.gateway.full.requests import Routing
+from kshim.gateway.full.requests import Decoded, Routing
 
 OWNERS_WAIT_S = 10.0  # a new view's first Metadata answer waits this long for its owners
 POLL_S = 0.05
@@ -37,16 +37,16 @@ class GatewayViews:
     def route(self, head: bytes | memoryview, size: int) -> Routing:
         return requests.route(head, size)
 
-    async def answer(self, payload: bytes) -> bytes:
-        api_key, version, correlation_id, request = requests.decoded(payload)
-        return await answers.answer(api_key, version, correlation_id, request, self.index)
+    async def answer(self, request: Decoded) -> bytes:
+        api_key, version, correlation_id, body = request
+        return await answers.answer(api_key, version, correlation_id, body, self.index)
 
-    async def prepare(self, payload: bytes) -> None:
+    async def prepare(self, request: Decoded) -> None:
         """Makes the placeholder topic of each view a Metadata request names, once, and
         waits (a few seconds at most) until the group has given its partitions owners: the
         answer then names them, as a broker's first answer for a topic it has names its
         leaders."""
-        for name in requests.topic_names(payload):
+        for name in requests.topic_names(request):
             source = source_name(name)
             if (
                 source is not None
