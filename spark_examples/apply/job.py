@@ -43,7 +43,7 @@ from spark_examples.databases import open_database
 from spark_examples.kafka_security import add_kafka_arguments, kafka_security, spark_kafka_options
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 # A micro-batch pays about 0.15 to 0.25 s of Spark's own work whatever its size (query
@@ -105,18 +105,26 @@ def read_changes(spark: SparkSession, options: ApplyOptions) -> DataFrame:
     )
 
 
-def _to_record(row: Row) -> SourceRecord:
-    # The connector's columns, in read_changes' select order: key and value are binary
-    # (bytearray), partition and offset integers. Unpacked by position: a Row's lookup by
-    # name costs a search of its field names, per column and per record.
-    topic, partition, offset, key, value = row
-    return SourceRecord(
-        topic=topic,
-        partition=int(partition),
-        offset=int(offset),
-        key=bytes(key) if key is not None else None,
-        value=bytes(value) if value is not None else None,
+def batch_records(frame: DataFrame) -> list[SourceRecord]:
+    """The micro-batch's records, moved to the driver as Arrow columns.
+
+    ``toArrow`` (Spark 4.0, pyarrow on the driver only: executors build the Arrow batches in
+    the JVM) instead of ``collect``: ``collect`` pickles every row in the JVM and unpickles
+    it into a ``Row`` in Python. On 100,000 records of about 120 bytes, measured side by side
+    in one session, Arrow took 0.8 to 1.0 s of JVM CPU and 0.07 s of the driver's Python
+    against 1.4 and 0.65 s for ``collect`` (spark_examples/README.md, "Where the Spark job's
+    time goes"). Columns in read_changes' select order; key and value arrive as bytes.
+    """
+    table = frame.toArrow()
+    topics, partitions, offsets, keys, values = (
+        table.column(index).to_pylist() for index in range(5)
     )
+    return [
+        SourceRecord(topic=topic, partition=partition, offset=offset, key=key, value=value)
+        for topic, partition, offset, key, value in zip(
+            topics, partitions, offsets, keys, values, strict=True
+        )
+    ]
 
 
 def batch_writer(
@@ -128,9 +136,9 @@ def batch_writer(
 ) -> Callable[[DataFrame, int], None]:
     """Returns the foreachBatch function: collect, order by offset, apply in one transaction.
 
-    Batches are bounded by maxOffsetsPerTrigger, so collecting them on the driver is safe;
-    ``collect`` moves the batch in one job, where ``toLocalIterator`` serves it partition by
-    partition through a second socket (about 1.4x slower on a batch of 40,000 records). The
+    Batches are bounded by maxOffsetsPerTrigger, so moving them to the driver is safe
+    (batch_records: one job, where ``toLocalIterator`` serves the batch partition by
+    partition through a second socket, about 1.4x slower on a batch of 40,000 records). The
     writes stay on the driver: executors' Python workers would need the sink's packages on
     every worker, and a one-partition topic gives one task per batch anyway, so they would
     do the same work in the same order, one hop further.
@@ -141,7 +149,7 @@ def batch_writer(
     decoder = FORMATS[record_format]
 
     def write(frame: DataFrame, batch_id: int) -> None:
-        records = [_to_record(row) for row in frame.collect()]
+        records = batch_records(frame)
         if not records:
             return
         database = open_database(dest)
