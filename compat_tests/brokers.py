@@ -242,8 +242,8 @@ def running(name: str) -> Iterator[BrokerUnderTest]:
         "kshim": start_kshim,
         "tansu": start_tansu,
         "kafka": start_kafka,
-        "gateway": functools.partial(start_gateway, "gateway", 2),
-        "one-gateway": functools.partial(start_gateway, "one-gateway", 1),
+        "gateway": functools.partial(start_gateway, "gateway"),
+        "one-gateway": functools.partial(start_gateway, "one-gateway"),
     }
     broker = starters[name]()
     try:
@@ -261,14 +261,31 @@ def unavailable_reason(name: str) -> str | None:
     return None
 
 
-def start_gateway(name: str, count: int) -> BrokerUnderTest:
-    """A Kafka of its own (start_kafka) behind ``count`` ``kshim gateway`` processes;
+def start_gateway(name: str) -> BrokerUnderTest:
+    """A Kafka of its own (start_kafka) behind the column's ``kshim gateway`` processes;
     clients bootstrap to all of them (docs/gateway.md)."""
     kafka = start_kafka()
     stack = contextlib.ExitStack()
     stack.callback(kafka.stop)
-    bootstrap = stack.enter_context(gateways_in_front(kafka.bootstrap, count=count))
-    return BrokerUnderTest(name, bootstrap, stack, kafka.external)
+    front = stack.enter_context(fronted(name, kafka.bootstrap))
+    return BrokerUnderTest(name, front.bootstrap, stack, kafka.external)
+
+
+def acts_as_kafka(name: str) -> bool:
+    """True for Kafka's columns: Kafka alone, or behind gateways (which relay to it)."""
+    return name == "kafka" or name in GATEWAY_NAMES
+
+
+@contextlib.contextmanager
+def fronted(name: str, kafka_bootstrap: str) -> Iterator[BrokerUnderTest]:
+    """A Kafka a scenario started with settings of its own, reached as column ``name``
+    reaches its Kafka: directly, or through that column's gateways."""
+    if name not in GATEWAY_NAMES:
+        yield BrokerUnderTest(name, kafka_bootstrap)
+        return
+    count = 2 if name == "gateway" else 1
+    with gateways_in_front(kafka_bootstrap, count=count) as bootstrap:
+        yield BrokerUnderTest(name, bootstrap)
 
 
 def kafka_unavailable_reason() -> str | None:

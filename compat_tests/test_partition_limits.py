@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from compat_tests.brokers import BrokerUnderTest
+from compat_tests.brokers import BrokerUnderTest, acts_as_kafka, fronted
 from compat_tests.conformance_probe import Probe, create_topic_request
 from compat_tests.kafka_sources import REFERENCE_JARS, jars_command, launched
 from kshim.jvm import artifacts
@@ -63,13 +63,16 @@ def limited(broker: BrokerUnderTest) -> Iterator[BrokerUnderTest]:
     if broker.name == "kshim":
         yield broker
         return
-    if broker.name != "kafka":
+    if not acts_as_kafka(broker.name):
         pytest.skip(f"{broker.name}: not compared for requests past Kafka's controller batch")
     reason = artifacts.unavailable_reason(REFERENCE_JARS)
     if reason is not None:
         pytest.skip(reason)
-    with launched(jars_command(REFERENCE_JARS)) as kafka:
-        yield BrokerUnderTest("kafka", kafka.bootstrap)
+    with (
+        launched(jars_command(REFERENCE_JARS)) as kafka,
+        fronted(broker.name, kafka.bootstrap) as front,
+    ):
+        yield front
 
 
 def new_name(label: str) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from compat_tests.brokers import BrokerUnderTest
+from compat_tests.brokers import BrokerUnderTest, acts_as_kafka, fronted
 from compat_tests.kafka_sources import REFERENCE_JARS, jars_command, launched
 from compat_tests.raw_transactions import probe, wait_for_leader
 from compat_tests.support import create_topic
@@ -81,7 +81,7 @@ def policed(broker: BrokerUnderTest) -> Iterator[BrokerUnderTest]:
     if broker.name == "kshim":
         yield broker
         return
-    if broker.name != "kafka":
+    if not acts_as_kafka(broker.name):
         pytest.skip(f"{broker.name}: no topic creation policy to compare with")
     reason = policy_unavailable_reason()
     if reason is not None:
@@ -91,8 +91,8 @@ def policed(broker: BrokerUnderTest) -> Iterator[BrokerUnderTest]:
         settings = {"create.topic.policy.class.name": POLICY_CLASS}
         agent_option = shlex.quote(f"-javaagent:{agent}")
         template = f"JAVA_TOOL_OPTIONS={agent_option} {jars_command(REFERENCE_JARS, settings)}"
-        with launched(template) as kafka:
-            yield BrokerUnderTest("kafka", kafka.bootstrap)
+        with launched(template) as kafka, fronted(broker.name, kafka.bootstrap) as front:
+            yield front
 
 
 def create_topics(broker: BrokerUnderTest, name: str, validate_only: bool) -> Any:
@@ -148,7 +148,7 @@ def test_changes_to_a_view_or_a_companion_are_policy_violations(
         for call in ("CreatePartitions", "DeleteTopics", "AlterConfigs", "IncrementalAlterConfigs")
     }
 
-    if policed.name == "kafka":
+    if acts_as_kafka(policed.name):
         assert {key: code for key, (code, _) in answers.items()} == dict.fromkeys(
             answers, UNKNOWN_TOPIC_OR_PARTITION
         )
