@@ -258,7 +258,7 @@ async def _serve(
         flush=True,
     )
     try:
-        endpoint = _serve_metrics(gateway, metrics_listen) if metrics_listen else None
+        endpoint = _serve_metrics(gateway, metrics_listen, dispatcher) if metrics_listen else None
     except CommandFailed:
         await gateway.stop()
         raise
@@ -280,13 +280,15 @@ async def _start_dispatcher(gateway: Gateway, dispatcher: DelayDispatcher) -> No
           flush=True)  # fmt: skip
 
 
-def _serve_metrics(gateway: Gateway, listen: str) -> MetricsEndpoint:
+def _serve_metrics(
+    gateway: Gateway, listen: str, dispatcher: DelayDispatcher | None
+) -> MetricsEndpoint:
     # Imported only when asked for: prometheus_client and its HTTP server.
     from kshim.gateway.metrics import serve_metrics
 
     host, port = parse_bootstrap(listen)
     try:
-        endpoint, (bound_host, bound_port) = serve_metrics(gateway, host, port)
+        endpoint, (bound_host, bound_port) = serve_metrics(gateway, host, port, dispatcher)
     except OSError as error:
         raise CommandFailed(f"cannot serve metrics on {listen}: {reason(error)}") from error
     print(f"kshim gateway: metrics on http://{bound_host}:{bound_port}/metrics", flush=True)

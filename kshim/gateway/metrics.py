@@ -2,9 +2,10 @@
 MetricsEndpoint: a thread of its own, prometheus_client's text format).
 
 A scrape reads plain counters the event loop keeps (relay.py's RelayCounts, the reviewer's
-outcomes, the alarms): reading an integer needs no hand-off to the loop. Names follow the
-broker's: a ``kshim_gateway_`` prefix, ``_total`` on counters, and the broker's alarm
-families, so the same alert rules watch both.
+outcomes, the alarms, delayed delivery's figures): reading an integer needs no hand-off to
+the loop. Names follow the broker's: a ``kshim_gateway_`` prefix, ``_total`` on counters,
+and the broker's alarm and delayed-delivery families, so the same alert rules and dashboard
+panels watch both.
 """
 
 from __future__ import annotations
@@ -13,16 +14,23 @@ import asyncio
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
+from kshim.gateway.delay.dispatcher import DelayDispatcher
 from kshim.gateway.gateway import Gateway
 from kshim.server.metrics.endpoint import MetricsEndpoint
 
 
 class GatewayCollector(Collector):
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, delays: DelayDispatcher | None = None) -> None:
         self._gateway = gateway
+        self._delays = delays
 
     def collect(self) -> Iterator[Metric]:
         gateway, counts = self._gateway, self._gateway.counts
@@ -49,6 +57,8 @@ class GatewayCollector(Collector):
             len(gateway.topology.brokers),
         )
         yield from self._reviews()
+        if self._delays is not None:
+            yield from delay_families(self._delays)
 
     def _reviews(self) -> Iterator[Metric]:
         reviewer = self._gateway.reviewer
@@ -72,6 +82,37 @@ class GatewayCollector(Collector):
         yield active
 
 
+def delay_families(delays: DelayDispatcher) -> Iterator[Metric]:
+    """The broker's delayed-delivery families, for the partitions this gateway delivers,
+    and how long its delivery transactions took (figures.py)."""
+    pending = GaugeMetricFamily(
+        "kshim_delayed_pending",
+        "Delayed records waiting for their due time, by topic (partitions this gateway owns)",
+        labels=["topic"],
+    )
+    counts: dict[str, int] = {}
+    for owned in list(delays.owned.values()):  # one C-level copy: the loop may change it
+        counts[owned.target] = counts.get(owned.target, 0) + len(owned.schedule)
+    for topic, count in sorted(counts.items()):
+        pending.add_metric([topic], count)
+    yield pending
+    lateness = HistogramMetricFamily(
+        "kshim_delayed_lateness_seconds",
+        "How late delayed records were committed to their topic after their due time",
+        labels=["topic"],
+    )
+    for topic, buckets in sorted(dict(delays.figures.lateness).items()):
+        lateness.add_metric([topic], buckets.cumulative(), sum_value=buckets.sum_s)
+    yield lateness
+    transactions = delays.figures.transactions
+    yield HistogramMetricFamily(
+        "kshim_gateway_delay_transaction_seconds",
+        "Duration of the upstream transactions that deliver due records",
+        buckets=transactions.cumulative(),
+        sum_value=transactions.sum_s,
+    )
+
+
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, documentation, value=value)
 
@@ -81,12 +122,12 @@ def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily
 
 
 def serve_metrics(
-    gateway: Gateway, host: str, port: int
+    gateway: Gateway, host: str, port: int, delays: DelayDispatcher | None = None
 ) -> tuple[MetricsEndpoint, tuple[str, int]]:
     """Serves the gateway's metrics on ``host:port`` (0: any free port) until the endpoint
     is stopped; returns it and its bound address. Raises OSError."""
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(GatewayCollector(gateway))
+    registry.register(GatewayCollector(gateway, delays))
     upstream = gateway.describe_upstream()
     endpoint = MetricsEndpoint(
         registry, asyncio.get_running_loop(), lambda: ["role=gateway", f"upstream={upstream}"]

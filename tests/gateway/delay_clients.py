@@ -119,9 +119,17 @@ def wait_for_log(gateway: GatewayProcess, text: str, count: int = 1) -> None:
     raise TimeoutError(f"{text!r} not in the gateway's log:\n{gateway.log_tail()}")
 
 
-def delay_gateway(log_dir: str, upstream: str, group: str, topics: Sequence[str]) -> GatewayProcess:
+def delay_gateway(
+    log_dir: str,
+    upstream: str,
+    group: str,
+    topics: Sequence[str],
+    metrics_listen: str | None = None,
+) -> GatewayProcess:
     """A gateway delivering ``topics`` (T.delay names) in ``group``, which notices a dead
-    member within a second."""
+    member within a second; serving its metrics at ``metrics_listen`` when given."""
     options = ["--delay", "--delay-group", group, "--delay-topics", ",".join(topics)]
     options += ["--delay-session-timeout-ms", "1000"]
+    if metrics_listen is not None:
+        options += ["--metrics-listen", metrics_listen]
     return GatewayProcess(log_dir, upstream, options=options)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
+import urllib.request
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from kshim.testing import GatewayProcess, KafkaProcess
+from kshim.testing import GatewayProcess, KafkaProcess, free_port
 from tests.gateway.delay_clients import (
     DELAYED_FROM,
     TAKEN_OVER,
@@ -31,24 +33,35 @@ from tests.gateway.delay_clients import (
 )
 
 LINGER_S = 0.5  # after the records expected, for one too many to show
+SCRAPE_TIMEOUT_S = 10.0
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
 def topics(kafka_upstream: KafkaProcess) -> dict[str, str]:
-    names = {test: unique(f"delay-{test}") for test in ("basic", "cancel", "replace")}
+    tests = ("basic", "cancel", "replace", "metrics")
+    names = {test: unique(f"delay-{test}") for test in tests}
     asyncio.run(create_topics(kafka_upstream.bootstrap, list(names.values()), 1))
     return names
 
 
 @pytest.fixture(scope="module")
+def metrics_address() -> str:
+    return f"127.0.0.1:{free_port()}"
+
+
+@pytest.fixture(scope="module")
 def delivering(
-    kafka_upstream: KafkaProcess, topics: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+    kafka_upstream: KafkaProcess,
+    topics: dict[str, str],
+    metrics_address: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[GatewayProcess]:
     delays = [f"{topic}.delay" for topic in topics.values()]
     log_dir = str(tmp_path_factory.mktemp("gw-delay"))
-    gateway = delay_gateway(log_dir, kafka_upstream.bootstrap, unique("delay-group"), delays)
+    group = unique("delay-group")
+    gateway = delay_gateway(log_dir, kafka_upstream.bootstrap, group, delays, metrics_address)
     gateway.start()
     wait_for_log(gateway, TAKEN_OVER)
     yield gateway
@@ -97,6 +110,60 @@ async def test_replace_by_key(
     await produce(kafka_upstream.bootstrap, f"{topic}.delay", records)
     arrivals = await read_arrivals(kafka_upstream.bootstrap, topic, 2, LINGER_S)
     assert [(a.key, a.value) for a in arrivals] == [(b"job", b"second"), (b"other", b"last")]
+
+
+async def test_the_gateway_counts_pending_records_lateness_and_its_transactions(
+    kafka_upstream: KafkaProcess,
+    topics: dict[str, str],
+    delivering: GatewayProcess,
+    metrics_address: str,
+) -> None:
+    """The broker's delayed-delivery families, for the partitions this gateway delivers:
+    records pending until due, then each record's lateness once its transaction committed,
+    which is never less than that transaction's own duration."""
+    topic, count = topics["metrics"], 5
+    due = now_ms() + 2500
+    records = [ToProduce(b"k%d" % index, b"v", (due_at(due),)) for index in range(count)]
+    await produce(kafka_upstream.bootstrap, f"{topic}.delay", records)
+    pending = f'kshim_delayed_pending{{topic="{topic}"}}'
+    filed = await _scraped_until(metrics_address, lambda m: m.get(pending) == count)
+    assert filed.get(f'kshim_delayed_lateness_seconds_count{{topic="{topic}"}}', 0) == 0
+
+    await read_arrivals(kafka_upstream.bootstrap, topic, count, LINGER_S)
+    lateness = f'kshim_delayed_lateness_seconds_count{{topic="{topic}"}}'
+    after = await _scraped_until(metrics_address, lambda m: m.get(lateness) == count)
+
+    assert after[pending] == 0
+    assert after[f'kshim_delayed_lateness_seconds_bucket{{le="+Inf",topic="{topic}"}}'] == count
+    transactions = after["kshim_gateway_delay_transaction_seconds_count"]
+    assert transactions - filed.get("kshim_gateway_delay_transaction_seconds_count", 0) >= 1
+    late_s = after[f'kshim_delayed_lateness_seconds_sum{{topic="{topic}"}}']
+    took_s = after["kshim_gateway_delay_transaction_seconds_sum"] - filed.get(
+        "kshim_gateway_delay_transaction_seconds_sum", 0
+    )
+    assert late_s >= took_s > 0
+
+
+async def _scraped_until(
+    address: str, condition: Callable[[dict[str, float]], bool]
+) -> dict[str, float]:
+    deadline = time.monotonic() + SCRAPE_TIMEOUT_S
+    while True:
+        metrics = await asyncio.to_thread(_scrape, address)
+        if condition(metrics) or time.monotonic() > deadline:
+            return metrics
+        await asyncio.sleep(0.1)
+
+
+def _scrape(address: str) -> dict[str, float]:
+    url = f"http://{address}/metrics"
+    with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as answer:
+        text = answer.read().decode()
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
 
 
 async def test_exactly_once_when_a_delivering_gateway_is_killed(

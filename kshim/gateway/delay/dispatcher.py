@@ -17,6 +17,7 @@ from aiokafka.structs import TopicPartition
 
 from kshim.broker.delay.naming import target_of
 from kshim.gateway.delay.entries import schedule_partition
+from kshim.gateway.delay.figures import DeliveryFigures
 from kshim.gateway.delay.owned import OwnedPartition
 from kshim.gateway.delay.takeover import read_schedule
 from kshim.gateway.delay.upstream import DELAY_TOPIC_PATTERN, DelaySettings, Upstream
@@ -37,6 +38,7 @@ class DelayDispatcher:
         self.upstream = upstream
         self.settings = settings or DelaySettings()
         self.owned: dict[TopicPartition, OwnedPartition] = {}
+        self.figures = DeliveryFigures()
         self._schedule_partitions = 0
         # aiokafka's clients are made on the loop that runs them, in start.
         self._consumer: AIOKafkaConsumer
@@ -192,7 +194,7 @@ class DelayDispatcher:
             f"{self.settings.transactional_id_prefix}{target}-{tp.partition}"
         )
         partition = schedule_partition(tp.topic, tp.partition, self._schedule_partitions)
-        return OwnedPartition(tp, producer, partition, self.settings, self.broken)
+        return OwnedPartition(tp, producer, partition, self.settings, self.broken, self.figures)
 
     async def _fence_and_read(
         self, fresh: dict[TopicPartition, OwnedPartition]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 from aiokafka import AIOKafkaProducer
@@ -23,6 +24,7 @@ from aiokafka.structs import TopicPartition
 from kshim.broker.delay.naming import DELAYED_FROM_HEADER, delayed_from, target_of
 from kshim.broker.delay.requests import InvalidDelay, read_request
 from kshim.gateway.delay.entries import PendingRecord, encode_entry, entry_key
+from kshim.gateway.delay.figures import DeliveryFigures
 from kshim.gateway.delay.schedule import PartitionSchedule
 from kshim.gateway.delay.upstream import DelaySettings
 from kshim.protocol.records import RecordView
@@ -42,8 +44,10 @@ class OwnedPartition:
         schedule_partition: int,
         settings: DelaySettings,
         on_broken: Callable[[TopicPartition], None],
+        figures: DeliveryFigures | None = None,
     ) -> None:
         self.source = source
+        self.figures = DeliveryFigures() if figures is None else figures
         self.target = target_of(source.topic) or source.topic
         self.producer = producer
         self.schedule = PartitionSchedule()
@@ -138,8 +142,10 @@ class OwnedPartition:
 
     async def _deliver(self, due: list[PendingRecord]) -> None:
         """Appends ``due`` to ``T``-p and tombstones their entries, in one transaction."""
+        clock = self._settings.clock_ms
         try:
             partition = await self._target()
+            began = time.monotonic()  # a duration: immune to wall-clock steps
             async with self.producer.transaction():
                 for record in due:
                     await self._send_delivery(record, partition)
@@ -150,8 +156,12 @@ class OwnedPartition:
                 self.schedule.add(record)
             self._broken("delivering due records")
             return
-        late = self._settings.clock_ms() - due[0].due_ms
-        log.debug("%s: %d records delivered, the first %d ms late", self.source, len(due), late)
+        took_ms = round((time.monotonic() - began) * 1000)
+        committed = clock()
+        lateness = [committed - record.due_ms for record in due]
+        self.figures.delivered(self.target, lateness, took_ms)
+        log.debug("%s: %d records delivered, the first %d ms late", self.source, len(due),
+                  lateness[0])  # fmt: skip
 
     async def _send_delivery(self, record: PendingRecord, partition: int) -> None:
         header = (DELAYED_FROM_HEADER, delayed_from(self.source.partition, record.offset))
