@@ -9,8 +9,10 @@ its own). Each repeat runs every shape on the three routes, in an order that rot
 repeat to repeat: confluent-kafka producing (acks=all, idempotent) and consuming 100 B and
 1 KiB records, and the end-to-end latency of 1,000 records/s (send -> consumer, and send ->
 acknowledgement). Through two gateways the producer goes through the first and the consumer
-through the second. CPU is of whole process trees: Kafka's JVM, and each gateway's process;
-the gateways' CPU per record is what relaying costs.
+through the second. With socat installed, a fourth route goes through it instead, a C byte
+relay on a second Kafka listener (relay_floor.py): what relaying costs any process here,
+the floor under the gateway's figures. CPU is of whole process trees: Kafka's JVM, each
+gateway's process, socat's; the relays' CPU per record is what relaying costs.
 
 Targets (docs/gateway.md): a relayed produce or fetch costs at most 10 us of gateway CPU per
 request and adds at most 1 ms to the end-to-end p50. Prints Markdown tables and writes them
@@ -35,11 +37,11 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from benchmarks import workloads
+from benchmarks import relay_floor, workloads
 from benchmarks.brokers import RunningBroker, running
 from kshim.testing import GatewayProcess
 
-ROUTES = ("direct", "one gateway", "two gateways")
+ROUTES = ("direct", "one gateway", "two gateways", "socat")
 LATENCY_RATE = 1_000
 LATENCY_SECONDS = 8.0
 LATENCY_WARM_UP_S = 2.0
@@ -74,15 +76,23 @@ def running_gateway(upstream: str) -> Iterator[RunningBroker]:
             gateway.stop()
 
 
-def routes(kafka: RunningBroker, first: RunningBroker, second: RunningBroker) -> list[Route]:
+def routes(
+    kafka: RunningBroker,
+    first: RunningBroker,
+    second: RunningBroker,
+    socat: RunningBroker | None = None,
+) -> list[Route]:
     def via(gateway: RunningBroker) -> RunningBroker:
         return replace(kafka, bootstrap=gateway.bootstrap)
 
-    return [
+    found = [
         Route("direct", kafka, kafka, ()),
         Route("one gateway", via(first), via(first), (first,)),
         Route("two gateways", via(first), via(second), (first, second)),
     ]
+    if socat is not None:
+        found.append(Route("socat", via(socat), via(socat), (socat,)))
+    return found
 
 
 Metrics = dict[str, float]
@@ -140,18 +150,30 @@ def run(counts: dict[int, int], repeats: int) -> dict[str, dict[str, list[float]
         latency_shape,
     ]
     with contextlib.ExitStack() as stack:
-        kafka = stack.enter_context(running("kafka"))
+        kafka, socat = stack.enter_context(upstream())
         first = stack.enter_context(running_gateway(kafka.bootstrap))
         second = stack.enter_context(running_gateway(kafka.bootstrap))
-        all_routes = routes(kafka, first, second)
+        all_routes = routes(kafka, first, second, socat)
         for repeat in range(repeats):
-            rotated = all_routes[repeat % 3 :] + all_routes[: repeat % 3]
+            turn = repeat % len(all_routes)
+            rotated = all_routes[turn:] + all_routes[:turn]
             for shape in shapes:
                 for route in rotated:
                     for key, value in shape(route).items():
                         samples[route.name].setdefault(key, []).append(value)
             print(f"repeat {repeat + 1} of {repeats} done", file=sys.stderr, flush=True)
     return samples
+
+
+@contextlib.contextmanager
+def upstream() -> Iterator[tuple[RunningBroker, RunningBroker | None]]:
+    """Kafka, with the socat route beside it when socat is installed (relay_floor.py)."""
+    if relay_floor.socat_missing() is not None:
+        with running("kafka") as kafka:
+            yield kafka, None
+        return
+    with relay_floor.kafka_behind_socat() as relayed:
+        yield relayed.kafka, relayed.relayed
 
 
 def _throughput(size: int, count: int) -> Callable[[Route], Metrics]:
@@ -165,12 +187,13 @@ def _throughput(size: int, count: int) -> Callable[[Route], Metrics]:
 
 def table(samples: dict[str, dict[str, list[float]]]) -> list[str]:
     keys = list(samples["direct"])
+    measured = [route for route in ROUTES if samples.get(route)]
     lines = [
-        "| metric | direct | one gateway | two gateways | one / direct |",
-        "|---|---:|---:|---:|---:|",
+        "| metric | " + " | ".join(measured) + " | one gateway / direct |",
+        "|---|" + "---:|" * (len(measured) + 1),
     ]
     for key in keys:
-        values = [statistics.median(samples[route].get(key, [float("nan")])) for route in ROUTES]
+        values = [statistics.median(samples[route].get(key, [float("nan")])) for route in measured]
         ratio = values[1] / values[0] if values[0] else float("nan")
         cells = " | ".join(_number(value) for value in values)
         lines.append(f"| {key} | {cells} | {ratio:.2f} |")

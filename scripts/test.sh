@@ -20,6 +20,8 @@ command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 # libfaketime steps the wall clock under a real broker (tests/e2e/test_clock_jump_e2e.py).
 ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || need_apt+=(faketime)
+# socat, a C byte relay: the floor under the gateway's relaying cost (benchmarks/relay_floor.py).
+command -v socat >/dev/null 2>&1 || need_apt+=(socat)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
