@@ -32,7 +32,7 @@ def test_clients_bootstrapped_to_socat_stay_on_it() -> None:
         assert producer.flush(TIMEOUT_S) == 0
         consumer = Consumer({"bootstrap.servers": through, "group.id": "relayed"})
         consumer.assign([TopicPartition("relayed", 0, 0)])
-        values = []
+        values: list[bytes | None] = []
         while len(values) < RECORDS:
             message = consumer.poll(TIMEOUT_S)
             assert message is not None and message.error() is None
