@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from kshim.gateway.delay.dispatcher import DelayDispatcher
 from kshim.gateway.gateway import Gateway
+from kshim.server.metrics.broker_collector import lateness_buckets
 from kshim.server.metrics.endpoint import MetricsEndpoint
 
 
@@ -102,13 +103,13 @@ def delay_families(delays: DelayDispatcher) -> Iterator[Metric]:
         labels=["topic"],
     )
     for topic, buckets in sorted(dict(delays.figures.lateness).items()):
-        lateness.add_metric([topic], buckets.cumulative(), sum_value=buckets.sum_s)
+        lateness.add_metric([topic], lateness_buckets(buckets.counts), sum_value=buckets.sum_s)
     yield lateness
     transactions = delays.figures.transactions
     yield HistogramMetricFamily(
         "kshim_gateway_delay_transaction_seconds",
         "Duration of the upstream transactions that deliver due records",
-        buckets=transactions.cumulative(),
+        buckets=lateness_buckets(transactions.counts),
         sum_value=transactions.sum_s,
     )
 

@@ -30,15 +30,6 @@ class Buckets:
         self.counts[bisect.bisect_left(LATENESS_BOUNDS_MS, milliseconds)] += 1
         self.sum_s += milliseconds / 1000
 
-    def cumulative(self) -> list[tuple[str, float]]:
-        """Prometheus' cumulative buckets, bounds in seconds."""
-        buckets, total = [], 0
-        for bound_ms, count in zip(LATENESS_BOUNDS_MS, self.counts, strict=False):
-            total += count
-            buckets.append((repr(bound_ms / 1000), float(total)))
-        buckets.append(("+Inf", float(sum(self.counts))))
-        return buckets
-
 
 @dataclass(slots=True)
 class DeliveryFigures:

@@ -13,7 +13,7 @@ counters, added by prometheus_client); labels are topic, partition, group, API.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -286,11 +286,17 @@ async def _delays(broker: Broker) -> Families:
 
 def _buckets(summary: TopicSummary) -> list[tuple[str, float]]:
     """The lateness counts as cumulative buckets (seconds); the store keeps no sum."""
+    return lateness_buckets(summary.lateness_counts)
+
+
+def lateness_buckets(counts: Sequence[int]) -> list[tuple[str, float]]:
+    """Counts per LATENESS_BOUNDS_MS bucket (the last: later than every bound) as
+    Prometheus' cumulative buckets, bounds in seconds."""
     buckets, total = [], 0
-    for bound_ms, count in zip(LATENESS_BOUNDS_MS, summary.lateness_counts, strict=False):
+    for bound_ms, count in zip(LATENESS_BOUNDS_MS, counts, strict=False):
         total += count
         buckets.append((repr(bound_ms / 1000), float(total)))
-    buckets.append(("+Inf", float(sum(summary.lateness_counts))))
+    buckets.append(("+Inf", float(sum(counts))))
     return buckets
 
 
