@@ -3,7 +3,8 @@
     python -m examples.connect.classpath    # fetches them if need be, prints the classpath
 
 They are the ``connect`` set of ``kshim.jvm`` (``kshim/jvm/poms/connect.xml``: Kafka's
-``connect-runtime`` 3.9, ``debezium-connector-postgres`` 3.2 and reload4j for logging),
+``connect-runtime`` 3.9 and its mirror connectors, ``debezium-connector-postgres`` 3.2 and
+reload4j for logging),
 which Maven resolves once into the cache (``python -m kshim.jvm fetch connect``); nothing is
 committed to this repository. Maven's resolution gives one version of each library, so
 Connect's REST server and plugin scanner get the jetty 9.4 and reflections 0.10 they were

@@ -12,28 +12,24 @@ import time
 from collections.abc import Iterator, Sequence
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from kshim.testing import GatewayProcess, KafkaProcess
 from tests.gateway.delay_clients import unique, wait_for_log
+from tests.gateway.full_records import (
+    PARTITIONS,
+    WAIT_S,
+    View,
+    create_topic,
+    exactly_once_each,
+    poll_view,
+    produce_for_view,
+    read_view,
+    view_consumer,
+)
 
 pytestmark = pytest.mark.timeout(180)
-PARTITIONS = 2
 SERVING = "serving full-data views"
-WAIT_S = 60.0
-
-# (partition, key) -> (offset, value): None for a tombstone.
-View = dict[tuple[int, bytes], tuple[int, bytes | None]]
-
-
-async def _create(bootstrap: str, topic: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-    finally:
-        await admin.close()
 
 
 def _gateways(log_dir: str, upstream: str, group: str) -> list[GatewayProcess]:
@@ -60,117 +56,24 @@ def _bootstrap(gateways: Sequence[GatewayProcess]) -> str:
     return ",".join(gateway.bootstrap for gateway in gateways)
 
 
-def _produce(bootstrap: str, topic: str, rounds: range, view: View) -> None:
-    """Keyed updates, tombstones and records without a key to both partitions, plus one
-    committed and one aborted transaction; ``view`` gets what a view must hold."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
-    for round_ in rounds:
-        for index in range(20):
-            partition, key = index % PARTITIONS, b"k%d" % index
-            value = None if (round_ + index) % 7 == 0 else b"v%d-%d" % (round_, index)
-            _send(producer, topic, partition, key, value, view)
-        producer.produce(topic, value=b"no key", partition=0)
-    assert producer.flush(30) == 0
-    _transactions(bootstrap, topic, rounds.stop, view)
-
-
-def _send(
-    producer: Producer, topic: str, partition: int, key: bytes, value: bytes | None, view: View
-) -> None:
-    def stored(error: KafkaError | None, message: object) -> None:
-        assert error is None, error
-        view[(partition, key)] = (message.offset(), value)  # type: ignore[attr-defined]
-
-    producer.produce(topic, value=value, key=key, partition=partition, on_delivery=stored)
-
-
-def _transactions(bootstrap: str, topic: str, round_: int, view: View) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("full-tx")})
-    producer.init_transactions(30)
-    committed: View = {}
-    for commit in (False, True):
-        producer.begin_transaction()
-        for index in (1, 2):
-            target = committed if commit else {}
-            _send(producer, topic, index % PARTITIONS, b"k%d" % index, b"tx%d" % round_, target)
-        producer.flush(30)
-        if commit:
-            producer.commit_transaction(30)
-        else:
-            producer.abort_transaction(30)
-    view.update(committed)
-
-
-Read = list[tuple[int, int, bytes, bytes | None]]  # partition, offset, key, value
-
-
-def _consumer(bootstrap: str, topic: str) -> Consumer:
-    """A consumer of ``topic``.full in a group of its own, from the start."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": unique("full-reader"),
-        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-        "topic.metadata.refresh.interval.ms": 1000, "session.timeout.ms": 6000,
-    })  # fmt: skip
-    consumer.subscribe([f"{topic}.full"])
-    return consumer
-
-
-def _poll(consumer: Consumer, until: View, read: Read, seconds: float = WAIT_S) -> Read:
-    """Adds to ``read`` what ``consumer`` reads until the latest record of each key read
-    is ``until`` and a second more has brought nothing."""
-    latest: View = {(p, k): (o, v) for p, o, k, v in read}
-    deadline = time.monotonic() + seconds
-    quiet_since = None
-    while time.monotonic() < deadline:
-        message = consumer.poll(0.2)
-        if message is None or message.error():
-            if latest == until:
-                quiet_since = quiet_since or time.monotonic()
-                if time.monotonic() - quiet_since > 1.0:
-                    return read
-            continue
-        quiet_since = None
-        entry = (message.partition(), message.offset(), message.key(), message.value())
-        read.append(entry)
-        latest[(entry[0], entry[2])] = (entry[1], entry[3])
-    raise AssertionError(f"read {len(read)} records of the view, never the {len(until)} keys")
-
-
-def _read(bootstrap: str, topic: str, until: View, seconds: float = WAIT_S) -> Read:
-    """Every record a new consumer reads of ``topic``.full until it holds ``until``."""
-    consumer = _consumer(bootstrap, topic)
-    try:
-        return _poll(consumer, until, [], seconds)
-    finally:
-        consumer.close()
-
-
-def _exactly(read: Sequence[tuple[int, int, bytes, bytes | None]]) -> View:
-    view: View = {}
-    for partition, offset, key, value in read:
-        assert (partition, key) not in view, f"{key!r} read twice from a fresh start"
-        view[(partition, key)] = (offset, value)
-    return view
-
-
 def test_a_view_through_any_gateway_is_the_latest_committed_record_of_each_key(
     kafka_upstream: KafkaProcess, gateways: list[GatewayProcess]
 ) -> None:
     topic = unique("full-orders")
-    asyncio.run(_create(kafka_upstream.bootstrap, topic))
+    asyncio.run(create_topic(kafka_upstream.bootstrap, topic))
     view: View = {}
-    _produce(gateways[0].bootstrap, topic, range(3), view)
-    _read(_bootstrap(gateways), topic, dict(view))  # until the owners have built it
+    produce_for_view(gateways[0].bootstrap, topic, range(3), view)
+    read_view(_bootstrap(gateways), topic, dict(view))  # until the owners have built it
     for gateway in gateways:  # through either, from a fresh start: each key once
-        assert _exactly(_read(gateway.bootstrap, topic, dict(view))) == dict(view)
+        assert exactly_once_each(read_view(gateway.bootstrap, topic, dict(view))) == dict(view)
 
 
 def test_a_produce_to_a_view_is_refused(
     kafka_upstream: KafkaProcess, gateways: list[GatewayProcess]
 ) -> None:
     topic = unique("full-readonly")
-    asyncio.run(_create(kafka_upstream.bootstrap, topic))
-    _read(gateways[0].bootstrap, topic, {}, seconds=10)  # names the view: it exists now
+    asyncio.run(create_topic(kafka_upstream.bootstrap, topic))
+    read_view(gateways[0].bootstrap, topic, {}, seconds=10)  # names the view: it exists now
     producer = Producer({"bootstrap.servers": gateways[0].bootstrap, "retries": 0})
     errors: list[KafkaError] = []
     producer.produce(f"{topic}.full", b"v", key=b"k", partition=0,
@@ -202,21 +105,21 @@ def test_the_owner_killed_another_gateway_rebuilds_the_view_and_readers_go_on(
     kafka_upstream: KafkaProcess, gateways: list[GatewayProcess]
 ) -> None:
     topic = unique("full-failover")
-    asyncio.run(_create(kafka_upstream.bootstrap, topic))
+    asyncio.run(create_topic(kafka_upstream.bootstrap, topic))
     view: View = {}
-    _produce(gateways[0].bootstrap, topic, range(2), view)
-    streaming = _consumer(_bootstrap(gateways), topic)
+    produce_for_view(gateways[0].bootstrap, topic, range(2), view)
+    streaming = view_consumer(_bootstrap(gateways), topic)
     try:
-        read = _poll(streaming, dict(view), [])
+        read = poll_view(streaming, dict(view), [])
         port = _owner_of(_bootstrap(gateways), f"{topic}.full", 0)
         victim = next(g for g in gateways if g.bootstrap.endswith(f":{port}"))
         survivor = next(g for g in gateways if g is not victim)
         victim.kill()  # kill -9
-        _produce(survivor.bootstrap, topic, range(2, 4), view)
-        _poll(streaming, dict(view), read)  # the reader goes on, to the same view
+        produce_for_view(survivor.bootstrap, topic, range(2, 4), view)
+        poll_view(streaming, dict(view), read)  # the reader goes on, to the same view
     finally:
         streaming.close()
     for partition in range(PARTITIONS):  # never sent back to the start: no offset again
         offsets = [offset for p, offset, _, _ in read if p == partition]
         assert offsets == sorted(set(offsets))
-    assert _exactly(_read(survivor.bootstrap, topic, dict(view))) == view
+    assert exactly_once_each(read_view(survivor.bootstrap, topic, dict(view))) == view
