@@ -8,12 +8,16 @@ import time
 from collections.abc import Sequence
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tests.gateway.delay_clients import unique
 
 PARTITIONS = 2
 WAIT_S = 60.0
+QUIET_S = 2.0
+
+# partition -> [(offset, key, value)] of the committed records, in offset order
+Records = dict[int, list[tuple[int, bytes | None, bytes | None]]]
 
 # (partition, key) -> (offset, value): None for a tombstone.
 View = dict[tuple[int, bytes], tuple[int, bytes | None]]
@@ -118,4 +122,36 @@ def exactly_once_each(read: Sequence[tuple[int, int, bytes, bytes | None]]) -> V
     for partition, offset, key, value in read:
         assert (partition, key) not in view, f"{key!r} read twice from a fresh start"
         view[(partition, key)] = (offset, value)
+    return view
+
+
+def committed_records(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> Records:
+    """Every committed record of ``topic``'s partitions, read until a quiet spell."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": unique("copy-reader"),
+        "isolation.level": "read_committed", "enable.auto.commit": False,
+    })  # fmt: skip
+    consumer.assign([TopicPartition(topic, partition, 0) for partition in range(partitions)])
+    records: Records = {partition: [] for partition in range(partitions)}
+    try:
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < QUIET_S:
+            message = consumer.poll(0.2)
+            if message is None or message.error():
+                continue
+            quiet_since = time.monotonic()
+            entry = (message.offset(), message.key(), message.value())
+            records[message.partition()].append(entry)
+    finally:
+        consumer.close()
+    return records
+
+
+def last_of_each_key(records: Records) -> View:
+    """The view a topic holding ``records`` has: the latest record of each key."""
+    view: View = {}
+    for partition, entries in records.items():
+        for offset, key, value in entries:
+            if key is not None:
+                view[(partition, key)] = (offset, value)
     return view

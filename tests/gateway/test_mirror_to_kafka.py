@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from examples.connect.classpath import ClasspathError, jars_unavailable_reason
 from examples.connect.worker import java_executable
@@ -22,21 +21,19 @@ from examples.mirror.mirror_maker import MirrorSettings, mirror_command, mirror_
 from kshim.testing import BrokerProcess, GatewayProcess, KafkaProcess
 from tests.gateway.delay_clients import unique, wait_for_log
 from tests.gateway.full_records import (
-    PARTITIONS,
+    Records,
     View,
+    committed_records,
     create_topic,
     exactly_once_each,
+    last_of_each_key,
     produce_for_view,
     read_view,
 )
 
 pytestmark = pytest.mark.timeout(300)
 COPY_TIMEOUT_S = 180.0
-QUIET_S = 2.0
 SERVING = "serving full-data views"
-
-# partition -> [(offset, key, value)] of the committed records, in offset order
-Records = dict[int, list[tuple[int, bytes | None, bytes | None]]]
 
 
 @pytest.fixture
@@ -83,28 +80,6 @@ def test_a_topic_moved_with_mirror_maker_keeps_its_records_and_its_full_data_vie
     assert _values(served) == _values(source_view)
 
 
-def committed_records(bootstrap: str, topic: str) -> Records:
-    """Every committed record of ``topic``'s partitions, read until a quiet spell."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": unique("copy-reader"),
-        "isolation.level": "read_committed", "enable.auto.commit": False,
-    })  # fmt: skip
-    consumer.assign([TopicPartition(topic, partition, 0) for partition in range(PARTITIONS)])
-    records: Records = {partition: [] for partition in range(PARTITIONS)}
-    try:
-        quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < QUIET_S:
-            message = consumer.poll(0.2)
-            if message is None or message.error():
-                continue
-            quiet_since = time.monotonic()
-            entry = (message.offset(), message.key(), message.value())
-            records[message.partition()].append(entry)
-    finally:
-        consumer.close()
-    return records
-
-
 def copied(bootstrap: str, topic: str, wanted: dict[int, list[object]]) -> Records:
     """The copy on the cluster, once it holds ``wanted`` (keys and values by partition)."""
     deadline = time.monotonic() + COPY_TIMEOUT_S
@@ -113,15 +88,6 @@ def copied(bootstrap: str, topic: str, wanted: dict[int, list[object]]) -> Recor
         if _without_offsets(copy) == wanted or time.monotonic() > deadline:
             assert _without_offsets(copy) == wanted
             return copy
-
-
-def last_of_each_key(records: Records) -> View:
-    view: View = {}
-    for partition, entries in records.items():
-        for offset, key, value in entries:
-            if key is not None:
-                view[(partition, key)] = (offset, value)
-    return view
 
 
 def _without_offsets(records: Records) -> dict[int, list[object]]:
