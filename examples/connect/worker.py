@@ -119,12 +119,20 @@ def _escape(text: str, is_key: bool) -> str:
 def write_worker_files(settings: WorkerSettings, directory: Path) -> tuple[Path, Path]:
     """Writes ``worker.properties`` and ``log4j.properties`` into ``directory``; returns
     their paths."""
+    return write_properties_files(settings.properties(), "worker.properties", directory)
+
+
+def write_properties_files(
+    properties: Mapping[str, str], name: str, directory: Path
+) -> tuple[Path, Path]:
+    """Writes ``properties`` as ``name`` and the logging's ``log4j.properties`` into
+    ``directory``; returns their paths."""
     directory.mkdir(parents=True, exist_ok=True)
-    worker = directory / "worker.properties"
-    worker.write_text(properties_text(settings.properties()), encoding="ascii")
+    written = directory / name
+    written.write_text(properties_text(properties), encoding="ascii")
     logging = directory / "log4j.properties"
     logging.write_text(LOG4J_PROPERTIES, encoding="ascii")
-    return worker, logging
+    return written, logging
 
 
 def java_executable() -> str | None:
@@ -139,12 +147,20 @@ def worker_command(
     java: str, jars: Sequence[Path], worker_properties: Path, log4j_properties: Path
 ) -> list[str]:
     """The command line of one distributed worker."""
+    return java_command(java, jars, CONNECT_MAIN_CLASS, worker_properties, log4j_properties)
+
+
+def java_command(
+    java: str, jars: Sequence[Path], main_class: str, properties: Path, log4j_properties: Path
+) -> list[str]:
+    """``main_class`` of the connect set's jars, given its properties file, as Kafka's
+    scripts run it (heap, log4j configuration, classpath)."""
     return [
         java,
         *HEAP_OPTIONS,
         f"-Dlog4j.configuration={log4j_properties.resolve().as_uri()}",
         "-cp",
         classpath(jars),
-        CONNECT_MAIN_CLASS,
-        str(worker_properties),
+        main_class,
+        str(properties),
     ]

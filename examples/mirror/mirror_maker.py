@@ -34,14 +34,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from examples.connect.classpath import ClasspathError, classpath, worker_jars
-from examples.connect.worker import LOG4J_PROPERTIES, java_executable, properties_text
+from examples.connect.classpath import ClasspathError, worker_jars
+from examples.connect.worker import java_command, java_executable, write_properties_files
 
 MAIN_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 MIRROR_JAR_PREFIX = "connect-mirror-"
 SOURCE, TARGET = "kshim", "kafka"
-HEAP_OPTIONS = ("-Xms128m", "-Xmx1g")
 # MirrorMaker's own topics, each with its replication factor setting.
 INTERNAL_REPLICATION_SETTINGS = (
     "replication.factor",  # of the copies
@@ -93,26 +92,13 @@ def mirror_jars() -> list[Path]:
 
 def write_files(settings: MirrorSettings, directory: Path) -> tuple[Path, Path]:
     """Writes ``mm2.properties`` and ``log4j.properties`` into ``directory``."""
-    directory.mkdir(parents=True, exist_ok=True)
-    properties = directory / "mm2.properties"
-    properties.write_text(properties_text(settings.properties()), encoding="ascii")
-    logging = directory / "log4j.properties"
-    logging.write_text(LOG4J_PROPERTIES, encoding="ascii")
-    return properties, logging
+    return write_properties_files(settings.properties(), "mm2.properties", directory)
 
 
 def mirror_command(
     java: str, jars: Sequence[Path], properties: Path, log4j_properties: Path
 ) -> list[str]:
-    return [
-        java,
-        *HEAP_OPTIONS,
-        f"-Dlog4j.configuration={log4j_properties.resolve().as_uri()}",
-        "-cp",
-        classpath(jars),
-        MAIN_CLASS,
-        str(properties),
-    ]
+    return java_command(java, jars, MAIN_CLASS, properties, log4j_properties)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

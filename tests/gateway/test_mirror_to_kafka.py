@@ -18,7 +18,7 @@ import pytest
 from examples.connect.classpath import ClasspathError, jars_unavailable_reason
 from examples.connect.worker import java_executable
 from examples.mirror.mirror_maker import MirrorSettings, mirror_command, mirror_jars, write_files
-from kshim.testing import BrokerProcess, GatewayProcess, KafkaProcess
+from kshim.testing import BrokerProcess, GatewayProcess, KafkaProcess, stop_process
 from tests.gateway.delay_clients import unique, wait_for_log
 from tests.gateway.full_records import (
     Records,
@@ -113,12 +113,7 @@ def mirror_maker(
     try:
         yield
     finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop_process(process)
 
 
 @contextlib.contextmanager
