@@ -47,9 +47,11 @@ from compat_tests.kafka_sources import (
 from kshim.protocol.apis import ADVERTISED
 from kshim.testing import BrokerProcess, free_port, wait_for_port
 
-BROKER_NAMES = ("kshim", "tansu", "kafka", "gateway", "one-gateway")
-# Kafka behind kshim gateways: the same verdicts as Kafka alone are expected of them.
-GATEWAY_NAMES = ("gateway", "one-gateway")
+# Kafka behind kshim gateways, by column: how many gateways. The same verdicts as Kafka
+# alone are expected of them.
+GATEWAYS = {"gateway": 2, "one-gateway": 1}
+GATEWAY_NAMES = tuple(GATEWAYS)
+BROKER_NAMES = ("kshim", "tansu", "kafka", *GATEWAY_NAMES)
 SELECTION_VARIABLE = "KSHIM_COMPAT_BROKERS"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
@@ -283,8 +285,7 @@ def fronted(name: str, kafka_bootstrap: str) -> Iterator[BrokerUnderTest]:
     if name not in GATEWAY_NAMES:
         yield BrokerUnderTest(name, kafka_bootstrap)
         return
-    count = 2 if name == "gateway" else 1
-    with gateways_in_front(kafka_bootstrap, count=count) as bootstrap:
+    with gateways_in_front(kafka_bootstrap, count=GATEWAYS[name]) as bootstrap:
         yield BrokerUnderTest(name, bootstrap)
 
 

@@ -367,15 +367,29 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+def through_gateways(
+    records: list[Record],
+) -> list[tuple[str, int, list[comparison.Disagreement]]]:
+    """Per gateway column: how many scenarios it and Kafka both ran, and where their
+    verdicts differ (no intended difference applies to a relay)."""
+    return [
+        (
+            name,
+            len(comparison.compared(records, ours=name)),
+            comparison.disagreements(records, ours=name, differences=()),
+        )
+        for name in GATEWAY_NAMES
+    ]
+
+
 def gateway_section(records: list[Record]) -> list[str]:
     """Each gateway column next to Kafka's: a gateway relays to a Kafka, so no intended
     difference applies and every disagreement is a finding."""
     lines = []
-    for name in GATEWAY_NAMES:
-        found = comparison.disagreements(records, ours=name, differences=())
+    for name, compared, found in through_gateways(records):
         lines.append(
-            f"- `{name}`: of {len(comparison.compared(records, ours=name))} scenarios run "
-            f"both through it and on Kafka alone, {len(found)} disagree."
+            f"- `{name}`: of {compared} scenarios run both through it and on Kafka alone, "
+            f"{len(found)} disagree."
         )
         lines += [
             f"  - `{item.scenario}`: {name} {comparison.shown(item.ours)}; "
@@ -398,12 +412,8 @@ def check(
         f"kshim and Kafka: {len(comparison.compared(records))} scenarios compared, "
         f"{len(found)} disagreements, {len(unexplained)} not explained by an intended difference"
     )
-    for name in GATEWAY_NAMES:
-        through = comparison.disagreements(records, ours=name, differences=())
-        print(
-            f"{name} and Kafka: {len(comparison.compared(records, ours=name))} scenarios "
-            f"compared, {len(through)} disagreements"
-        )
+    for name, compared, through in through_gateways(records):
+        print(f"{name} and Kafka: {compared} scenarios compared, {len(through)} disagreements")
         unexplained += through
     for item in unexplained:
         print(

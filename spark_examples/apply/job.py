@@ -134,7 +134,8 @@ def batch_writer(
     record_format: str = "kshim",
     progress: Callable[[list[SourceRecord]], object] | None = None,
 ) -> Callable[[DataFrame, int], None]:
-    """Returns the foreachBatch function: collect, order by offset, apply in one transaction.
+    """Returns the foreachBatch function: to the driver, order by offset, apply in one
+    transaction.
 
     Batches are bounded by maxOffsetsPerTrigger, so moving them to the driver is safe
     (batch_records: one job, where ``toLocalIterator`` serves the batch partition by

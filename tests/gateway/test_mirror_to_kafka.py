@@ -44,14 +44,14 @@ def kshim(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 
 @pytest.fixture
-def mirror_maker_command(tmp_path: Path) -> list[str]:
-    """Everything but the properties: skips when Java or the jars cannot be had."""
+def java_and_jars() -> tuple[str, list[Path]]:
+    """What MirrorMaker runs on: skips when Java or the jars cannot be had."""
     java = java_executable()
     reason = "no java on PATH" if java is None else jars_unavailable_reason()
     if reason is not None or java is None:
         pytest.skip(reason)
     try:
-        return [java, *map(str, mirror_jars())]
+        return java, mirror_jars()
     except ClasspathError as error:
         pytest.skip(str(error))
 
@@ -59,7 +59,7 @@ def mirror_maker_command(tmp_path: Path) -> list[str]:
 def test_a_topic_moved_with_mirror_maker_keeps_its_records_and_its_full_data_view(
     kafka_upstream: KafkaProcess,
     kshim: BrokerProcess,
-    mirror_maker_command: list[str],
+    java_and_jars: tuple[str, list[Path]],
     tmp_path: Path,
 ) -> None:
     topic = unique("moved")
@@ -70,7 +70,7 @@ def test_a_topic_moved_with_mirror_maker_keeps_its_records_and_its_full_data_vie
     source = committed_records(kshim.bootstrap, topic)
     asyncio.run(create_topic(kafka_upstream.bootstrap, topic))  # step 1: T on the cluster
 
-    with mirror_maker(mirror_maker_command, kshim, kafka_upstream, topic, tmp_path):
+    with mirror_maker(java_and_jars, kshim, kafka_upstream, topic, tmp_path):
         copy = copied(kafka_upstream.bootstrap, topic, _without_offsets(source))
 
     copy_view = last_of_each_key(copy)
@@ -101,13 +101,17 @@ def _values(view: View) -> dict[tuple[int, bytes], bytes | None]:
 
 @contextlib.contextmanager
 def mirror_maker(
-    base: list[str], kshim: BrokerProcess, kafka: KafkaProcess, topic: str, work: Path
+    runtime: tuple[str, list[Path]],
+    kshim: BrokerProcess,
+    kafka: KafkaProcess,
+    topic: str,
+    work: Path,
 ) -> Iterator[None]:
-    """MirrorMaker 2 copying ``topic`` from kshim to Kafka until the block ends; ``base``
+    """MirrorMaker 2 copying ``topic`` from kshim to Kafka until the block ends; ``runtime``
     is java and the jars."""
     settings = MirrorSettings(kshim.bootstrap, kafka.bootstrap, [topic], replication_factor=1)
     properties, logging = write_files(settings, work / "mm2")
-    command = mirror_command(base[0], [Path(jar) for jar in base[1:]], properties, logging)
+    command = mirror_command(*runtime, properties, logging)
     with open(work / "mm2" / "mirror-maker.log", "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -44,10 +44,10 @@ class OwnedPartition:
         schedule_partition: int,
         settings: DelaySettings,
         on_broken: Callable[[TopicPartition], None],
-        figures: DeliveryFigures | None = None,
+        figures: DeliveryFigures,
     ) -> None:
         self.source = source
-        self.figures = DeliveryFigures() if figures is None else figures
+        self.figures = figures  # the dispatcher's, shared by its partitions
         self.target = target_of(source.topic) or source.topic
         self.producer = producer
         self.schedule = PartitionSchedule()

@@ -28,7 +28,7 @@ from kshim.broker.groups.lag_age import unread_since_ms
 from kshim.broker.transactions.transaction_states import TransactionState
 from kshim.storage.interface import TopicPartition
 from kshim.storage.log.log_store import DiskLogStore
-from kshim.storage.schedule.delay_records import LATENESS_BOUNDS_MS, TopicSummary
+from kshim.storage.schedule.delay_records import LATENESS_BOUNDS_MS
 
 SCRAPE_TIMEOUT_S = 10.0
 
@@ -280,13 +280,9 @@ async def _delays(broker: Broker) -> Families:
         pending.add_metric([topic], summary.pending)
         if summary.next_due_ms is not None:
             next_due.add_metric([topic], summary.next_due_ms / 1000)
-        lateness.add_metric([topic], _buckets(summary), sum_value=None)
+        # The store keeps no sum.
+        lateness.add_metric([topic], lateness_buckets(summary.lateness_counts), sum_value=None)
     return [pending, next_due, lateness]
-
-
-def _buckets(summary: TopicSummary) -> list[tuple[str, float]]:
-    """The lateness counts as cumulative buckets (seconds); the store keeps no sum."""
-    return lateness_buckets(summary.lateness_counts)
 
 
 def lateness_buckets(counts: Sequence[int]) -> list[tuple[str, float]]:
