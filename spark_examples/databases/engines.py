@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import sqlite3
+import time
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -78,6 +79,30 @@ def _pragma_table_info(engine: EngineAdapter, table: str) -> list[DriverRow]:
     return engine.execute(f"PRAGMA table_info({quote(table)})", ())
 
 
+# How long a SQLite statement waits for another connection's lock before it fails.
+_SQLITE_BUSY_S = 60.0
+
+
+def _enter_wal(connection: sqlite3.Connection) -> None:
+    """Puts the database in WAL mode, which lets the capture read while the application writes.
+
+    Switching a new database to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY at
+    once, without its busy handler, when that would deadlock with another connection upgrading
+    its own lock (https://www.sqlite.org/lockingv3.html): two processes opening the same new
+    file together (the apply job and a reader) meet exactly that, so the switch is retried.
+    The mode is stored in the file, so only the first opening of a database switches it.
+    """
+    deadline = time.monotonic() + _SQLITE_BUSY_S
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 class SqliteEngine:
     """SQLite through the standard library's sqlite3 (no implicit transactions)."""
 
@@ -90,10 +115,9 @@ class SqliteEngine:
     def open(cls, path: str) -> SqliteEngine:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: sqlite3 issues no implicit BEGIN; Database.transaction does.
-        connection = sqlite3.connect(path, isolation_level=None, timeout=60.0)
-        # WAL lets the capture read while the application writes.
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA busy_timeout=60000")
+        connection = sqlite3.connect(path, isolation_level=None, timeout=_SQLITE_BUSY_S)
+        _enter_wal(connection)
+        connection.execute(f"PRAGMA busy_timeout={int(_SQLITE_BUSY_S * 1000)}")
         return cls(connection)
 
     def execute(self, sql: str, params: Sequence[object]) -> list[DriverRow]:

@@ -126,3 +126,32 @@ def test_execute_uses_question_mark_placeholders(database: Database) -> None:
     assert database.execute("SELECT name FROM things WHERE id = ?", [7]) == [("100%",)]
     database.execute("DELETE FROM things WHERE id = ?", [7])
     assert database.execute("SELECT count(*) FROM things") == [(0,)]
+
+
+def _open_while_it_appears(path: str, started: Any, stop: Any) -> None:
+    """Opens ``path`` over and over from the moment it exists, as a reader polling it does."""
+    started.set()
+    while not stop.is_set():
+        if Path(path).exists():
+            open_database(f"sqlite:///{path}").close()
+
+
+def test_a_new_sqlite_file_opened_by_two_processes_at_once_opens_in_both(tmp_path: Path) -> None:
+    """Switching a new file to WAL in two processes together can meet SQLite's deadlock
+    avoidance (an immediate "database is locked", no busy wait): each opening must still
+    succeed. Without a retry about one attempt in fifteen failed here."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    for attempt in range(100):
+        path = str(tmp_path / f"new-{attempt}.db")
+        started, stop = context.Event(), context.Event()
+        reader = context.Process(target=_open_while_it_appears, args=(path, started, stop))
+        reader.start()
+        try:
+            assert started.wait(10)
+            open_database(f"sqlite:///{path}").close()
+        finally:
+            stop.set()
+            reader.join(10)
+        assert reader.exitcode == 0, f"the reader failed on attempt {attempt}"
