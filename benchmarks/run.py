@@ -118,10 +118,10 @@ def throughput(broker: RunningBroker, scale: Scale) -> Metrics:
             metrics[f"{label}_records_per_s"] = result.records_per_second
             metrics[f"{label}_mb_per_s"] = result.megabytes_per_second
             metrics[f"{label}_broker_cpu_us_per_record"] = result.broker_cpu_microseconds_per_record
-            # Near 1 core, the client's busiest thread set the rate (report.paced_by).
+            # Near 1 core, the client's busiest thread set the rate; with the broker's cores,
+            # the client's whole process tells when the two filled the machine (who_paced.py).
             metrics[f"{label}_busiest_client_thread_cores"] = result.busiest_client_thread_cores
-        # Whether the consumer itself was busy: near 1 core, it set the rate.
-        metrics[f"consume_{'100B' if size == 100 else '1KiB'}_client_cores"] = consumed.client_cores
+            metrics[f"{label}_client_cores"] = result.client_cores
     return metrics
 
 

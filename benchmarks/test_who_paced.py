@@ -34,3 +34,12 @@ def test_a_client_thread_near_a_core_is_marked_as_what_set_the_rate() -> None:
 
 def test_no_section_for_a_result_without_client_figures() -> None:
     assert paced_lines(RESULTS, {}) == []
+
+
+def test_broker_and_client_filling_the_machine_are_marked_as_what_set_the_rate() -> None:
+    figures = summary(0.6, 0.6)
+    figures["throughput.produce_100B_client_cores"] = {"kshim": cell(1.65), "kafka": cell(1.2)}
+    lines = paced_lines({**RESULTS, "machine": {"cores": 2}}, figures)
+    row = next(line for line in lines if line.startswith("| produce 100 B |"))
+    # kshim: 0.20 + 1.65 >= 0.9 of 2 cores; Kafka: 0.40 + 1.20 is not.
+    assert row == "| produce 100 B | 0.20 / 0.60 / 1.65 (machine) | 0.40 / 0.60 / 1.20 |"
