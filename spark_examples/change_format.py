@@ -38,11 +38,16 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TypeAlias, TypedDict
+
+# Records are read with orjson (the apply sink reads every one: a third of the time json took,
+# docs/design.md) and written with json, whose output the keys' bytes are defined by.
+import orjson
 
 from spark_examples import databases
 from spark_examples.databases import Columns, PortableType, PortableValue, Row
@@ -147,7 +152,7 @@ def encode_key(table: str, pk: Mapping[str, PortableValue]) -> bytes:
 
 def decode_key(key: bytes) -> tuple[str, JsonRow]:
     """(table, primary key as JSON values) from a record key; blobs stay {"$base64": ...}."""
-    document: KeyDocument = json.loads(key.decode("utf-8"))
+    document: KeyDocument = orjson.loads(key)
     return document["table"], document["pk"]
 
 
@@ -175,17 +180,65 @@ def decode_row(columns: Columns, row_json: Mapping[str, JsonValue]) -> Row:
 def decode_value(value: bytes) -> Change:
     """The change in a non-null record value; raises ValueError if it is malformed."""
     try:
-        document: ValueDocument = json.loads(value.decode("utf-8"))
-        columns = _portable_columns(dict(document["columns"]))
+        document: ValueDocument = orjson.loads(value)
+        columns, readers = _columns_plan(document["columns"])
+        row_json = document["row"]
         return Change(
             seq=int(document["seq"]),
             op=str(document["op"]),
             table=str(document["table"]),
             columns=columns,
-            row=decode_row(columns, document["row"]),
+            row={name: read(row_json.get(name)) for name, read in readers},
         )
-    except (KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (KeyError, TypeError, json.JSONDecodeError) as error:  # orjson's, bad UTF-8 too
         raise ValueError(f"malformed change value: {error}") from error
+
+
+# How one column's JSON values are read (decode_json_value for a known type).
+_Reader: TypeAlias = Callable[[JsonValue], PortableValue]
+# A columns document checked: its columns, and each column's reader in column order.
+_ColumnsPlan: TypeAlias = tuple[Columns, tuple[tuple[str, _Reader], ...]]
+# The capture repeats a table's columns document in each of its records, so each distinct
+# document is checked once: checking types and looking up decoders per column and record
+# was a fifth of the apply sink's time. Bounded, for a source of very many tables.
+_PLANS: dict[tuple[tuple[str, object], ...], _ColumnsPlan] = {}
+_MAX_PLANS = 4096
+
+
+def _columns_plan(document: Mapping[str, object]) -> _ColumnsPlan:
+    """The checked columns of a value's ``columns`` document and their readers. The
+    columns returned are shared between the changes that name them: never changed."""
+    document = document if type(document) is dict else dict(document)
+    signature = tuple(document.items())
+    try:
+        plan = _PLANS.get(signature)
+    except TypeError:  # a type that is not a string: malformed, _portable_columns says so
+        return _checked_plan(document)
+    if plan is None:
+        plan = _checked_plan(document)
+        if len(_PLANS) < _MAX_PLANS:
+            _PLANS[signature] = plan
+    return plan
+
+
+def _checked_plan(document: Mapping[str, object]) -> _ColumnsPlan:
+    columns = _portable_columns(document)
+    return columns, tuple((name, _reader(kind)) for name, kind in columns.items())
+
+
+@functools.cache
+def _reader(portable: PortableType) -> _Reader:
+    """decode_json_value of ``portable``, its decoder looked up once."""
+    decode = databases.value_decoder(portable)
+
+    def read(value: JsonValue) -> PortableValue:
+        if value is None:
+            return None
+        if type(value) is dict:
+            return base64.b64decode(value[_BASE64])
+        return decode(value)
+
+    return read
 
 
 def _portable_columns(columns: Mapping[str, object]) -> Columns:
@@ -203,7 +256,7 @@ def encode_schema_key(table: str, seq: int) -> bytes:
 
 def schema_key_table(key: bytes) -> str | None:
     """The table a schema-change key names, or None for any other key."""
-    return _schema_table(json.loads(key.decode("utf-8")))
+    return _schema_table(orjson.loads(key))
 
 
 def _schema_table(document: object) -> str | None:
@@ -215,7 +268,7 @@ def decode_any_key(key: bytes) -> tuple[str, JsonRow | None]:
     """(table, primary key) of a row's key, (table, None) of a schema-change key: the key
     parsed once, where ``schema_key_table`` then ``decode_key`` parse it twice (the apply
     sink reads every record's key). Raises KeyError or ValueError for any other key."""
-    document = json.loads(key.decode("utf-8"))
+    document = orjson.loads(key)
     schema_table = _schema_table(document)
     if schema_table is not None:
         return schema_table, None
@@ -239,7 +292,7 @@ def encode_schema_value(seq: int, schema: TableSchema) -> bytes:
 def decode_schema_value(value: bytes) -> tuple[int, TableSchema]:
     """(seq, schema) of a schema-change value; raises ValueError if it is malformed."""
     try:
-        document: SchemaDocument = json.loads(value.decode("utf-8"))
+        document: SchemaDocument = orjson.loads(value)
         columns = _portable_columns(dict(document["columns"]))
         defaults = {
             name: decode_json_value(columns[name], value)
@@ -253,5 +306,5 @@ def decode_schema_value(value: bytes) -> tuple[int, TableSchema]:
             defaults=defaults,
         )
         return int(document["seq"]), schema
-    except (KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (KeyError, TypeError, json.JSONDecodeError) as error:  # orjson's, bad UTF-8 too
         raise ValueError(f"malformed schema-change value: {error}") from error

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
@@ -264,7 +264,7 @@ def _apply_coalesced(
     lookup = tables.lookup(database)
     # A row is (table, primary key): Debezium's keys hold no table, and one batch may read
     # several topics.
-    latest: dict[tuple[str, str], _RowChange] = {}
+    latest: dict[tuple[str, Hashable], _RowChange] = {}
     for record in records:
         table, key, change = decode(record, lookup)
         schema = change.schema if isinstance(change, Change) else change
@@ -276,14 +276,27 @@ def _apply_coalesced(
             tables.known.add(table)
         if isinstance(change, TableSchema):
             continue
-        row = (table, json.dumps(key, sort_keys=True))
+        row = (table, _row_identity(key))
         latest.pop(row, None)  # re-inserted last: keeps the order of last changes
         latest[row] = (table, key, change)
     _write_latest(database, tables, latest)
 
 
+def _row_identity(key: JsonRow) -> Hashable:
+    """What tells one row's key from another's within a batch: its values as they are (with
+    their types, so that 1 and 1.0 or True stay apart, as their JSON does), or its JSON when
+    a value is not hashable (a blob's {"$base64": ...}). Dumping every key as JSON took a
+    tenth of the sink's time."""
+    identity = tuple([(name, type(value), value) for name, value in sorted(key.items())])
+    try:
+        hash(identity)
+    except TypeError:
+        return json.dumps(key, sort_keys=True)
+    return identity
+
+
 def _write_latest(
-    database: Database, tables: _Tables, latest: dict[tuple[str, str], _RowChange]
+    database: Database, tables: _Tables, latest: dict[tuple[str, Hashable], _RowChange]
 ) -> None:
     """Writes the last change of each row with multi-row statements."""
     deletes: dict[str, list[Row]] = {}

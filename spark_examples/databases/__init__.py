@@ -27,6 +27,7 @@ from spark_examples.databases.portable import (
     decode_value,
     is_portable_type,
     portable_type,
+    value_decoder,
 )
 
 __all__ = [
@@ -45,4 +46,5 @@ __all__ = [
     "open_database",
     "portable_type",
     "quote",
+    "value_decoder",
 ]

@@ -132,6 +132,12 @@ def decode_value(portable: PortableType, value: object) -> PortableValue:
     return _DECODERS[portable](value)
 
 
+def value_decoder(portable: PortableType) -> Callable[[object], PortableValue]:
+    """``decode_value`` of one portable type for values that are not None, looked up once
+    by a caller decoding many values of that type."""
+    return _DECODERS[portable]
+
+
 def _to_integer(value: object) -> int:
     # The exact type first: isinstance against the Supports* protocols walks their members,
     # about 30 us a value, which the apply sink pays for every integer it decodes.

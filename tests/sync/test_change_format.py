@@ -83,3 +83,16 @@ def test_bad_operation_and_malformed_values_are_rejected() -> None:
         decode_value(b'{"seq": 1}')
     with pytest.raises(ValueError, match="malformed"):
         decode_value(b"\xff")
+
+
+def test_each_columns_document_is_checked_even_after_a_like_one_was_read() -> None:
+    """Columns documents are checked once each and remembered (change_format.py): a bad one
+    must still be refused, whatever was read before it."""
+    good = encode_value(1, "insert", "t", {"id": "integer"}, {"id": 1})
+    assert decode_value(good).row == decode_value(good).row == {"id": 1}
+    with pytest.raises(ValueError, match="unknown portable types"):
+        decode_value(b'{"seq":2,"op":"insert","table":"t","columns":{"id":"integr"},"row":{}}')
+    with pytest.raises(ValueError, match="malformed"):  # a type that is no string at all
+        decode_value(b'{"seq":2,"op":"insert","table":"t","columns":{"id":["integer"]},"row":{}}')
+    with pytest.raises(ValueError, match="malformed"):
+        decode_value(b'{"seq":2,"op":"insert","table":"t","columns":[1],"row":{}}')
