@@ -96,3 +96,13 @@ def test_each_columns_document_is_checked_even_after_a_like_one_was_read() -> No
         decode_value(b'{"seq":2,"op":"insert","table":"t","columns":{"id":["integer"]},"row":{}}')
     with pytest.raises(ValueError, match="malformed"):
         decode_value(b'{"seq":2,"op":"insert","table":"t","columns":[1],"row":{}}')
+
+
+def test_a_change_s_loosely_typed_values_take_their_column_s_type() -> None:
+    value = (
+        b'{"seq":1,"op":"insert","table":"t","columns":{"id":"integer","ratio":"real",'
+        b'"ok":"boolean","n":"numeric"},"row":{"id":"7","ratio":5,"ok":1,"n":"1.50"}}'
+    )
+    row = decode_value(value).row
+    assert row == {"id": 7, "ratio": 5.0, "ok": True, "n": Decimal("1.50")}
+    assert (type(row["ratio"]), type(row["ok"])) == (float, bool)
