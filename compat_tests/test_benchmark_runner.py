@@ -231,42 +231,36 @@ def kafka_jars_problem() -> str | None:
 
 
 @pytest.mark.slow
-def test_kafka_runs_from_the_jars_in_its_two_settings_measured_as_a_jvm(tmp_path: Path) -> None:
+def test_kafka_with_fsync_runs_from_the_jars_measured_as_a_jvm(tmp_path: Path) -> None:
     if reason := kafka_jars_problem():
         pytest.skip(reason)
-    # Throughput and latency: the JVM's whole-tree CPU and memory, both acknowledgement
-    # settings read back. Start-up and idle memory (accumulation) run beside Kafka in the CI
-    # quick benchmark; a third Kafka start each here would add half a minute.
+    # Throughput and latency: the JVM's whole-tree CPU and memory, the acknowledgement
+    # setting read back. Kafka at its defaults runs beside kshim in the CI quick benchmark
+    # (scripts/test.sh), every workload of it, so it is not started a third time here.
     arguments = ["benchmarks.run", "--smoke", "--workloads", "throughput,latency",
-                 "--brokers", "kshim,kafka,kafka-fsync", "--output", str(tmp_path)]  # fmt: skip
+                 "--brokers", "kshim,kafka-fsync", "--output", str(tmp_path)]  # fmt: skip
 
     status, printed = run_child(arguments, child_environment())
 
     assert status == 0, printed
     results = json.loads((tmp_path / "report.json").read_text())
-    assert (results["brokers"], results["skipped"]) == (["kshim", "kafka", "kafka-fsync"], {})
+    assert (results["brokers"], results["skipped"]) == (["kshim", "kafka-fsync"], {})
     flushes = {name: settings["log.flush.interval.messages"]
                for name, settings in results["broker_settings"].items()}  # fmt: skip
-    assert flushes == {"kafka": str(2**63 - 1), "kafka-fsync": "1"}  # Kafka's default, ours
-    assert results["processes"]["kafka"] == results["processes"]["kafka-fsync"] == ["java"]
+    assert flushes == {"kafka-fsync": "1"}  # ours, read back from the broker
+    assert results["processes"]["kafka-fsync"] == ["java"]
     assert "kafka_2.13:3.9.2" in results["kafka_columns"]["kafka-fsync"]
-    for name in ("kafka", "kafka-fsync"):
-        [throughput] = results["samples"]["throughput"][name]
-        [latency] = results["samples"]["latency"][name]
-        assert throughput["produce_100B_records_per_s"] > 0, name
-        assert throughput["broker_cpu_s"] > 0 and throughput["broker_peak_rss_mb"] > 100, name
-        assert latency["records"] == 1000 and latency["p99_ms"] >= latency["p50_ms"] > 0, name
-        assert latency["fetch_wait_10ms_records"] == 1000, name
-        assert latency["ack_p99_ms"] >= latency["ack_p50_ms"] > 0, name
-    rows = {row["label"]: row for row in results["targets"]}
-    produce = rows["produce 100 B, records/s"]
-    kafka_median = results["summary"]["throughput.produce_100B_records_per_s"]["kafka"]
-    assert produce["reference_value"] == kafka_median["median"]
-    assert rows["e2e latency p99 at 1,000 rec/s, ms"]["ratio"] is not None
+    [throughput] = results["samples"]["throughput"]["kafka-fsync"]
+    [latency] = results["samples"]["latency"]["kafka-fsync"]
+    assert throughput["produce_100B_records_per_s"] > 0
+    assert throughput["broker_cpu_s"] > 0 and throughput["broker_peak_rss_mb"] > 100
+    assert latency["records"] == 1000 and latency["p99_ms"] >= latency["p50_ms"] > 0
+    assert latency["fetch_wait_10ms_records"] == 1000
+    assert latency["ack_p99_ms"] >= latency["ack_p50_ms"] > 0
+    fsync_median = results["summary"]["throughput.produce_100B_records_per_s"]["kafka-fsync"]
+    assert fsync_median["median"] == throughput["produce_100B_records_per_s"]
     table = (tmp_path / "readme_table.md").read_text()
-    assert (
-        "| measurement | kshim | kafka | kafka-fsync | kshim / Kafka | wanted | result |" in table
-    )
+    assert "| measurement | kshim | kafka-fsync | kshim / Kafka | wanted | result |" in table
 
 
 @pytest.mark.slow
