@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import random
 import statistics
 import subprocess
@@ -30,6 +29,8 @@ import time
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from benchmarks.result_files import machine_load, write_result
 
 if TYPE_CHECKING:  # the children import spark_examples from the tree they measure
     from spark_examples.databases import Columns
@@ -180,18 +181,13 @@ def main(argv: list[str] | None = None) -> None:
     command = "python -m benchmarks.apply_sink " + " ".join(argv or sys.argv[1:])
     finished = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     heading = (
-        f"`{command}`, {finished}, {os.cpu_count()} CPUs, load average at the end "
-        f"{os.getloadavg()[0]:.1f}; medians (min-max) of {arguments.rounds} rounds, "
-        f"µs per record, {arguments.records:,} records in batches of {BATCH:,}"
+        f"`{command}`, {finished}, {machine_load()}; medians (min-max) of {arguments.rounds} "
+        f"rounds, µs per record, {arguments.records:,} records in batches of {BATCH:,}"
     )
-    lines = [heading, "", *table(samples)]
-    print("\n".join(lines))
-    arguments.output.parent.mkdir(parents=True, exist_ok=True)
-    arguments.output.with_suffix(".md").write_text("\n".join(lines) + "\n")
     document = {"command": command, "finished": finished, "trees": {
         name: None if tree is None else str(tree) for name, tree in trees.items()},
         "samples": samples}  # fmt: skip
-    arguments.output.with_suffix(".json").write_text(json.dumps(document, indent=2) + "\n")
+    write_result(arguments.output, [heading, "", *table(samples)], document)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import json
-import os
 import platform
 import statistics
 import sys
@@ -39,6 +37,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks import relay_floor, workloads
 from benchmarks.brokers import RunningBroker, running
+from benchmarks.result_files import machine_load, write_result
 from kshim.testing import GatewayProcess
 
 ROUTES = ("direct", "one gateway", "two gateways", "socat")
@@ -216,15 +215,10 @@ def main(argv: list[str] | None = None) -> None:
     command = "python -m benchmarks.gateway " + " ".join(argv if argv is not None else sys.argv[1:])
     heading = (
         f"Kafka 3.9 direct and through `kshim gateway`, {arguments.repeats} repeats, medians; "
-        f"`{command.strip()}`, {started:%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, "
-        f"load average at the end {os.getloadavg()[0]:.1f}"
+        f"`{command.strip()}`, {started:%Y-%m-%d %H:%M} UTC, {machine_load()}"
     )
-    lines = [heading, "", *table(samples)]
-    print("\n".join(lines))
-    arguments.json.parent.mkdir(parents=True, exist_ok=True)
     document = {"started": started.isoformat(), "machine": platform.machine(), "samples": samples}
-    arguments.json.write_text(json.dumps(document, indent=1) + "\n")
-    arguments.json.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_result(arguments.json, [heading, "", *table(samples)], document, indent=1)
 
 
 if __name__ == "__main__":
