@@ -30,8 +30,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.result_files import machine_load, write_result
-
 if TYPE_CHECKING:  # the children import spark_examples from the tree they measure
     from spark_examples.databases import Columns
 
@@ -164,6 +162,10 @@ def main(argv: list[str] | None = None) -> None:
     if arguments.measure:
         print(json.dumps(measure(arguments.measure, arguments.records)))
         return
+    # Here, not at the top: a child runs this file on a baseline tree's packages, whose
+    # benchmarks package may predate this module.
+    from benchmarks.result_files import machine_load, write_result
+
     trees: dict[str, Path | None] = {"this tree": None}
     if arguments.baseline is not None:
         trees["baseline"] = arguments.baseline.resolve()

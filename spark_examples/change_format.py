@@ -139,9 +139,7 @@ def encode_json_value(value: PortableValue | bytearray | memoryview) -> JsonValu
 
 def decode_json_value(portable: PortableType, value: JsonValue) -> PortableValue:
     """The python value of one JSON value of portable type ``portable``."""
-    if isinstance(value, dict):
-        return base64.b64decode(value[_BASE64])
-    return databases.decode_value(portable, value)
+    return _reader(portable)(value)
 
 
 def encode_key(table: str, pk: Mapping[str, PortableValue]) -> bytes:
@@ -233,7 +231,7 @@ _PARSED_AS: dict[PortableType, type] = {"integer": int, "real": float, "text": s
 
 @functools.cache
 def _reader(portable: PortableType) -> _Reader:
-    """decode_json_value of ``portable``, its decoder looked up once."""
+    """How values of ``portable`` are read (decode_json_value), its decoder looked up once."""
     decode = databases.value_decoder(portable)
     parsed_as = _PARSED_AS.get(portable)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import multiprocessing
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -140,8 +141,6 @@ def test_a_new_sqlite_file_opened_by_two_processes_at_once_opens_in_both(tmp_pat
     """Switching a new file to WAL in two processes together can meet SQLite's deadlock
     avoidance (an immediate "database is locked", no busy wait): each opening must still
     succeed. Without a retry about one attempt in fifteen failed here."""
-    import multiprocessing
-
     context = multiprocessing.get_context("fork")
     for attempt in range(100):
         path = str(tmp_path / f"new-{attempt}.db")
