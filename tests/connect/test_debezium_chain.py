@@ -29,6 +29,7 @@ without the Kafka jars.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -226,14 +227,31 @@ def test_snapshot_then_changes(chain: Chain) -> None:
 
 def test_worker_killed_mid_stream_then_restarted(chain: Chain) -> None:
     stream = Stream(chain, 300, seed=2)
-    chain.wait_for_open_transaction(chain.topics_end())
-    chain.worker.kill()  # its transaction stays open until the restarted task aborts it
+    kill_worker_with_a_transaction_open(chain, chain.topics_end())
     assert stream.thread.is_alive(), "the stream ended before the kill: make it longer"
     stream.join()
     chain.random_changes(100, seed=3)  # while the worker is down
     chain.worker.start()
     chain.worker.rest.wait_until_running(CONNECTOR, tasks=1, timeout_s=RUNNING_TIMEOUT_S)
     chain.wait_until_captured()
+
+
+def kill_worker_with_a_transaction_open(chain: Chain, starts: list[int]) -> None:
+    """kill -9 of the worker while its task's transaction has records in the log: they stay
+    open until the restarted task aborts them. Seen open, the worker (the JVM itself:
+    run_connect execs java) is stopped (SIGSTOP) and the log read again, so that a commit
+    landing between the look and the kill cannot leave nothing open; if it committed, the
+    worker goes on (SIGCONT) and the next transaction is waited for."""
+    deadline = time.monotonic() + CAPTURE_TIMEOUT_S
+    while True:
+        chain.wait_for_open_transaction(starts)
+        assert chain.worker.process is not None
+        chain.worker.process.send_signal(signal.SIGSTOP)
+        if chain.open_records(starts) > 0:
+            chain.worker.kill()
+            return
+        chain.worker.process.send_signal(signal.SIGCONT)
+        assert time.monotonic() < deadline, "no transaction seen open with the worker stopped"
 
 
 def test_broker_killed_then_restarted_on_its_data(chain: Chain) -> None:
