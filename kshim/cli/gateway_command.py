@@ -35,6 +35,8 @@ from kshim.gateway.delay.upstream import (
 from kshim.gateway.delay_screen import DelayRules
 from kshim.gateway.gateway import Gateway, UpstreamUnavailable
 from kshim.gateway.review import DEFAULT_RETRY_MS, GatewayReviewer, GatewayReviewSettings
+from kshim.gateway.review_share import DEFAULT_GROUP as REVIEW_GROUP
+from kshim.gateway.review_share import ReviewShare, ReviewShareSettings
 from kshim.server.security.tls import TlsConfigError, server_context
 
 if TYPE_CHECKING:
@@ -121,6 +123,12 @@ def _add_review_options(gateway: OneLineArgumentParser) -> None:
         type=int,
         default=DEFAULT_RETRY_MS,
         help="between reviews the hook answers 'unknown' (default %(default)s)",
+    )
+    gateway.add_argument(
+        "--review-group",
+        default=REVIEW_GROUP,
+        help="the upstream consumer group the reviewing gateways share the transactions in "
+        "(default %(default)s)",
     )
 
 
@@ -225,7 +233,12 @@ def _reviewer(
         return None
     bootstrap = arguments.upstream
     settings = GatewayReviewSettings(retry_ms=arguments.review_retry_ms)
-    return GatewayReviewer(lambda: TransactionAdmin(bootstrap, security=security), hook, settings)
+    share = ReviewShare(
+        Upstream(bootstrap, security), ReviewShareSettings(group_id=arguments.review_group)
+    )
+    return GatewayReviewer(
+        lambda: TransactionAdmin(bootstrap, security=security), hook, settings, share=share
+    )
 
 
 async def _serve(

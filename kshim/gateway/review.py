@@ -15,6 +15,10 @@ producer would send it): the coordinator decides the outcome once, so a producer
 EndTxn the other way, or a second gateway's decision, is refused (INVALID_TXN_STATE). A
 transaction still undecided when no review can come before its timeout raises the alarm
 ``transaction_undecided``: Kafka will abort it.
+
+Several gateways given a review hook share the transactions among them (review_share.py):
+each reviews the transactional ids of its share, so that the hook is asked about each
+transaction by one of them.
 """
 
 from __future__ import annotations
@@ -26,12 +30,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from aiokafka.errors import KafkaError
+
 from kshim.broker.alarms.registry import Alarms
 from kshim.broker.transactions.review_hooks import ABORT, COMMIT, ReviewHook, ReviewRequest
 from kshim.client.sasl import AuthenticationFailed
 from kshim.client.topic_admin import AdminError
 from kshim.client.transaction_admin import TransactionAdmin
 from kshim.client.transaction_descriptions import TransactionDescription
+from kshim.gateway.review_share import ReviewShare
 
 log = logging.getLogger(__name__)
 UNDECIDED = "transaction_undecided"  # the broker's alarm, for the same condition
@@ -59,7 +66,8 @@ class _Reviewing:
 @dataclass
 class GatewayReviewer:
     """Reviews the cluster's open transactions through ``connect()`` (a TransactionAdmin
-    to the upstream cluster, used from one worker thread at a time)."""
+    to the upstream cluster, used from one worker thread at a time); with a ``share``, only
+    the transactional ids of this gateway's share, every one without."""
 
     connect: Callable[[], TransactionAdmin]
     hook: ReviewHook
@@ -67,16 +75,34 @@ class GatewayReviewer:
     alarms: Alarms = field(default_factory=Alarms)
     clock_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
     outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
+    share: ReviewShare | None = None
     _reviewing: dict[Identity, _Reviewing] = field(default_factory=dict)
 
     async def run(self) -> None:
         """Reviews until cancelled; a pass that fails (the cluster unreachable) is logged
-        and the next one tried."""
+        and the next one tried. With a share, joins the reviewing gateways first (tried
+        again until the cluster answers) and leaves them when cancelled."""
+        if self.share is not None:
+            await self._join(self.share)
+        try:
+            while True:
+                try:
+                    await self.review_pass()
+                except (AdminError, OSError, AuthenticationFailed) as error:
+                    log.warning("cannot review the cluster's transactions now: %s", error)
+                await asyncio.sleep(self.settings.check_interval_ms / 1000)
+        finally:
+            if self.share is not None:
+                await self.share.stop()
+
+    async def _join(self, share: ReviewShare) -> None:
         while True:
             try:
-                await self.review_pass()
-            except (AdminError, OSError, AuthenticationFailed) as error:
-                log.warning("cannot review the cluster's transactions now: %s", error)
+                await share.start()
+                return
+            except (KafkaError, RuntimeError, OSError) as error:
+                log.warning("cannot join the reviewing gateways now: %s", error)
+                await share.stop()
             await asyncio.sleep(self.settings.check_interval_ms / 1000)
 
     async def review_pass(self) -> int:
@@ -90,10 +116,16 @@ class GatewayReviewer:
         return decided
 
     def _open_transactions(self) -> list[TransactionDescription]:
+        share = self.share
         admin = self.connect()
         try:
             listed = admin.list_transactions([ONGOING])
-            described = admin.describe_transactions({found.transactional_id for found in listed})
+            ids = {found.transactional_id for found in listed}
+            if share is not None:
+                ids = {
+                    transactional_id for transactional_id in ids if share.reviews(transactional_id)
+                }
+            described = admin.describe_transactions(ids)
         finally:
             admin.close()
         return [

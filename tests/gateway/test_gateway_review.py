@@ -1,8 +1,10 @@
 """A gateway reviews the transactions left open on the Kafka cluster behind it: the review
 hook's decision is carried out at the coordinator before Kafka's timeout would abort the
 transaction, a producer's late EndTxn cannot change it, and a hook that cannot decide
-raises the alarm in time (kshim/gateway/review.py); and kshim's admin commands, the
-transactions command included, through a gateway. Against Apache Kafka from Maven Central."""
+raises the alarm in time (kshim/gateway/review.py); two reviewing gateways share the
+transactions, each asked about its own (review_share.py), the one left takes the other's
+over; and kshim's admin commands, the transactions command included, through a gateway.
+Against Apache Kafka from Maven Central."""
 
 from __future__ import annotations
 
@@ -17,13 +19,16 @@ import pytest
 
 from kshim.broker.transactions.review_hooks import ReviewRequest
 from kshim.client.transaction_admin import TransactionAdmin
+from kshim.gateway.delay.upstream import Upstream
 from kshim.gateway.review import UNDECIDED, GatewayReviewer, GatewayReviewSettings
+from kshim.gateway.review_share import ReviewShare, ReviewShareSettings, share_of
 from kshim.testing import KafkaProcess
 from tests.gateway.running_gateway import RunningGateway
 
 RECORDS = 10
 SETTINGS = GatewayReviewSettings(first_share=0.2, retry_ms=500, check_interval_ms=200)
 WAIT_S = 20.0
+SHARE_PARTITIONS = 4
 
 
 class ScriptedHook:
@@ -154,6 +159,75 @@ def test_an_undecided_transaction_raises_the_alarm_before_its_timeout(
         assert len(hook.asked) >= 2
     finally:
         running.stop()
+
+
+def _sharing_gateway(kafka: KafkaProcess, hook: ScriptedHook, group: str) -> RunningGateway:
+    settings = ReviewShareSettings(
+        group_id=group, topic=group, partitions=SHARE_PARTITIONS,
+        session_timeout_ms=6_000, heartbeat_interval_ms=1_000,
+    )  # fmt: skip
+    share = ReviewShare(Upstream(kafka.bootstrap), settings)
+    reviewer = GatewayReviewer(
+        lambda: TransactionAdmin(kafka.bootstrap), hook, SETTINGS, share=share
+    )
+    return RunningGateway(kafka.bootstrap, reviewer=reviewer)
+
+
+def _held(running: RunningGateway) -> frozenset[int]:
+    assert running.gateway.reviewer is not None and running.gateway.reviewer.share is not None
+    return running.gateway.reviewer.share.held
+
+
+def _until_held(gateways: list[RunningGateway], wanted: int) -> list[frozenset[int]]:
+    """Waits until each gateway holds a share and together they hold ``wanted`` partitions
+    with none held twice; returns each one's."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        held = [_held(running) for running in gateways]
+        if all(held) and len(frozenset().union(*held)) == sum(map(len, held)) == wanted:
+            return held
+        assert time.monotonic() < deadline, held
+        time.sleep(0.1)
+
+
+def _asked_ids(hook: ScriptedHook, prefix: str) -> list[str]:
+    """The transactional ids ``hook`` was asked about that start with ``prefix-``."""
+    asked = (str(request["transactional_id"]) for request in hook.asked)
+    return [found for found in asked if found.startswith(f"{prefix}-")]
+
+
+def _ids_of(prefix: str, share: frozenset[int], count: int) -> list[str]:
+    """``count`` transactional ids (``prefix-N``) that belong to ``share``."""
+    ids = (f"{prefix}-{index}" for index in range(10_000))
+    return [found for found in ids if share_of(found, SHARE_PARTITIONS) in share][:count]
+
+
+def test_two_reviewing_gateways_each_review_their_share_and_the_one_left_takes_over(
+    kafka_upstream: KafkaProcess, topic: str
+) -> None:
+    hooks = [ScriptedHook("commit"), ScriptedHook("commit")]
+    gateways = [_sharing_gateway(kafka_upstream, hook, topic) for hook in hooks]
+    try:
+        held = _until_held(gateways, SHARE_PARTITIONS)
+        ids = [_ids_of(topic, share, 2) for share in held]
+        everyone = [*ids[0], *ids[1]]
+        producers = [_left_open(gateways[0].bootstrap, found, 8_000) for found in everyone]
+        for found in everyone:
+            assert _until_state(kafka_upstream, found, "CompleteCommit") == "CompleteCommit"
+        # Each transaction was reviewed once, by the gateway whose share holds its id (an
+        # earlier test's transaction, still open, may be reviewed too).
+        for hook, mine in zip(hooks, ids, strict=True):
+            assert sorted(_asked_ids(hook, topic)) == mine
+        gateways.pop(0).stop()  # leaves the group: its share moves to the other at once
+        _until_held(gateways, SHARE_PARTITIONS)
+        [moved] = _ids_of(f"{topic}-moved", held[0], 1)
+        producers.append(_left_open(gateways[0].bootstrap, moved, 8_000))
+        assert _until_state(kafka_upstream, moved, "CompleteCommit") == "CompleteCommit"
+        assert _asked_ids(hooks[1], topic) == [*ids[1], moved]
+        assert sorted(_asked_ids(hooks[0], topic)) == ids[0]
+    finally:
+        for running in gateways:
+            running.stop()
 
 
 def test_the_admin_commands_work_through_a_gateway(

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Coroutine
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
@@ -21,13 +21,11 @@ from kshim.gateway.delay.figures import DeliveryFigures
 from kshim.gateway.delay.owned import OwnedPartition
 from kshim.gateway.delay.takeover import read_schedule
 from kshim.gateway.delay.upstream import DELAY_TOPIC_PATTERN, DelaySettings, Upstream
+from kshim.gateway.upstream_topics import ensure_topic
 
 log = logging.getLogger(__name__)
-TOPIC_ALREADY_EXISTS = 36
 POLL_MS = 500
 RETRY_S = 1.0
-METADATA_TRIES = 50
-METADATA_RETRY_S = 0.1
 
 
 class DelayDispatcher:
@@ -101,32 +99,19 @@ class DelayDispatcher:
 
     async def _schedule_topic(self) -> int:
         """Creates the schedule topic if missing; returns its number of partitions."""
+        settings = self.settings
         admin = AIOKafkaAdminClient(**self.upstream.options())
         await admin.start()
         try:
-            await self._create_schedule_topic(admin)
-            for _ in range(METADATA_TRIES):  # a new topic's metadata spreads in a moment
-                (described,) = await admin.describe_topics([self.settings.schedule_topic])
-                if described["error_code"] == 0 and described["partitions"]:
-                    return len(described["partitions"])
-                await asyncio.sleep(METADATA_RETRY_S)
+            return await ensure_topic(
+                admin,
+                settings.schedule_topic,
+                settings.schedule_partitions,
+                settings.schedule_replication,
+                {"cleanup.policy": "compact"},
+            )
         finally:
             await admin.close()
-        raise RuntimeError(f"{self.settings.schedule_topic} has no partitions")
-
-    async def _create_schedule_topic(self, admin: AIOKafkaAdminClient) -> None:
-        settings = self.settings
-        brokers = len((await admin.describe_cluster())["brokers"])
-        topic = NewTopic(
-            settings.schedule_topic,
-            settings.schedule_partitions,
-            settings.schedule_replication or min(3, brokers),
-            topic_configs={"cleanup.policy": "compact"},
-        )
-        response = await admin.create_topics([topic])
-        for name, code, *message in response.topic_errors:
-            if code not in (0, TOPIC_ALREADY_EXISTS):
-                raise RuntimeError(f"cannot create {name}: error {code} {message}")
 
     async def _run(self) -> None:
         while True:
