@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from kshim.testing import BrokerProcess
 from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
+from spark_examples.apply.pipelined import ApplyQuery
 from spark_examples.capture.broker import ensure_topic
 from spark_examples.capture.review import REVIEW_HOOK, REVIEW_HOOK_SETTING
 from spark_examples.databases import open_database
@@ -36,7 +37,6 @@ from spark_examples.verify import compare_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming.query import StreamingQuery
 
 TOPIC = "shop"
 CATCH_UP_TIMEOUT_S = 300.0
@@ -48,7 +48,7 @@ def say(message: str) -> None:
     print(f"[demo {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def query_position(query: StreamingQuery, topic: str) -> int:
+def query_position(query: ApplyQuery, topic: str) -> int:
     """The offset up to which the query has finished batches (-1 before the first)."""
     progress = query.lastProgress
     if not progress or not progress["sources"]:
@@ -83,7 +83,7 @@ class Demo:
         self.capture: CaptureProcess | None = None
         self.workload: PacedWorkload | None = None
         self.spark: SparkSession | None = None
-        self.queries: dict[str, StreamingQuery] = {}
+        self.queries: dict[str, ApplyQuery] = {}
 
     def start(self) -> None:
         self.broker.start()
@@ -151,7 +151,7 @@ class Demo:
         for dest, topic in self.destinations.items():
             query = self.queries[dest]
 
-            def caught_up(query: StreamingQuery = query, topic: str = topic) -> bool:
+            def caught_up(query: ApplyQuery = query, topic: str = topic) -> bool:
                 self._check_queries()
                 return query_position(query, topic) >= end
 

@@ -133,6 +133,10 @@ class TopicAdmin(BootstrapAdmin):
             for topic in self._metadata(None)
         ]
 
+    def partition_counts(self, names: Sequence[str]) -> dict[str, int]:
+        """How many partitions each named topic has (Metadata only, no configs asked)."""
+        return {str(topic.name): len(topic.partitions) for topic in self._metadata(names)}
+
     def describe_topics(
         self, names: Sequence[str] | None, all_configs: bool = False
     ) -> list[TopicDescription]:

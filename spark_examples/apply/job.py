@@ -9,10 +9,12 @@ wants TLS or SASL gets the Kafka client settings of --kafka-config and --kafka-o
 kshim-specific, so the same job reads ``T`` (changes) or ``T.full`` (the
 full-data view: a new destination's snapshot, then every change). Each micro-batch goes to
 ``sink.apply_batch``: one destination transaction holding the rows and the next offset,
-which makes the sink exactly-once (see spark_examples/README.md). ``--once`` drains what is
-committed now (trigger availableNow) and exits; otherwise the query runs until stopped. The
-exit status is non-zero when a record could not be applied. ``python -m spark_examples.apply``
-runs ``main`` (__main__.py), and so does spark_submit.py under ``spark-submit``.
+which makes the sink exactly-once (see spark_examples/README.md), written while Spark reads
+the next batch (pipelined.py); a started job reads from the destination's next offsets.
+``--once`` drains what is committed now (trigger availableNow) and exits; otherwise the
+query runs until stopped. The exit status is non-zero when a record could not be applied.
+``python -m spark_examples.apply`` runs ``main`` (__main__.py), and so does spark_submit.py
+under ``spark-submit``.
 
 ``--format debezium`` reads Debezium's change events (Kafka Connect's JsonConverter, with or
 without schemas: spark_examples/debezium_format.py) instead of the capture's records;
@@ -23,13 +25,19 @@ full-data view ``prefix.schema.table.full``), and the same sink applies them.
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import shutil
 import sys
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kshim.client.security import ClientSecurity
+from kshim.client.topic_admin import TopicAdmin
+from spark_examples.apply.pipelined import ApplyQuery, PipelinedWrites, Write
 from spark_examples.apply.progress import default_group, report_progress
 from spark_examples.apply.sink import (
     DEFAULT_MAX_RETRIES,
@@ -38,13 +46,13 @@ from spark_examples.apply.sink import (
     SourceRecord,
     apply_batch,
     ensure_state_table,
+    stored_offsets,
 )
 from spark_examples.databases import open_database
 from spark_examples.kafka_security import add_kafka_arguments, kafka_security, spark_kafka_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming.query import StreamingQuery
 
 # A micro-batch pays about 0.15 to 0.25 s of Spark's own work whatever its size (query
 # progress, durationMs: latestOffset, walCommit, commitOffsets, queryPlanning), a tenth of a
@@ -58,6 +66,8 @@ POLL_TIMEOUT_MS = "20000"
 # Bytes per fetch: a micro-batch of 20,000 changes is about 5 MB, which the consumer's
 # defaults (1 MiB per partition) split into several round trips per batch.
 MAX_PARTITION_FETCH_BYTES = str(16 << 20)
+EARLIEST = -2  # in Spark's startingOffsets JSON
+RUN_PREFIX = "run-"  # a run's own checkpoint directory (run_checkpoint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +88,7 @@ class ApplyOptions:
     group: str = ""
 
 
-def read_changes(spark: SparkSession, options: ApplyOptions) -> DataFrame:
+def read_changes(spark: SparkSession, options: ApplyOptions, start: str = "earliest") -> DataFrame:
     """The streaming source: standard connector options only.
 
     read_committed hides half messages until the capture commits them and never shows
@@ -94,7 +104,7 @@ def read_changes(spark: SparkSession, options: ApplyOptions) -> DataFrame:
         .options(**security)
         .option("kafka.bootstrap.servers", options.bootstrap)
         .option("subscribe", options.topic)
-        .option("startingOffsets", "earliest")
+        .option("startingOffsets", start)
         .option("kafka.isolation.level", "read_committed")
         .option("failOnDataLoss", "true")
         .option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
@@ -127,32 +137,26 @@ def batch_records(frame: DataFrame) -> list[SourceRecord]:
     ]
 
 
-def batch_writer(
+def batch_write(
     dest: str,
     max_retries: int,
     report: Callable[[str], None] | None = None,
     record_format: str = "kshim",
     progress: Callable[[list[SourceRecord]], object] | None = None,
-) -> Callable[[DataFrame, int], None]:
-    """Returns the foreachBatch function: to the driver, order by offset, apply in one
+) -> Write:
+    """Returns the write of one micro-batch's records: order by offset, apply in one
     transaction.
 
-    Batches are bounded by maxOffsetsPerTrigger, so moving them to the driver is safe
-    (batch_records: one job, where ``toLocalIterator`` serves the batch partition by
-    partition through a second socket, about 1.4x slower on a batch of 40,000 records). The
-    writes stay on the driver: executors' Python workers would need the sink's packages on
-    every worker, and a one-partition topic gives one task per batch anyway, so they would
-    do the same work in the same order, one hop further.
-    The destination is opened per batch, so other processes (verify) can open it between.
-    ``record_format`` names the records' format in ``sink.FORMATS``; ``progress`` hears
-    each batch's records once the destination committed them (progress.py).
+    The writes stay on the driver: executors' Python workers would need the sink's packages
+    on every worker, and a one-partition topic gives one task per batch anyway, so they
+    would do the same work in the same order, one hop further. The destination is opened
+    per batch, so other processes (verify) can open it between. ``record_format`` names the
+    records' format in ``sink.FORMATS``; ``progress`` hears each batch's records once the
+    destination committed them (progress.py).
     """
     decoder = FORMATS[record_format]
 
-    def write(frame: DataFrame, batch_id: int) -> None:
-        records = batch_records(frame)
-        if not records:
-            return
+    def write(records: list[SourceRecord], batch_id: int) -> None:
         database = open_database(dest)
         try:
             result = apply_batch(database, records, max_retries=max_retries, decoder=decoder)
@@ -170,34 +174,79 @@ def batch_writer(
     return write
 
 
-def start_apply(
-    spark: SparkSession, options: ApplyOptions, report: Callable[[str], None] | None = None
-) -> StreamingQuery:
-    """Creates the apply state table, then starts the query and returns it (not awaited)."""
+def foreach_batch(writes: PipelinedWrites) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function: the batch to the driver, its write to ``writes``.
+
+    Batches are bounded by maxOffsetsPerTrigger, so moving them to the driver is safe
+    (batch_records: one job, where ``toLocalIterator`` serves the batch partition by
+    partition through a second socket, about 1.4x slower on a batch of 40,000 records).
+    """
+
+    def read_then_write(frame: DataFrame, batch_id: int) -> None:
+        records = batch_records(frame)
+        if records:
+            writes.submit(records, batch_id)
+
+    return read_then_write
+
+
+def starting_offsets(options: ApplyOptions) -> str:
+    """Where the query starts: the destination's next offset of each partition it holds
+    (kshim_apply_state), earliest for a partition it has none of; ``earliest`` when it
+    holds none. Spark's checkpoint is not consulted: it may have recorded a batch whose
+    write was still in flight (pipelined.py). Spark wants every partition of the topics
+    named once one is, so the broker is asked for their partitions (AdminError when one
+    does not exist)."""
+    topics = options.topic.split(",")
     database = open_database(options.dest)
     try:
         ensure_state_table(database)
+        held = stored_offsets(database, topics)
     finally:
         database.close()
+    if not held:
+        return "earliest"
+    with TopicAdmin.connected(options.bootstrap, security=options.security) as admin:
+        counts = admin.partition_counts(topics)
+    offsets = {
+        topic: {str(partition): held.get((topic, partition), EARLIEST)
+                for partition in range(counts[topic])}
+        for topic in topics
+    }  # fmt: skip
+    return json.dumps(offsets)
+
+
+def run_checkpoint(checkpoint: str) -> str:
+    """A checkpoint directory of this run's own under ``checkpoint`` (a local path or a
+    Hadoop URI): Spark needs one, and a restarted job must not resume from an earlier
+    run's (starting_offsets). Earlier runs' directories under a local path are removed."""
+    if "://" not in checkpoint or checkpoint.startswith("file://"):
+        parent = Path(checkpoint.removeprefix("file://"))
+        for earlier in parent.glob(f"{RUN_PREFIX}*"):
+            shutil.rmtree(earlier, ignore_errors=True)
+    return f"{checkpoint.rstrip('/')}/{RUN_PREFIX}{uuid.uuid4().hex[:12]}"
+
+
+def start_apply(
+    spark: SparkSession, options: ApplyOptions, report: Callable[[str], None] | None = None
+) -> ApplyQuery:
+    """Starts the query where the destination left off and returns it (not awaited)."""
+    start = starting_offsets(options)
+    write = batch_write(
+        options.dest, options.max_retries, report, options.record_format, _progress(options)
+    )
+    writes = PipelinedWrites(write)
     writer = (
-        read_changes(spark, options)
-        .writeStream.foreachBatch(
-            batch_writer(
-                options.dest,
-                options.max_retries,
-                report,
-                options.record_format,
-                _progress(options),
-            )
-        )
-        .option("checkpointLocation", options.checkpoint)
+        read_changes(spark, options, start)
+        .writeStream.foreachBatch(foreach_batch(writes))
+        .option("checkpointLocation", run_checkpoint(options.checkpoint))
         .queryName(f"kshim-apply {options.topic} -> {options.dest}")  # unique per session
     )
     if options.once:
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=options.trigger_interval)
-    return writer.start()
+    return ApplyQuery(writer.start(), writes)
 
 
 def _progress(options: ApplyOptions) -> Callable[[list[SourceRecord]], object] | None:
@@ -208,11 +257,13 @@ def _progress(options: ApplyOptions) -> Callable[[list[SourceRecord]], object] |
     )
 
 
-def apply_error_message(query: StreamingQuery) -> str | None:
+def apply_error_message(query: ApplyQuery) -> str | None:
     """The failure of a stopped query: the ApplyError line when there is one, else all of it."""
     error = query.exception()
     if error is None:
         return None
+    if isinstance(error, ApplyError):  # the last write's, raised after Spark's query ended
+        return f"{ApplyError.__name__}: {error}"
     text = str(error)
     # The Python traceback inside Spark's message ends with "module.ApplyError: message".
     found = re.search(rf"\b{ApplyError.__name__}: .*", text)
@@ -256,7 +307,12 @@ def parse_arguments(argv: Sequence[str] | None = None) -> ApplyOptions:
         help="the records' format: kshim's capture (default) or Debezium's change events",
     )
     parser.add_argument("--dest", required=True, help="destination database URL")
-    parser.add_argument("--checkpoint", required=True, help="Spark checkpoint directory")
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        help="Spark's checkpoint directory: each run checkpoints under it in a directory of "
+        "its own, and resumes where the destination left off",
+    )
     parser.add_argument("--once", action="store_true", help="drain what is there, then exit")
     parser.add_argument("--max-retries", type=int, default=DEFAULT_MAX_RETRIES)
     parser.add_argument(

@@ -131,6 +131,14 @@ def next_offset(database: Database, topic: str, partition: int) -> int:
     return int(rows[0][0]) if rows else 0
 
 
+def stored_offsets(database: Database, topics: Iterable[str]) -> dict[tuple[str, int], int]:
+    """The next offset to apply of each partition of ``topics`` the destination holds."""
+    wanted = set(topics)
+    rows = database.execute(f"SELECT topic, partition_id, next_offset FROM {STATE_TABLE}")
+    return {(str(topic), int(partition)): int(offset)
+            for topic, partition, offset in rows if topic in wanted}  # fmt: skip
+
+
 def order_records(records: Iterable[SourceRecord]) -> list[SourceRecord]:
     """Offset order within each partition; partitions are independent logs."""
     return sorted(records, key=lambda record: (record.topic, record.partition, record.offset))

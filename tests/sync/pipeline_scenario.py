@@ -27,7 +27,8 @@ import pytest
 
 from kshim.client.group_admin import GroupAdmin
 from kshim.testing import BrokerProcess
-from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
+from spark_examples.apply.job import RUN_PREFIX, ApplyOptions, apply_error_message, start_apply
+from spark_examples.apply.pipelined import ApplyQuery
 from spark_examples.apply.progress import default_group
 from spark_examples.apply.sink import next_offset
 from spark_examples.capture.broker import ensure_topic
@@ -49,7 +50,6 @@ from spark_examples.verify import compare_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
 
 TOPIC = "shop"
 REVIEW_SETTINGS = [f"{REVIEW_HOOK_SETTING}={REVIEW_HOOK}"]
@@ -88,9 +88,9 @@ class Applier(Protocol):
 
 
 def source_offsets_logged(checkpoint: Path) -> bool:
-    """Whether a query's checkpoint holds its source's starting offsets, which Spark reads
-    from the broker and logs (``sources/0/0``) at the query's first trigger."""
-    return (checkpoint / "sources" / "0" / "0").exists()
+    """Whether a query's checkpoint (its run's own, job.run_checkpoint) holds its source's
+    starting offsets, which Spark logs (``sources/0/0``) at the query's first trigger."""
+    return any(checkpoint.glob(f"{RUN_PREFIX}*/sources/0/0"))
 
 
 def apply_once(
@@ -114,7 +114,7 @@ def apply_once(
 class SessionStream:
     """A streaming query of this process's session (local mode)."""
 
-    query: StreamingQuery
+    query: ApplyQuery
     dest: str
     checkpoint: Path
 

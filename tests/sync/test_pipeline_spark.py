@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from kshim.testing import BrokerProcess
@@ -72,9 +73,12 @@ def test_late_destination_bootstraps_from_the_full_view(
         late.close()
 
 
+@pytest.mark.parametrize("mode", [["--once"], []], ids=["once", "streaming"])
 def test_a_change_that_cannot_be_applied_stops_the_cli_job_naming_its_offset(
-    shared_broker: BrokerProcess, tmp_path: Path
+    shared_broker: BrokerProcess, tmp_path: Path, mode: list[str]
 ) -> None:
+    """Both ways the job runs: draining what is there (``--once``), and streaming, where the
+    failed write is the last batch's and no next batch comes to stop the query."""
     from confluent_kafka import Producer
 
     topic = f"apply-failure-{tmp_path.name}"
@@ -92,7 +96,7 @@ def test_a_change_that_cannot_be_applied_stops_the_cli_job_naming_its_offset(
     command = [
         sys.executable, "-m", "spark_examples.apply", "--bootstrap", shared_broker.bootstrap,
         "--topic", topic, "--dest", dest, "--checkpoint", str(tmp_path / "checkpoint"),
-        "--once", "--max-retries", "1",
+        *mode, "--max-retries", "1",
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=APPLY_TIMEOUT_S,
                             check=False, cwd=REPOSITORY_ROOT)  # fmt: skip

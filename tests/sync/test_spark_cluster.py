@@ -19,19 +19,19 @@ maxOffsetsPerTrigger) while the test takes a piece of the cluster away:
   source (verify.compare_tables) with its stored next offset at the end of the topic, and the
   job's per-batch reports ("N applied, M already applied") show every change applied once.
 - bootstrapping a new destination from ``T.full`` on the same cluster (the surviving worker),
-  the driver (the spark-submit process group) is killed with SIGKILL after the sink committed
-  a micro-batch and before Spark recorded it in the checkpoint, and the same command is
-  submitted again: it resumes from the checkpoint, the sink skips the one replayed batch,
-  and the destination ends equal.
+  the driver (the spark-submit process group) is killed with SIGKILL when Spark has recorded
+  a micro-batch in its checkpoint that the destination does not hold yet, and the same
+  command is submitted again: it resumes from the destination's stored offset (not the
+  checkpoint's, which would lose that batch), and the destination ends equal.
 
 Skipped without Java or the connector's jars (spark_marks).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import signal
-import time
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +39,7 @@ from pathlib import Path
 import pytest
 
 from kshim.testing import BrokerProcess
+from spark_examples.apply.job import RUN_PREFIX
 from spark_examples.apply.sink import next_offset
 from spark_examples.capture.broker import ensure_topic
 from spark_examples.capture.review import REVIEW_HOOK, REVIEW_HOOK_SETTING
@@ -69,14 +70,9 @@ TOPIC = "shop"
 CHANGES = 3_000
 # Small micro-batches: 20 of them, so that a kill lands between the first and the last.
 BATCH = 150
-# Offsets per micro-batch of the bootstrap: 10 batches, the kill after the second.
+# Offsets per micro-batch of the bootstrap: 10 batches, the kill after the first.
 BOOTSTRAP_BATCH = 300
 PROGRESS_TIMEOUT_S = 90
-# Spark writes a batch's commit log entry tens of milliseconds after foreachBatch returns.
-WINDOW_POLL_S = 0.005
-# Batches the killed driver commits first, so that a resubmission without its checkpoint
-# would replay (and the sink skip) more than the one batch a lost commit explains.
-COMMITTED_BEFORE_KILL = 2
 # The scenario's workload: 30 s of changes, the bootstrap's spark-submit (about 16 s here)
 # started at 40% of them and, on a quiet machine, done before the workload holds at 90%.
 SCENARIO_OPERATIONS = 3_000
@@ -187,15 +183,16 @@ def applied_offset(dest: str, topic: str = TOPIC) -> int:
         database.close()
 
 
-def wait_for_progress(submission: Submission, dest: str, at_least: int) -> int:
-    """Waits until the destination holds changes up to ``at_least``; returns its offset."""
+def wait_for_progress(submission: Submission, dest: str, at_least: int, topic: str = TOPIC) -> int:
+    """Waits until the destination holds changes of ``topic`` up to ``at_least``; returns
+    its offset."""
 
     def progressed() -> bool:
         assert submission.process.poll() is None, submission.tail()
-        return applied_offset(dest) >= at_least
+        return applied_offset(dest, topic) >= at_least
 
     wait_until(progressed, PROGRESS_TIMEOUT_S, f"apply up to offset {at_least}")
-    return applied_offset(dest)
+    return applied_offset(dest, topic)
 
 
 def assert_equal_and_complete(pipeline: Pipeline, dest: str, topic: str = TOPIC) -> None:
@@ -250,71 +247,74 @@ def test_a_worker_killed_mid_apply_changes_nothing_in_the_outcome(
     assert ends == sorted(set(ends)), ends
 
 
-def test_a_bootstrap_whose_driver_is_killed_resumes_from_its_checkpoint(
+def test_a_bootstrap_whose_driver_is_killed_resumes_from_its_destination(
     pipeline: Pipeline, submit: Callable[[str, str, str], Submission]
 ) -> None:
-    """The driver dies after the sink committed a micro-batch and before Spark recorded it
-    in the checkpoint's commit log, the one moment where a replay is certain: the
-    resubmitted job must run that batch again, and the sink must skip all of it."""
+    """The driver dies when Spark has recorded a micro-batch in its checkpoint's commit log
+    that the destination does not hold yet (its write in flight: pipelined.py), the moment
+    where resuming from the checkpoint would lose that batch. The test holds the
+    destination's write lock so that the moment comes and lasts. The resubmitted job must
+    start where the destination left off: nothing skipped, nothing missing."""
     topic, dest = TOPIC + ".full", f"sqlite:///{pipeline.work}/dest-bootstrap.db"
     checkpoint = pipeline.work / f"checkpoint-{Path(dest).stem}"
     first = submit(topic, dest, "bootstrap")
-    kill_between_sink_and_checkpoint(first, dest, topic, checkpoint, COMMITTED_BEFORE_KILL)
-    committed = committed_batches(checkpoint)
-    assert applied_offset(dest, topic) > committed_end(checkpoint, topic)
+    wait_for_progress(first, dest, at_least=1, topic=topic)
+    with write_lock(dest) as applied:
+
+        def recorded_not_written() -> bool:
+            assert first.process.poll() is None, first.tail()
+            return committed_start(checkpoint, topic) >= applied()
+
+        wait_until(recorded_not_written, PROGRESS_TIMEOUT_S, "a batch recorded, not written")
+        first.kill()
+        held = applied()
+    assert 0 < held <= pipeline.last_offset
     # The master lets the dead driver's executors go before the second one asks for cores.
     wait_until(lambda: pipeline.cluster.active_application() is None, 60, "the dead app gone")
     second = submit(topic, dest, "bootstrap-resubmitted")
     resumed = second.finish()
     assert_equal_and_complete(pipeline, dest, topic)
-    # Numbering goes on from the checkpoint; the first batch is the one the driver died in,
-    # read again from the offsets Spark had logged for it, and skipped record by record.
-    replayed, *rest = resumed
-    assert replayed.batch_id == committed >= COMMITTED_BEFORE_KILL, (committed, replayed)
-    assert replayed.applied == 0 and replayed.skipped > 0, replayed
-    assert all(report.skipped == 0 for report in rest), rest
+    # A run of its own (batch ids from 0), from the destination's offset: nothing replayed.
+    assert [report.batch_id for report in resumed] == list(range(len(resumed)))
+    assert resumed and all(report.skipped == 0 for report in resumed), resumed
 
 
-def committed_batches(checkpoint: Path) -> int:
-    """How many micro-batches the checkpoint's commit log holds (files 0, 1, ...)."""
-    return len(list((checkpoint / "commits").glob("[0-9]*")))
+@contextlib.contextmanager
+def write_lock(dest: str) -> Iterator[Callable[[], int]]:
+    """Holds the SQLite destination's write lock (BEGIN IMMEDIATE) until the block ends;
+    yields a reader of its stored next offset of ``T.full``, through the same connection."""
+    connection = sqlite3.connect(dest.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+
+        def applied() -> int:
+            select = (
+                "SELECT next_offset FROM kshim_apply_state WHERE topic = ? AND partition_id = 0"
+            )
+            row = connection.execute(select, (TOPIC + ".full",)).fetchone()
+            return int(row[0]) if row else 0
+
+        yield applied
+        connection.execute("ROLLBACK")
+    finally:
+        connection.close()
 
 
-def committed_end(checkpoint: Path, topic: str) -> int:
-    """The end offset (exclusive) of the last micro-batch in the checkpoint's commit log,
-    from the offset log of that batch (its third line: the source's offsets as JSON), 0
-    before the first commit."""
-    committed = committed_batches(checkpoint)
-    if committed == 0:
-        return 0
-    lines = (checkpoint / "offsets" / str(committed - 1)).read_text().splitlines()
+def committed_start(checkpoint: Path, topic: str) -> int:
+    """The start offset of the last micro-batch in the commit log of the run's checkpoint
+    (job.run_checkpoint): the end of the batch before it, from that batch's offset log (its
+    third line: the source's offsets as JSON); -1 before two commits. The destination holds
+    none of that batch when its stored next offset is at most this: offsets in ``T.full``
+    have gaps, so a batch's end offset may lie beyond its last record's."""
+    runs = list(checkpoint.glob(f"{RUN_PREFIX}*"))
+    if not runs:
+        return -1
+    [run] = runs
+    committed = len(list((run / "commits").glob("[0-9]*")))
+    if committed < 2:
+        return -1
+    lines = (run / "offsets" / str(committed - 2)).read_text().splitlines()
     return int(json.loads(lines[2])[topic]["0"])
-
-
-def kill_between_sink_and_checkpoint(
-    submission: Submission, dest: str, topic: str, checkpoint: Path, after_batches: int
-) -> None:
-    """Kills the driver once the destination holds a micro-batch that the checkpoint has not
-    committed (foreachBatch returned, Spark's commit log not yet written), after
-    ``after_batches`` committed batches.
-
-    Seen ahead, the driver is stopped (SIGSTOP) and the checkpoint read again: if Spark
-    committed in between, the driver goes on (SIGCONT) and the next batch is watched; if
-    not, the state is frozen as seen and SIGKILL makes it final.
-    """
-    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
-    while True:
-        applied = applied_offset(dest, topic)  # first: a commit after it cannot mislead
-        enough_committed = committed_batches(checkpoint) >= after_batches
-        if enough_committed and applied > committed_end(checkpoint, topic):
-            submission.signal(signal.SIGSTOP)
-            if applied > committed_end(checkpoint, topic):
-                submission.kill()
-                return
-            submission.signal(signal.SIGCONT)
-        assert submission.process.poll() is None, "the job ended: " + submission.tail()
-        assert time.monotonic() < deadline, "no micro-batch seen between sink and checkpoint"
-        time.sleep(WINDOW_POLL_S)
 
 
 def test_a_daemon_that_cannot_start_fails_the_start_with_its_log(tmp_path: Path) -> None:
