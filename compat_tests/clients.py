@@ -24,7 +24,7 @@ CLIENT_NAMES = ("kafka-python", "aiokafka", "confluent", "kcat")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 REQUEST_TIMEOUT_MS = 10_000
 WAIT_S = 20.0
-SHORT_WAIT_S = 2.0  # how long "nothing arrives" is watched for (fetches long-poll 0.5 s)
+SHORT_WAIT_S = 1.0  # how long "nothing arrives" is watched for (fetches long-poll 0.5 s)
 LINGER_MS = 20
 
 # (commit?, number of records) per transaction in the transactional scenarios. Markers take

@@ -13,10 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from pyspark.sql import SparkSession
 
 from kshim.testing import BrokerProcess
+from spark_examples.apply.job import ApplyOptions, apply_error_message, start_apply
 from spark_examples.apply.sink import next_offset
 from spark_examples.change_format import encode_key, encode_value
 from spark_examples.databases import open_database
@@ -73,17 +73,14 @@ def test_late_destination_bootstraps_from_the_full_view(
         late.close()
 
 
-@pytest.mark.parametrize("mode", [["--once"], []], ids=["once", "streaming"])
-def test_a_change_that_cannot_be_applied_stops_the_cli_job_naming_its_offset(
-    shared_broker: BrokerProcess, tmp_path: Path, mode: list[str]
-) -> None:
-    """Both ways the job runs: draining what is there (``--once``), and streaming, where the
-    failed write is the last batch's and no next batch comes to stop the query."""
+def _a_bad_change(bootstrap: str, tmp_path: Path) -> tuple[str, str]:
+    """A topic of three inserts whose second the destination's CHECK refuses; returns the
+    topic and the destination's URL."""
     from confluent_kafka import Producer
 
     topic = f"apply-failure-{tmp_path.name}"
     columns = {"id": "integer", "name": "text"}
-    producer = Producer({"bootstrap.servers": shared_broker.bootstrap})
+    producer = Producer({"bootstrap.servers": bootstrap})
     for offset, name in enumerate(["ok", "bad", "ok"]):
         row = {"id": offset, "name": name}
         producer.produce(topic, encode_value(offset, "insert", "t", columns, row),
@@ -93,10 +90,26 @@ def test_a_change_that_cannot_be_applied_stops_the_cli_job_naming_its_offset(
     database = open_database(dest)
     database.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT CHECK (name <> 'bad'))")
     database.close()
+    return topic, dest
+
+
+def _nothing_applied(dest: str, topic: str) -> None:
+    database = open_database(dest)
+    try:  # the good record before it was rolled back with it: nothing skipped, nothing half
+        assert database.execute("SELECT count(*) FROM t") == [(0,)]
+        assert next_offset(database, topic, 0) == 0
+    finally:
+        database.close()
+
+
+def test_a_change_that_cannot_be_applied_stops_the_cli_job_naming_its_offset(
+    shared_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    topic, dest = _a_bad_change(shared_broker.bootstrap, tmp_path)
     command = [
         sys.executable, "-m", "spark_examples.apply", "--bootstrap", shared_broker.bootstrap,
         "--topic", topic, "--dest", dest, "--checkpoint", str(tmp_path / "checkpoint"),
-        *mode, "--max-retries", "1",
+        "--once", "--max-retries", "1",
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=APPLY_TIMEOUT_S,
                             check=False, cwd=REPOSITORY_ROOT)  # fmt: skip
@@ -104,12 +117,27 @@ def test_a_change_that_cannot_be_applied_stops_the_cli_job_naming_its_offset(
     expected = f"apply stopped: ApplyError: cannot apply topic {topic} partition 0 offset 1 key"
     assert expected in result.stderr
     assert "after 2 attempt(s)" in result.stderr
-    database = open_database(dest)
-    try:  # the good record before it was rolled back with it: nothing skipped, nothing half
-        assert database.execute("SELECT count(*) FROM t") == [(0,)]
-        assert next_offset(database, topic, 0) == 0
+    _nothing_applied(dest, topic)
+
+
+def test_a_streaming_query_stops_at_once_when_its_last_batch_cannot_be_applied(
+    spark: SparkSession, shared_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """The failed write is the last batch's (it is written while Spark waits for the next,
+    apply/pipelined.py) and no next batch comes: the query must stop by itself, naming the
+    record, as a foreachBatch that raised would have stopped it."""
+    topic, dest = _a_bad_change(shared_broker.bootstrap, tmp_path)
+    options = ApplyOptions(shared_broker.bootstrap, topic, dest, str(tmp_path / "checkpoint"),
+                           max_retries=1)  # fmt: skip
+    query = start_apply(spark, options)
+    try:
+        wait_until(lambda: not query.isActive, APPLY_TIMEOUT_S, "the query stopped")
     finally:
-        database.close()
+        query.stop()
+    message = apply_error_message(query)
+    assert message is not None
+    assert message.startswith(f"ApplyError: cannot apply topic {topic} partition 0 offset 1 key")
+    _nothing_applied(dest, topic)
 
 
 def test_bootstrap_goes_on_when_the_view_compacts_past_its_position(
