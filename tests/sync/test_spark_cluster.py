@@ -40,7 +40,7 @@ import pytest
 
 from kshim.testing import BrokerProcess
 from spark_examples.apply.job import RUN_PREFIX
-from spark_examples.apply.sink import next_offset
+from spark_examples.apply.sink import SELECT_NEXT_OFFSET, next_offset
 from spark_examples.capture.broker import ensure_topic
 from spark_examples.capture.review import REVIEW_HOOK, REVIEW_HOOK_SETTING
 from spark_examples.cluster import (
@@ -288,10 +288,7 @@ def write_lock(dest: str) -> Iterator[Callable[[], int]]:
         connection.execute("BEGIN IMMEDIATE")
 
         def applied() -> int:
-            select = (
-                "SELECT next_offset FROM kshim_apply_state WHERE topic = ? AND partition_id = 0"
-            )
-            row = connection.execute(select, (TOPIC + ".full",)).fetchone()
+            row = connection.execute(SELECT_NEXT_OFFSET, (TOPIC + ".full", 0)).fetchone()
             return int(row[0]) if row else 0
 
         yield applied
