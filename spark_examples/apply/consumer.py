@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from spark_examples.apply.collector import collection_paused
 from spark_examples.apply.sink import (
     DEFAULT_MAX_RETRIES,
     BatchResult,
@@ -54,7 +55,8 @@ def consume_and_apply(
         ensure_state_table(database)
         consumer.assign([TopicPartition(topic, 0, next_offset(database, topic, 0))])
         while not stop.is_set():
-            records = _records(consumer.consume(batch_records, timeout=POLL_TIMEOUT_S))
+            with collection_paused():  # a record a change: collector.py
+                records = _records(consumer.consume(batch_records, timeout=POLL_TIMEOUT_S))
             if records:
                 result = apply_batch(database, records, max_retries=DEFAULT_MAX_RETRIES)
                 applied += result.applied

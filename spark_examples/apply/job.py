@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from kshim.client.security import ClientSecurity
 from kshim.client.topic_admin import TopicAdmin
+from spark_examples.apply.collector import collection_paused
 from spark_examples.apply.pipelined import ApplyQuery, PipelinedWrites, Write
 from spark_examples.apply.progress import default_group, report_progress
 from spark_examples.apply.sink import (
@@ -126,15 +127,16 @@ def batch_records(frame: DataFrame) -> list[SourceRecord]:
     time goes"). Columns in read_changes' select order; key and value arrive as bytes.
     """
     table = frame.toArrow()
-    topics, partitions, offsets, keys, values = (
-        table.column(index).to_pylist() for index in range(5)
-    )
-    return [
-        SourceRecord(topic=topic, partition=partition, offset=offset, key=key, value=value)
-        for topic, partition, offset, key, value in zip(
-            topics, partitions, offsets, keys, values, strict=True
+    with collection_paused():  # a record a change: collector.py
+        topics, partitions, offsets, keys, values = (
+            table.column(index).to_pylist() for index in range(5)
         )
-    ]
+        return [
+            SourceRecord(topic=topic, partition=partition, offset=offset, key=key, value=value)
+            for topic, partition, offset, key, value in zip(
+                topics, partitions, offsets, keys, values, strict=True
+            )
+        ]
 
 
 def batch_write(

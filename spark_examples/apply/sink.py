@@ -38,6 +38,7 @@ from typing import TypeAlias
 
 from spark_examples import debezium_format
 from spark_examples.apply.bulk import delete_keys, upsert_rows
+from spark_examples.apply.collector import collection_paused
 from spark_examples.apply.schema_changes import SchemaRejected, apply_schema, raise_alarm
 from spark_examples.change_format import (
     Change,
@@ -158,10 +159,25 @@ def apply_batch(
     Assumes ``ensure_state_table`` ran on the database. Raises ApplyError after
     ``max_retries`` retries (``max_retries + 1`` attempts), naming the failing record.
     ``coalesce=False`` skips the fast path (same result, record by record). ``decoder``
-    reads the records (default: kshim's format, ``decode_kshim``).
+    reads the records (default: kshim's format, ``decode_kshim``). Python's cyclic
+    collector is held off meanwhile (collector.py).
     """
-    ordered = order_records(records)
-    decode = decode_kshim if decoder is None else decoder
+    with collection_paused():
+        return _apply_with_retries(
+            database, order_records(records), max_retries, backoff_s, sleep, coalesce,
+            decode_kshim if decoder is None else decoder,
+        )  # fmt: skip
+
+
+def _apply_with_retries(
+    database: Database,
+    ordered: list[SourceRecord],
+    max_retries: int,
+    backoff_s: float,
+    sleep: Callable[[float], None],
+    coalesce: bool,
+    decode: RecordDecoder,
+) -> BatchResult:
     attempts = 0
     while True:
         attempts += 1
