@@ -232,14 +232,30 @@ def _apply_in_transaction(
 
 @dataclass(slots=True)
 class _Tables:
-    """Tables known to exist in this transaction (a rolled-back CREATE TABLE is gone)."""
+    """Tables known to exist, and known not to, in this transaction (a rolled-back CREATE
+    TABLE is gone). Absent ones are remembered too: a batch that meets a table for the first
+    time may hold many deletes of its rows before the change that creates it, and asking
+    the catalogue for each took most of such a batch's time on DuckDB (about 1 ms a
+    question)."""
 
     known: set[str] = field(default_factory=set)
+    absent: set[str] = field(default_factory=set)
 
     def exists(self, database: Database, table: str) -> bool:
-        if table not in self.known and database.table_exists(table):
+        if table in self.known:
+            return True
+        if table in self.absent:
+            return False
+        if database.table_exists(table):
             self.known.add(table)
-        return table in self.known
+            return True
+        self.absent.add(table)
+        return False
+
+    def created(self, table: str) -> None:
+        """Notes that ``table`` exists now (created or altered in this transaction)."""
+        self.known.add(table)
+        self.absent.discard(table)
 
     def lookup(self, database: Database) -> ColumnLookup:
         """The destination's columns of a table, None when it has none (for decoders)."""
@@ -253,7 +269,7 @@ class _Tables:
         if not self.exists(database, table):
             # The key's JSON has sorted names; the source's column order is the better pk order.
             database.create_table(table, change.columns, [n for n in change.columns if n in key])
-            self.known.add(table)
+            self.created(table)
 
 
 def _apply_sequentially(
@@ -266,7 +282,7 @@ def _apply_sequentially(
             table, key, change = decode(record, lookup)
             if isinstance(change, TableSchema):
                 apply_schema(database, change)
-                tables.known.add(table)
+                tables.created(table)
             elif change is None:
                 # Deleting an absent row (or from an absent table) is already done: a
                 # destination bootstrapped from T.full may see tombstones of rows it never had.
@@ -275,6 +291,7 @@ def _apply_sequentially(
             else:
                 if change.schema is not None:
                     apply_schema(database, change.schema)
+                    tables.created(table)
                 tables.ensure(database, table, change, list(key))
                 database.upsert(table, change.row)
         except Exception as error:
@@ -297,7 +314,7 @@ def _apply_coalesced(
             _write_latest(database, tables, latest)
             latest = {}
             apply_schema(database, schema)
-            tables.known.add(table)
+            tables.created(table)
         if isinstance(change, TableSchema):
             continue
         row = (table, _row_identity(key))

@@ -136,6 +136,28 @@ def test_deleting_an_absent_row_or_table_is_no_error(sqlite_db: Database) -> Non
     assert not sqlite_db.table_exists("never_created")
 
 
+@pytest.mark.parametrize("coalesce", [True, False], ids=["bulk", "record-by-record"])
+def test_a_new_table_is_looked_up_once_however_many_deletes_precede_it(
+    sqlite_db: Database, monkeypatch: pytest.MonkeyPatch, coalesce: bool
+) -> None:
+    questions: list[str] = []
+    table_exists = sqlite_db.table_exists
+
+    def counted(table: str) -> bool:
+        questions.append(table)
+        return table_exists(table)
+
+    monkeypatch.setattr(sqlite_db, "table_exists", counted)
+    log = Log()
+    for number in range(50):  # rows the destination never had, of a table it lacks
+        log.delete({"id": number}, table="fresh")
+    log.upsert({"id": 100, "name": "x"}, table="fresh")
+    log.delete({"id": 7}, table="fresh")
+    apply_batch(sqlite_db, log.records, coalesce=coalesce)
+    assert rows(sqlite_db, "fresh") == [{"id": 100, "name": "x"}]
+    assert questions == ["fresh"]
+
+
 def test_a_failing_record_is_retried_then_named_and_nothing_is_committed(
     tmp_path: Path, sqlite_db: Database
 ) -> None:
