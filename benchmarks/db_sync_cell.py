@@ -47,10 +47,15 @@ class Cell:
     # Full speed only: the capture ships the whole log first, then the apply starts on the
     # backlog, so each runs alone at its own top speed (their ratio: can the apply keep up).
     backlog: bool = False
+    # A backlog cell run first, on a JVM that has not yet compiled the Spark job's read path
+    # (db_sync.py: the cells after it are measured warm).
+    cold: bool = False
 
     @property
     def name(self) -> str:
-        return "backlog" if self.backlog else str(self.rate or "full")
+        if self.backlog:
+            return "cold-backlog" if self.cold else "backlog"
+        return str(self.rate or "full")
 
 
 class Poller(threading.Thread):
