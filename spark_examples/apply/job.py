@@ -273,13 +273,13 @@ def apply_error_message(query: ApplyQuery) -> str | None:
 
 
 def run(spark: SparkSession, options: ApplyOptions) -> int:
-    """Runs the query until it ends (--once) or is interrupted; returns the exit status."""
+    """Runs the query until it ends (--once) or is interrupted; returns the exit status:
+    non-zero when a write failed, the one in flight when interrupted included."""
     query = start_apply(spark, options, report=print)
     try:
         query.awaitTermination()
     except KeyboardInterrupt:
-        query.stop()
-        return 0
+        query.stop()  # waits for the write in flight, whose failure is read below
     except Exception:  # the failure is read from the query below
         pass
     message = apply_error_message(query)

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from spark_examples.apply import job
 from spark_examples.apply.job import RUN_PREFIX, ApplyOptions, run_checkpoint, starting_offsets
-from spark_examples.apply.pipelined import PipelinedWrites
+from spark_examples.apply.pipelined import ApplyQuery, PipelinedWrites
 from spark_examples.apply.sink import STORE_NEXT_OFFSET, ApplyError, SourceRecord
 from spark_examples.databases import open_database
 
@@ -70,6 +71,38 @@ def test_the_last_write_failing_is_told_at_once_and_raised_when_closing() -> Non
     assert failed.wait(TIMEOUT_S)
     with pytest.raises(ApplyError, match="offset 7"):
         writes.close()
+
+
+class _InterruptedQuery:
+    """The part of Spark's StreamingQuery that ``job.run`` uses, as a query whose wait the
+    user interrupted (Ctrl-C) looks: no failure of Spark's own."""
+
+    isActive = True  # noqa: N815 (StreamingQuery's name)
+    lastProgress = None  # noqa: N815
+
+    def awaitTermination(self, timeout: float | None = None) -> None:  # noqa: N802
+        raise KeyboardInterrupt
+
+    def stop(self) -> None:
+        self.isActive = False
+
+    def exception(self) -> None:
+        return None
+
+
+def test_an_interrupted_job_exits_non_zero_when_its_last_write_failed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def write(records: list[SourceRecord], batch_id: int) -> None:
+        raise ApplyError(records[0], 1, ValueError("no such column"))
+
+    writes = PipelinedWrites(write)
+    writes.submit(batch(9), 0)  # in flight when the user interrupts the job
+    query = ApplyQuery(_InterruptedQuery(), writes)  # type: ignore[arg-type]
+    monkeypatch.setattr(job, "start_apply", lambda *args, **kwargs: query)
+    options = ApplyOptions("127.0.0.1:1", "t", "sqlite:///unused.db", "unused")
+    assert job.run(None, options) == 1  # type: ignore[arg-type]
+    assert "offset 9" in capsys.readouterr().err
 
 
 def _topic(bootstrap: str, partitions: int) -> str:
