@@ -1,6 +1,6 @@
 """Database synchronisation end to end: capture, apply and lag per destination (docs/spark.md).
 
-    python -m benchmarks.db_sync [--full-changes 50000] [--paced-seconds 10]
+    python -m benchmarks.db_sync [--full-changes 200000] [--paced-seconds 10]
         [--engines sqlite,postgresql,duckdb] [--sinks spark,consumer] [--rates full,5000,1000]
 
 One kshim broker (with the capture review hook), one local[2] Spark session and, for
@@ -12,8 +12,10 @@ cell (benchmarks/db_sync_cell.py) is one destination engine, one apply kind and 
   started idle on the cell's empty topic), or ``consumer``, the same sink fed by a
   plain Kafka consumer (spark_examples/apply/consumer.py);
 - rate ``full`` runs two cells per destination and apply, both from a change log already
-  holding ``--full-changes`` changes: ``backlog``, where the capture ships the whole log
-  (``--once``) before the apply starts on it, so each runs alone at its top speed; and
+  holding ``--full-changes`` changes (200,000 by default: ten of the Spark job's
+  micro-batches, so that a query's first batch and the span's edges weigh little):
+  ``backlog``, where the capture ships the whole log (``--once``) before the apply starts
+  on it, so each runs alone at its top speed; and
   ``full``, where the capture ships it while the apply runs, lag running from a change's
   broker append to its row being visible at the destination;
 - ``cold-backlog``: with Spark among the apply kinds, the first engine's Spark backlog cell
@@ -190,7 +192,7 @@ def _machine() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--full-changes", type=int, default=50_000)
+    parser.add_argument("--full-changes", type=int, default=200_000)
     parser.add_argument("--paced-seconds", type=int, default=10)
     parser.add_argument("--engines", default="sqlite,postgresql,duckdb")
     parser.add_argument("--sinks", default="spark,consumer")
