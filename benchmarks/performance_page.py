@@ -1,11 +1,11 @@
-"""The tables of docs/performance.md, written from the benchmarks' result files so that no
-figure on the page is typed by hand.
+"""The tables of docs/performance.md and spark_examples/README.md, written from the
+benchmarks' result files so that no figure in those tables is typed by hand.
 
-    python -m benchmarks.performance_page          # rewrites the tables in the page
+    python -m benchmarks.performance_page          # rewrites the tables in the pages
     python -m benchmarks.performance_page --check  # exits 1 when a table differs
 
-Each table sits between ``<!-- table: NAME -->`` and ``<!-- end of table -->`` in the
-page; the text around it is left as it is (and holds no figure of its own).
+Each table sits between ``<!-- table: NAME -->`` and ``<!-- end of table -->`` in a
+page; the text around it is left as it is.
 benchmarks/test_performance_page.py runs the check.
 """
 
@@ -23,6 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "performance.md"
+PAGES = (PAGE, ROOT / "spark_examples" / "README.md")
 BLOCK = re.compile(r"(<!-- table: ([a-z_]+) -->\n)(.*?)(<!-- end of table -->)", re.DOTALL)
 SECURITY_SHAPES = {
     "produce 1 KiB": "confluent-kafka produce 1 KiB",
@@ -213,6 +214,48 @@ def delay_runs() -> str:
     return table(("measurement", "kshim", "wanted"), rows)
 
 
+DB_SYNC_ENGINES = {"sqlite": "SQLite", "postgresql": "PostgreSQL", "duckdb": "DuckDB"}
+DB_SYNC_SINKS = {"spark": "Spark", "consumer": "consumer"}
+
+
+def db_sync_cells() -> str:
+    """spark_examples/README.md's table: benchmarks/results/db_sync.json, a line per
+    destination and apply kind (the cold warm-up cell apart, below the table)."""
+    result = load("db_sync.json")
+    cells = {(cell["engine"], cell["sink"], cell["rate"]): cell for cell in result["cells"]}
+
+    def lag(engine: str, sink: str, rate: str) -> str:
+        cell = cells.get((engine, sink, rate))
+        return "-" if cell is None else f"{cell['lag_p50_s']:.2f} / {cell['lag_p99_s']:.2f}"
+
+    rows = []
+    for (engine, sink, rate), cell in cells.items():
+        if rate != "backlog":
+            continue
+        rows.append((
+            DB_SYNC_ENGINES[engine], DB_SYNC_SINKS[sink], number(cell["capture_per_s"]),
+            number(cell["apply_per_s"]), f"{cell['apply_over_capture']:.2f}",
+            lag(engine, sink, "full"), lag(engine, sink, "5000"), lag(engine, sink, "1000"),
+        ))  # fmt: skip
+    header = ("destination", "apply", "backlog: capture alone, changes/s",
+              "backlog: apply alone, changes/s", "apply/capture", "full speed: lag p50 / p99 s",
+              "5,000/s: lag p50 / p99 s", "1,000/s: lag p50 / p99 s")  # fmt: skip
+    arguments = " ".join(f"--{name.replace('_', '-')} {value}"
+                         for name, value in result["arguments"].items())  # fmt: skip
+    text = f"`python -m benchmarks.db_sync {arguments}`, {result['machine']}:\n\n"
+    text += table(header, rows)
+    for (engine, sink, rate), cell in cells.items():
+        if rate == "cold-backlog":
+            text += (
+                f"\nThe warm-up, first of the run ({DB_SYNC_ENGINES[engine]}, "
+                f"{DB_SYNC_SINKS[sink]}, backlog, on a JVM that had run no batch yet): "
+                f"capture {number(cell['capture_per_s'])}, apply "
+                f"{number(cell['apply_per_s'])} changes/s, apply/capture "
+                f"{cell['apply_over_capture']:.2f}.\n"
+            )
+    return text
+
+
 def finished(result: Any) -> str:
     """The line that says when and how the run was made."""
     return f"`{result['command']}`, finished {result['finished']}:\n\n"
@@ -224,6 +267,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "security_floods": security_floods,
     "metrics_cost": metrics_cost,
     "delay_runs": delay_runs,
+    "db_sync_cells": db_sync_cells,
 }
 
 
@@ -242,15 +286,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a table differs")
     arguments = parser.parse_args(argv)
-    page = PAGE.read_text(encoding="utf-8")
-    fresh = rendered(page)
-    if arguments.check:
-        if fresh != page:
-            print(f"{PAGE} differs from its result files: python -m benchmarks.performance_page")
-            return 1
-        return 0
-    PAGE.write_text(fresh, encoding="utf-8")
-    return 0
+    differs = False
+    for path in PAGES:
+        page = path.read_text(encoding="utf-8")
+        fresh = rendered(page)
+        if fresh == page:
+            continue
+        if arguments.check:
+            print(f"{path} differs from its result files: python -m benchmarks.performance_page")
+            differs = True
+        else:
+            path.write_text(fresh, encoding="utf-8")
+    return 1 if differs else 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""docs/performance.md's tables are the result files' figures, as written by
-``python -m benchmarks.performance_page``: a result file run anew, or a table edited by hand,
-fails here until the page is written again."""
+"""The tables of docs/performance.md and spark_examples/README.md are the result files'
+figures, as written by ``python -m benchmarks.performance_page``: a result file run anew, or a
+table edited by hand, fails here until the page is written again."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import pytest
 from benchmarks import performance_page
 
 
-def test_every_table_of_the_page_is_written_from_its_result_file() -> None:
-    page = performance_page.PAGE.read_text(encoding="utf-8")
-    names = re.findall(r"<!-- table: ([a-z_]+) -->", page)
+def test_every_table_of_the_pages_is_written_from_its_result_file() -> None:
+    names = []
+    for path in performance_page.PAGES:
+        page = path.read_text(encoding="utf-8")
+        names += re.findall(r"<!-- table: ([a-z_]+) -->", page)
+        assert performance_page.rendered(page) == page, path
 
     assert sorted(names) == sorted(performance_page.TABLES)
-    assert performance_page.rendered(page) == page
 
 
 def test_a_table_typed_by_hand_is_found() -> None:
