@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -32,12 +33,13 @@ def table_row(cell: dict[str, Any]) -> str:
 def write_report(cells: list[dict[str, Any]], machine: str, arguments: dict[str, Any]) -> None:
     """Writes both files (overwriting them) with every cell so far."""
     RESULTS.mkdir(exist_ok=True)
-    report = {"machine": machine, "arguments": arguments, "cells": cells}
+    finished = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    report = {"machine": machine, "arguments": arguments, "finished": finished, "cells": cells}
     (RESULTS / "db_sync.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [
         "# Database synchronisation: capture, apply and lag per destination",
         "",
-        f"`python -m benchmarks.db_sync`, {machine}; arguments {arguments}.",
+        f"`python -m benchmarks.db_sync`, {machine}, {finished}; arguments {arguments}.",
         "Columns: benchmarks/db_sync.py's docstring. SQLite is a single writer: its figures",
         "are stated as they are.",
         "",

@@ -242,7 +242,8 @@ def db_sync_cells() -> str:
               "5,000/s: lag p50 / p99 s", "1,000/s: lag p50 / p99 s")  # fmt: skip
     arguments = " ".join(f"--{name.replace('_', '-')} {value}"
                          for name, value in result["arguments"].items())  # fmt: skip
-    text = f"`python -m benchmarks.db_sync {arguments}`, {result['machine']}:\n\n"
+    when = f", finished {result['finished']}" if "finished" in result else ""
+    text = f"`python -m benchmarks.db_sync {arguments}`, {result['machine']}{when}:\n\n"
     text += table(header, rows)
     for (engine, sink, rate), cell in cells.items():
         if rate == "cold-backlog":
