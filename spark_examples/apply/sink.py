@@ -145,6 +145,7 @@ def order_records(records: Iterable[SourceRecord]) -> list[SourceRecord]:
     return sorted(records, key=lambda record: (record.topic, record.partition, record.offset))
 
 
+@collection_paused()
 def apply_batch(
     database: Database,
     records: Sequence[SourceRecord],
@@ -162,22 +163,8 @@ def apply_batch(
     reads the records (default: kshim's format, ``decode_kshim``). Python's cyclic
     collector is held off meanwhile (collector.py).
     """
-    with collection_paused():
-        return _apply_with_retries(
-            database, order_records(records), max_retries, backoff_s, sleep, coalesce,
-            decode_kshim if decoder is None else decoder,
-        )  # fmt: skip
-
-
-def _apply_with_retries(
-    database: Database,
-    ordered: list[SourceRecord],
-    max_retries: int,
-    backoff_s: float,
-    sleep: Callable[[float], None],
-    coalesce: bool,
-    decode: RecordDecoder,
-) -> BatchResult:
+    ordered = order_records(records)
+    decode = decode_kshim if decoder is None else decoder
     attempts = 0
     while True:
         attempts += 1
@@ -238,24 +225,16 @@ class _Tables:
     the catalogue for each took most of such a batch's time on DuckDB (about 1 ms a
     question)."""
 
-    known: set[str] = field(default_factory=set)
-    absent: set[str] = field(default_factory=set)
+    answers: dict[str, bool] = field(default_factory=dict)  # table -> whether it exists
 
     def exists(self, database: Database, table: str) -> bool:
-        if table in self.known:
-            return True
-        if table in self.absent:
-            return False
-        if database.table_exists(table):
-            self.known.add(table)
-            return True
-        self.absent.add(table)
-        return False
+        if table not in self.answers:
+            self.answers[table] = database.table_exists(table)
+        return self.answers[table]
 
     def created(self, table: str) -> None:
         """Notes that ``table`` exists now (created or altered in this transaction)."""
-        self.known.add(table)
-        self.absent.discard(table)
+        self.answers[table] = True
 
     def lookup(self, database: Database) -> ColumnLookup:
         """The destination's columns of a table, None when it has none (for decoders)."""

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from spark_examples.apply.collector import collection_paused
-from spark_examples.apply.sink import SourceRecord, apply_batch, ensure_state_table
+from spark_examples.apply.sink import SourceRecord, apply_batch, decode_kshim, ensure_state_table
 from spark_examples.change_format import encode_key, encode_value
 from spark_examples.databases import open_database
 
@@ -96,3 +96,22 @@ def test_apply_batch_leaves_the_collector_as_it_found_it(tmp_path: object) -> No
         assert gc.isenabled()
     finally:
         database.close()
+
+
+def test_apply_batch_decodes_with_the_collector_off(tmp_path: object) -> None:
+    seen: list[bool] = []
+
+    def decode(record: SourceRecord, destination: object) -> object:
+        seen.append(gc.isenabled())
+        return decode_kshim(record, destination)  # type: ignore[arg-type]
+
+    database = open_database(f"sqlite:///{tmp_path}/dest.db")
+    try:
+        ensure_state_table(database)
+        value = encode_value(1, "insert", "t", {"id": "integer"}, {"id": 1})
+        record = SourceRecord("topic", 0, 0, encode_key("t", {"id": 1}), value)
+        apply_batch(database, [record], decoder=decode)  # type: ignore[arg-type]
+    finally:
+        database.close()
+    assert seen == [False]
+    assert gc.isenabled()
