@@ -40,8 +40,9 @@ def add_view_options(gateway: OneLineArgumentParser) -> None:
     )
     gateway.add_argument(
         "--full-dir",
-        help="where this gateway keeps the views it owns, rebuilt from the cluster when it "
-        "takes a partition over (default: a new temporary directory)",
+        help="where this gateway keeps the views it owns (default: a new temporary "
+        "directory, removed at exit); a view kept there is resumed when its partition is "
+        "owned again, if that gives what a rebuild from the cluster would",
     )
 
 

@@ -22,7 +22,7 @@ from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.validators import ConfigError
 from kshim.broker.security.principal_mapping import MappingRuleError
 from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
-from kshim.cli.allocator import malloc_trim, trim_when_idle
+from kshim.cli.allocator import hold_heap_while_busy, malloc_trim, trim_when_idle
 from kshim.cli.config_sources import (
     DEFAULT_DATA_DIR,
     DEFAULT_LISTEN,
@@ -106,6 +106,7 @@ async def serve(config: BrokerConfig) -> None:
     CommandFailed when the data directory or the listening address cannot be used."""
     started = time.monotonic()
     gc.set_threshold(*GC_THRESHOLDS)
+    hold_heap_while_busy()  # before start-up allocates: kshim/cli/allocator.py
     stop = _stop_on_signals()
     # The whole process's limit, so raised here and not by an embedded KafkaServer.
     raise_open_file_limit()
