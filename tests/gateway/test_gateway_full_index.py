@@ -179,35 +179,121 @@ async def test_view_is_the_latest_committed_record_of_each_key(
         await asyncio.sleep(0.05)
 
 
-async def test_released_and_owned_again_is_rebuilt_the_same(
+async def test_released_and_owned_again_is_resumed_where_it_was(
     kafka_upstream: KafkaProcess, index: ViewIndex, topic: str
 ) -> None:
     model = Model()
     left_open = await asyncio.to_thread(_populate, kafka_upstream.bootstrap, topic, model)
+    # Ended first: while it is open, nothing produced after it is read (read_committed).
+    await asyncio.to_thread(left_open.producer.abort_transaction, WAIT_S)
     await index.own(topic, 1)
     await _until_ready(index, topic, 1)
     first = await _view(index, topic, 1)
     assert first == model.committed[1]
+    kept_at = index.offsets(topic, 1).high_watermark
     await index.release(topic, 1)
     assert not index.owns(topic, 1)
-    # Its records dropped at once (a view taken over elsewhere leaves no copy behind).
-    assert index._store.live_records(TopicPartition(topic, 1)) == []
+    # Kept on disk while released, and the partition goes on meanwhile.
+    assert len(index._store.live_records(TopicPartition(topic, 1))) == len(first)
+    producing = Producing(kafka_upstream.bootstrap, topic)
+    producing.send(1, b"k1", b"updated while released")
+    producing.send(1, b"released", b"new key")
+    for partition, offset, key, value in await asyncio.to_thread(producing.flushed):
+        model.add(partition, offset, key, value)
     await index.own(topic, 1)
-    assert not index.ready(topic, 1)
     await _until_ready(index, topic, 1)
-    assert await _view(index, topic, 1) == first
+    assert index._owned_partition(topic, 1).resumed_at == kept_at
+    assert index.offsets(topic, 1).log_start_offset == 0
+    assert await _view(index, topic, 1) == model.committed[1]
 
-    # Retention moved the log start: the view owned again is built from there.
+    # Retention moved the log start: the view owned again is built from there, not resumed
+    # (a rebuild would not hold the keys whose records went).
+    resumed = await _view(index, topic, 1)
     await index.release(topic, 1)
-    log_start = min(offset for offset, _ in first.values()) + 1  # past one key's last record
+    log_start = min(offset for offset, _ in resumed.values()) + 1  # past one key's last record
     await asyncio.to_thread(_delete_records, kafka_upstream.bootstrap, topic, 1, log_start)
     await index.own(topic, 1)
     await _until_ready(index, topic, 1)
+    assert index._owned_partition(topic, 1).resumed_at is None
     assert index.offsets(topic, 1).log_start_offset == log_start
-    left = {key: kept for key, kept in first.items() if kept[0] >= log_start}
-    assert len(left) == len(first) - 1
+    left = {key: kept for key, kept in resumed.items() if kept[0] >= log_start}
+    assert len(left) == len(resumed) - 1
     assert await _view(index, topic, 1) == left
-    await asyncio.to_thread(left_open.producer.abort_transaction, WAIT_S)
+
+
+async def test_a_view_kept_on_disk_is_resumed_by_the_next_index_on_it(
+    kafka_upstream: KafkaProcess, topic: str, tmp_path: Path
+) -> None:
+    """A gateway restarted on the same --full-dir resumes the views it owns again."""
+    producing = Producing(kafka_upstream.bootstrap, topic)
+    for index_ in range(200):
+        producing.send(0, b"k%d" % (index_ % 50), b"%d" % index_)
+    expected: View = {}
+    for _, offset, key, value in await asyncio.to_thread(producing.flushed):
+        assert key is not None
+        expected[key] = (offset, value)
+    directory = str(tmp_path / "kept")
+    first = ViewIndex(directory, [parse_bootstrap(kafka_upstream.bootstrap)])
+    try:
+        await first.own(topic, 0)
+        await _until_ready(first, topic, 0)
+        kept_at = first.offsets(topic, 0).high_watermark
+    finally:
+        await first.close()
+    producing.send(0, b"k0", b"while no gateway ran")
+    [(_, offset, _, _)] = await asyncio.to_thread(producing.flushed)
+    expected[b"k0"] = (offset, b"while no gateway ran")
+    second = ViewIndex(directory, [parse_bootstrap(kafka_upstream.bootstrap)])
+    try:
+        await second.own(topic, 0)
+        await _until_ready(second, topic, 0)
+        assert second._owned_partition(topic, 0).resumed_at == kept_at
+        assert await _view(second, topic, 0) == expected
+    finally:
+        await second.close()
+
+
+async def test_a_topic_created_again_under_its_name_is_rebuilt(
+    kafka_upstream: KafkaProcess, index: ViewIndex, topic: str
+) -> None:
+    """The kept view is of the topic deleted: resumed on its successor (as long as the old
+    one, so that only the topic id tells them apart) it would keep the old keys."""
+    producing = Producing(kafka_upstream.bootstrap, topic)
+    for index_ in range(20):
+        producing.send(0, b"old-%d" % index_, b"old")
+    await asyncio.to_thread(producing.flushed)
+    await index.own(topic, 0)
+    await _until_ready(index, topic, 0)
+    await index.release(topic, 0)
+    await asyncio.to_thread(_created_again, kafka_upstream.bootstrap, topic)
+    producing = Producing(kafka_upstream.bootstrap, topic)
+    for index_ in range(30):
+        producing.send(0, b"new-%d" % index_, b"new")
+    expected: View = {}
+    for _, offset, key, value in await asyncio.to_thread(producing.flushed):
+        assert key is not None
+        expected[key] = (offset, value)
+    await index.own(topic, 0)
+    await _until_ready(index, topic, 0)
+    assert index._owned_partition(topic, 0).resumed_at is None
+    assert await _view(index, topic, 0) == expected
+
+
+def _created_again(bootstrap: str, topic: str) -> None:
+    """Deletes ``topic`` and creates it again (retried while Kafka still deletes it)."""
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    [deleted] = admin.delete_topics([topic]).values()
+    deleted.result(WAIT_S)
+    deadline = time.monotonic() + WAIT_S
+    new_topic = confluent_kafka.admin.NewTopic(topic, PARTITIONS, 1)
+    while True:
+        [created] = admin.create_topics([new_topic]).values()
+        try:
+            created.result(WAIT_S)
+            return
+        except confluent_kafka.KafkaException:
+            assert time.monotonic() < deadline, f"{topic} not created again"
+            time.sleep(0.2)
 
 
 def _delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:

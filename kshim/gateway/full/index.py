@@ -9,6 +9,15 @@ committed record at its original offset. Reads are served as the broker serves t
 (``kshim.broker.full_view.reader``): widened one-record batches up to the high watermark,
 which is the applied position.
 
+A released partition's view stays in the store. Owned again (a rebalance that gives it back,
+or a gateway restarted on the same ``--full-dir``), it is resumed from its applied position
+instead of rebuilt, when that gives exactly what a rebuild would: the same topic (its id,
+KIP-516, so not one deleted and created again under the name), the same log start as when
+it was built (retention has removed nothing the view was built from), and an applied
+position the partition's last stable offset has reached (Kafka's log below it never
+changes: an unclean leader election, which can cut it, is off by default). Anything else
+rebuilds it from the log start.
+
 Threads: one per upstream broker read from (``leader.LeaderLoop``: one connection, one
 Fetch of all its owned partitions at a time), one for LMDB writes (LMDB serialises writers
 anyway, and it orders a release's reset after the applies before it), and asyncio's default
@@ -70,6 +79,7 @@ class ViewIndex:
         self._owned: dict[TopicPartition, OwnedPartition] = {}
         self._loops: dict[int, asyncio.Task[None]] = {}
         self._retention_ms: dict[str, int] = {}  # delete.retention.ms of each owned topic
+        self._topic_ids: dict[str, bytes] = {}  # as the last Metadata lookup naming it said
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="kshim-full-view-store")
         self._lookup = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
@@ -89,14 +99,13 @@ class ViewIndex:
         self._lookup.set()
 
     async def release(self, topic: str, partition: int) -> None:
-        """Stops following the partition and drops its view's records; readers waiting on
-        it return."""
+        """Stops following the partition; readers waiting on it return. Its view stays in
+        the store, to be resumed if it is owned again (module docstring)."""
         owned = self._owned.pop(TopicPartition(topic, partition), None)
         if owned is None:
             return
         owned.released = True
         owned.wake()
-        await self._write(self._store.reset_partition, owned.source, 0)
 
     def owns(self, topic: str, partition: int) -> bool:
         return TopicPartition(topic, partition) in self._owned
@@ -167,11 +176,39 @@ class ViewIndex:
             self._lookup.set()
 
     async def start(self, owned: OwnedPartition, log_start: int, target: int) -> None:
-        await self._write(self._store.reset_partition, owned.source, log_start)
-        await self._write(self._store.apply, owned.source, [], log_start)
-        if not owned.released:
-            owned.started(log_start, target)
+        # In the writer thread, so after every apply still queued for the partition from
+        # before it was released.
+        topic_id = self._topic_ids.get(owned.source.topic)
+        kept = await self._write(self._kept_position, owned.source, topic_id, log_start, target)
+        if kept is None:
+            await self._write(self._reset, owned.source, topic_id, log_start)
+        if owned.released:
+            return
+        owned.started(log_start, target, kept)
+        if kept is None:
             log.info("%s: view rebuilt from %s, ready at %s", owned.source, log_start, target)
+        else:
+            log.info("%s: view resumed at %s, ready at %s", owned.source, kept, target)
+
+    def _kept_position(
+        self, source: TopicPartition, topic_id: bytes | None, log_start: int, target: int
+    ) -> int | None:
+        """Writer thread: the applied position of the view kept in the store, if resuming
+        it gives what a rebuild from ``log_start`` would (module docstring); else None."""
+        if topic_id is None or self._store.source_id(source) != topic_id:
+            return None
+        if self._store.start_offset(source) != log_start:
+            return None
+        applied = max(self._store.applied_position(source), log_start)
+        return applied if applied <= target else None
+
+    def _reset(self, source: TopicPartition, topic_id: bytes | None, log_start: int) -> None:
+        """Writer thread: an empty view from ``log_start``, noted as built from ``topic_id``
+        (after the reset, so that a crash between leaves a view that is never resumed)."""
+        self._store.reset_partition(source, log_start)
+        self._store.apply(source, [], log_start)
+        if topic_id is not None:
+            self._store.note_source_id(source, topic_id)
 
     async def apply(self, owned: OwnedPartition, fetched: FetchedPartition) -> None:
         if owned.released:
@@ -227,6 +264,10 @@ class ViewIndex:
             upstream.describe_leaders, self._addresses, self._security, topics
         )
         for topic in topics:
+            if topic in found.topic_ids:
+                self._topic_ids[topic] = found.topic_ids[topic]
+            else:
+                self._topic_ids.pop(topic, None)
             if topic not in self._retention_ms:
                 self._retention_ms[topic] = await self._delete_retention_ms(topic)
         for owned in unled:

@@ -26,6 +26,7 @@ class OwnedPartition:
     target: int | None = None
     leader: int | None = None
     released: bool = False
+    resumed_at: int | None = None  # where a view kept from before was resumed, if it was
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def offsets(self) -> PartitionOffsets:
@@ -36,10 +37,13 @@ class OwnedPartition:
     def ready(self) -> bool:
         return self.target is not None and self.applied >= self.target
 
-    def started(self, start: int, target: int) -> None:
-        """The view was reset to ``start``; it is ready once applied up to ``target``."""
-        self.start = self.applied = start
-        self.target = max(start, target)
+    def started(self, start: int, target: int, resumed_at: int | None = None) -> None:
+        """The view was reset to ``start``, or kept from a build from ``start`` and applied
+        up to ``resumed_at``; it is ready once applied up to ``target``."""
+        self.start = start
+        self.applied = start if resumed_at is None else resumed_at
+        self.resumed_at = resumed_at
+        self.target = max(self.applied, target)
         self.wake()
 
     def advance(self, next_offset: int) -> None:

@@ -45,10 +45,12 @@ class UpstreamError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Leaders:
-    """Metadata's answer: each broker's address and each named partition's leader."""
+    """Metadata's answer: each broker's address, each named partition's leader and each
+    named topic's id (KIP-516; a topic deleted and created again gets a new one)."""
 
     brokers: dict[int, Address]
     leaders: dict[TopicPartition, int]  # NO_LEADER while the partition has none
+    topic_ids: dict[str, bytes]  # 16 bytes; a topic without an id (never, since Kafka 2.8) has none
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,12 @@ def describe_leaders(
         if topic.error_code == 0
         for partition in topic.partitions
     }
-    return Leaders(brokers, leaders)
+    topic_ids = {
+        str(topic.name): topic.topic_id.bytes
+        for topic in response.topics
+        if topic.error_code == 0 and topic.topic_id is not None and topic.topic_id.int != 0
+    }
+    return Leaders(brokers, leaders, topic_ids)
 
 
 def delete_retention_ms(

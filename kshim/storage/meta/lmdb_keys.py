@@ -119,9 +119,11 @@ def aborted_prefix(topic_partition: TopicPartition) -> bytes:
 FULL_RECORDS_DB = b"full_records"  # full_record_key -> one-record v2 batch bytes
 FULL_KEYS_DB = b"full_keys"  # full_key_key -> int64 offset of the key's live record
 FULL_TOMBSTONES_DB = b"full_tombstones"  # full_record_key -> int64 expiry ms, key digest
-# partition_key -> int64 next offset of T to apply; full_start_key -> int64 view start offset
+# partition_key -> int64 next offset of T to apply; full_start_key -> int64 view start offset;
+# full_source_key -> the 16-byte id of the topic the view was built from (kshim gateway's)
 FULL_APPLIED_DB = b"full_applied"
 FULL_START_SUFFIX = b"start"
+FULL_SOURCE_SUFFIX = b"source"
 
 
 def full_record_key(topic_partition: TopicPartition, offset: int) -> bytes:
@@ -144,6 +146,12 @@ def full_start_key(topic_partition: TopicPartition) -> bytes:
     beside the applied position under the partition's prefix, so that resetting or
     deleting the partition's view removes it too."""
     return partition_key(topic_partition) + FULL_START_SUFFIX
+
+
+def full_source_key(topic_partition: TopicPartition) -> bytes:
+    """``topic NUL int32 partition "source"``: the id of the topic the view was built from,
+    beside its start offset, and removed with it."""
+    return partition_key(topic_partition) + FULL_SOURCE_SUFFIX
 
 
 def full_key_key(topic_partition: TopicPartition, key_digest: bytes) -> bytes:

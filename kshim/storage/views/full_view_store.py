@@ -6,7 +6,10 @@ Per partition of a source topic ``T`` it holds, in its own LMDB environment:
 - for each record key (hashed), the offset of the key's live record;
 - the tombstones still kept, with the time (ms) after which they go;
 - the applied position: the next offset of ``T`` the view has not applied yet, and the
-  view's start offset when it was rebuilt from a log start above 0.
+  view's start offset when it was rebuilt from a log start above 0;
+- for a view kshim gateway builds from a Kafka cluster, the id of the topic it was built
+  from, so that a view kept on disk is resumed only on the same topic, never on one
+  deleted and created again under its name (kshim/gateway/full/index.py).
 
 ``apply`` writes one chunk of changes and the new applied position in ONE
 write transaction, so a crash leaves the view at a chunk boundary and a replay
@@ -186,6 +189,17 @@ class FullViewStore:
         with self._env.begin(db=self._applied) as txn:
             value = txn.get(keys.full_start_key(topic_partition))
         return 0 if value is None else keys.decode_int64(value)
+
+    def source_id(self, topic_partition: TopicPartition) -> bytes | None:
+        """The id of the topic the view was built from, if one was noted since its reset."""
+        with self._env.begin(db=self._applied) as txn:
+            value = txn.get(keys.full_source_key(topic_partition))
+        return None if value is None else bytes(value)
+
+    def note_source_id(self, topic_partition: TopicPartition, topic_id: bytes) -> None:
+        """Notes the id of the topic the view is built from (a reset removes it)."""
+        with self._env.begin(write=True, db=self._applied) as txn:
+            txn.put(keys.full_source_key(topic_partition), topic_id)
 
     def _delete_prefix(self, prefix: bytes) -> None:
         with self._env.begin(write=True) as txn:
