@@ -20,9 +20,9 @@ rebuilds it from the log start.
 
 Threads: one per upstream broker read from (``leader.LeaderLoop``: one connection, one
 Fetch of all its owned partitions at a time), one for LMDB writes (LMDB serialises writers
-anyway, and it orders a release's reset after the applies before it), and asyncio's default
-workers for Metadata lookups and LMDB reads. Every background task logs what fails and
-retries; none ends with an exception nobody retrieves.
+anyway, and it orders a takeover's look at a kept view after the applies before it), and
+asyncio's default workers for Metadata lookups and LMDB reads. Every background task logs
+what fails and retries; none ends with an exception nobody retrieves.
 """
 
 from __future__ import annotations
