@@ -34,6 +34,7 @@ import asyncio
 import ctypes
 import time
 from collections.abc import Callable
+from typing import Any
 
 CHECK_INTERVAL_S = 0.25
 # mallopt(3)'s parameters, from glibc's malloc.h.
@@ -52,28 +53,34 @@ IDLE_CPU_FRACTION = 0.02
 def malloc_trim() -> Callable[[], None] | None:
     """A function returning the heap's free pages to the system, or None where the C
     library has no ``malloc_trim`` (it is glibc's)."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim  # the C library the interpreter runs on
-    except (OSError, AttributeError):
+    trim = _c_library_function("malloc_trim", [ctypes.c_size_t])
+    if trim is None:
         return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
     return lambda: trim(0)
 
 
 def hold_heap_while_busy() -> bool:
     """Fixes glibc's mmap and trim thresholds (module docstring); False where the C
     library has no ``mallopt`` or refuses."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter runs on
-    except (OSError, AttributeError):
+    mallopt = _c_library_function("mallopt", [ctypes.c_int, ctypes.c_int])
+    if mallopt is None:
         return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
     # mallopt returns 1 on success, 0 on error.
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
         mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
     )
+
+
+def _c_library_function(name: str, argtypes: list[type]) -> Any | None:
+    """``name`` of the C library the interpreter runs on, returning an int; None where that
+    library has no such function (it is not glibc)."""
+    try:
+        function = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = argtypes
+    function.restype = ctypes.c_int
+    return function
 
 
 async def trim_when_idle(

@@ -60,7 +60,7 @@ def consume_and_apply(
         ensure_state_table(database)
         consumer.assign([TopicPartition(topic, 0, next_offset(database, topic, 0))])
         while not stop.is_set():
-            with collection_paused():  # an object or more a change: collector.py
+            with collection_paused():  # several objects a change: collector.py
                 records = _records(consumer.consume(batch_records, timeout=POLL_TIMEOUT_S))
             if records:
                 result = apply_batch(database, records, max_retries=DEFAULT_MAX_RETRIES)

@@ -127,7 +127,7 @@ def batch_records(frame: DataFrame) -> list[SourceRecord]:
     time goes"). Columns in read_changes' select order; key and value arrive as bytes.
     """
     table = frame.toArrow()
-    with collection_paused():  # an object or more a change: collector.py
+    with collection_paused():  # several objects a change: collector.py
         topics, partitions, offsets, keys, values = (
             table.column(index).to_pylist() for index in range(5)
         )
