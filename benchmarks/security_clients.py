@@ -38,8 +38,9 @@ from cryptography.hazmat.primitives import serialization
 from benchmarks.brokers import START_TIMEOUT_S, RunningBroker
 from benchmarks.startup import API_VERSIONS_V0, answers_api_versions
 from kshim.client.frames import encode_request
+from kshim.client.sasl_login import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from kshim.client.security import ClientSecurity, client_security
-from kshim.client.wire import SASL_AUTHENTICATE, SASL_HANDSHAKE, WireConnection, parse_bootstrap
+from kshim.client.wire import WireConnection, parse_bootstrap
 from kshim.testing import free_port
 
 PLAIN_USER, PLAIN_PASSWORD = "alice", "alice-secret"

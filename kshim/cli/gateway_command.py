@@ -7,18 +7,16 @@ import argparse
 import asyncio
 import logging
 import signal
-import ssl
 from typing import TYPE_CHECKING
 
-from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.keys import BROKER_DEFAULTS, broker_validator
-from kshim.broker.config.validators import ConfigError
 from kshim.broker.transactions.review_hooks import ReviewHookError, load_review_hook
 from kshim.cli.admin_options import Commands, add_command, bootstrap_argument, command_security
 from kshim.cli.argument_types import accepted_text
 from kshim.cli.config_sources import listener_argument
 from kshim.cli.errors import CommandFailed, OneLineArgumentParser, UsageError
 from kshim.cli.event_loop import run_on
+from kshim.cli.gateway_security import add_client_security_options, client_security
 from kshim.cli.gateway_views import add_view_options, gateway_views
 from kshim.client.errors import reason
 from kshim.client.security import ClientSecurity
@@ -37,7 +35,6 @@ from kshim.gateway.gateway import Gateway, UpstreamUnavailable
 from kshim.gateway.review import DEFAULT_RETRY_MS, GatewayReviewer, GatewayReviewSettings
 from kshim.gateway.review_share import DEFAULT_GROUP as REVIEW_GROUP
 from kshim.gateway.review_share import ReviewShare, ReviewShareSettings
-from kshim.server.security.tls import TlsConfigError, server_context
 
 if TYPE_CHECKING:
     from kshim.server.metrics.endpoint import MetricsEndpoint
@@ -97,20 +94,7 @@ def _add_security_options(gateway: OneLineArgumentParser) -> None:
         help="a Kafka client properties file: how the gateway connects to the cluster "
         "(security.protocol, TLS trust, its own SASL login)",
     )
-    gateway.add_argument(
-        "--listener-security",
-        choices=("PLAINTEXT", "SSL"),
-        default="PLAINTEXT",
-        help="what clients speak to the gateway: SSL with the broker's ssl.* settings "
-        "(--set), their SASL relayed to the cluster either way (default PLAINTEXT)",
-    )
-    gateway.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a listener TLS setting, as the broker's (ssl.keystore.location, ...)",
-    )
+    add_client_security_options(gateway)
 
 
 def _add_review_options(gateway: OneLineArgumentParser) -> None:
@@ -188,12 +172,17 @@ def run_gateway(arguments: argparse.Namespace) -> None:
     )
     security = command_security(arguments.upstream_config)
     reviewer = _reviewer(arguments, security)
-    client_tls = _client_tls(arguments) if arguments.listener_security == "SSL" else None
-    rules = DelayRules(max_delay_ms=arguments.delay_max_ms)
-    views = gateway_views(arguments, ports, security)
-    gateway = Gateway(upstream, host, ports, reviewer, security, client_tls, rules, views)
-    dispatcher = _dispatcher(arguments, security) if arguments.delay else None
-    run_on(arguments.event_loop, _serve(gateway, arguments.metrics_listen, dispatcher))
+    listener = client_security(arguments)
+    try:
+        rules = DelayRules(max_delay_ms=arguments.delay_max_ms)
+        views = gateway_views(arguments, ports, security)
+        gateway = Gateway(
+            upstream, host, ports, reviewer, security, listener.tls, rules, views, listener.users
+        )
+        dispatcher = _dispatcher(arguments, security) if arguments.delay else None
+        run_on(arguments.event_loop, _serve(gateway, arguments.metrics_listen, dispatcher))
+    finally:
+        listener.close()
 
 
 def _dispatcher(arguments: argparse.Namespace, security: ClientSecurity | None) -> DelayDispatcher:
@@ -206,20 +195,6 @@ def _dispatcher(arguments: argparse.Namespace, security: ClientSecurity | None) 
         heartbeat_interval_ms=max(session_timeout_ms // 3, 1),
     )
     return DelayDispatcher(Upstream(arguments.upstream, security), settings)
-
-
-def _client_tls(arguments: argparse.Namespace) -> ssl.SSLContext:
-    """The clients' TLS, from the broker's listener settings given with --set."""
-    settings = {"listeners": f"SSL://{arguments.listen}"}
-    for entry in arguments.set:
-        key, separator, value = entry.partition("=")
-        if not separator:
-            raise UsageError(f"--set {entry}: expected KEY=VALUE")
-        settings[key.strip()] = value.strip()
-    try:
-        return server_context(BrokerConfig.load([settings]), "SSL")
-    except (ConfigError, TlsConfigError) as error:
-        raise UsageError(str(error)) from error
 
 
 def _reviewer(

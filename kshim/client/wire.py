@@ -12,16 +12,12 @@ Frames are built and taken apart in ``kshim.client.frames``.
 
 With a ClientSecurity (``kshim.client.security``: a Kafka client's properties) the
 connection speaks TLS for SSL and SASL_SSL, and for SASL_PLAINTEXT and SASL_SSL it
-authenticates before anything else is sent, as Kafka's clients do (KIP-152)::
-
-    SaslHandshake v1       mechanism -> error_code, the listener's enabled mechanisms
-    SaslAuthenticate v2    auth_bytes -> error_code, error_message, auth_bytes, as many
-                           times as the mechanism takes (PLAIN once, SCRAM twice)
-
-A refusal raises AuthenticationFailed with the broker's error message; Kafka then closes
-the connection. kshim's tools run for less than a session lifetime, so re-authentication
-(KIP-368) is not done: a broker that sets connections.max.reauth.ms closes a connection
-kept past it.
+authenticates before anything else is sent, as Kafka's clients do (KIP-152: SaslHandshake,
+then SaslAuthenticate until the mechanism completes; the steps are
+``kshim.client.sasl_login``'s). A refusal raises AuthenticationFailed with the broker's
+error message; Kafka then closes the connection. kshim's tools run for less than a session
+lifetime, so re-authentication (KIP-368) is not done: a broker that sets
+connections.max.reauth.ms closes a connection kept past it.
 
 Every read has a deadline and every response a size bound: nothing here waits forever or
 allocates what a garbage size prefix claims. A connection is not thread-safe; use one per
@@ -37,9 +33,6 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
-from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
-
 from kshim.client.frames import (
     DEFAULT_CLIENT_ID,
     MalformedResponseError,
@@ -49,9 +42,8 @@ from kshim.client.frames import (
     request_header,
     with_size,
 )
-from kshim.client.sasl import AuthenticationFailed, sasl_client
+from kshim.client.sasl_login import login
 from kshim.client.security import ClientSecurity
-from kshim.protocol.errors import ErrorCode
 from kshim.protocol.framing import FRAME_SIZE
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -59,8 +51,6 @@ DEFAULT_TIMEOUT_S = 10.0
 # Fetch answer is bounded by the request's max_bytes (fetch.max.bytes, 50 MiB by default).
 DEFAULT_MAX_RESPONSE_BYTES = 1 << 28
 RECEIVE_CHUNK = 1 << 16
-SASL_HANDSHAKE = (17, 1)  # v1: the tokens go in SaslAuthenticate requests (KIP-152)
-SASL_AUTHENTICATE = (36, 2)  # v2: flexible (KIP-482); served by Kafka 2.4 and later
 
 Response = TypeVar("Response")
 
@@ -132,27 +122,14 @@ class WireConnection:
     def authenticate(self, mechanism: str, username: str, password: str) -> None:
         """SaslHandshake v1, then SaslAuthenticate v2 until ``mechanism`` completes; raises
         AuthenticationFailed when the broker refuses (its error message said) or its SCRAM
-        answer does not verify."""
-        handshake = self.call_for(SaslHandshakeResponse, *SASL_HANDSHAKE, {"mechanism": mechanism})
-        if handshake.error_code != ErrorCode.none:
-            enabled = ", ".join(handshake.mechanisms) or "none"
-            raise AuthenticationFailed(
-                f"SaslHandshake for {mechanism}: {ErrorCode(handshake.error_code).name.upper()} "
-                f"(the listener enables SASL mechanisms: {enabled})"
-            )
-        exchange = sasl_client(mechanism, username, password)
-        token: bytes | None = exchange.first()
-        while token is not None:
-            answer = self.call_for(
-                SaslAuthenticateResponse, *SASL_AUTHENTICATE, {"auth_bytes": token}
-            )
-            if answer.error_code != ErrorCode.none:
-                name = ErrorCode(answer.error_code).name.upper()
-                said = f": {answer.error_message}" if answer.error_message else ""
-                raise AuthenticationFailed(
-                    f"{mechanism} authentication as {username}: {name}{said}"
-                )
-            token = exchange.step(answer.auth_bytes)
+        answer does not verify (the steps: kshim.client.sasl_login)."""
+        steps = login(mechanism, username, password)
+        request = next(steps)
+        while True:
+            try:
+                request = steps.send(self.call(*request))
+            except StopIteration:
+                return
 
     def __enter__(self) -> Self:
         return self

@@ -22,11 +22,14 @@ from kshim.client.security import ClientSecurity
 from kshim.client.wire import WireConnection
 from kshim.gateway.addresses import GatewayPorts, Topology
 from kshim.gateway.answers import HIDDEN, METADATA_KEY, VERSION_CAPS, AnswerRewriter
+from kshim.gateway.client_login import ANSWERED_CAPS, GatewayUsers
 from kshim.gateway.delay_screen import DelayRules
 from kshim.gateway.full.requests import FETCH_KEY, MAX_FETCH_VERSION, VIEWS_HIDDEN
 from kshim.gateway.full.service import GatewayViews
+from kshim.gateway.local_steps import Served
 from kshim.gateway.relay import ClientSide, RelayCounts
 from kshim.gateway.review import GatewayReviewer
+from kshim.gateway.upstream_login import UpstreamLogin
 
 log = logging.getLogger(__name__)
 DISCOVERY_TIMEOUT_S = 10.0
@@ -52,6 +55,7 @@ class Gateway:
         client_tls: ssl.SSLContext | None = None,
         delay_rules: DelayRules | None = None,
         views: GatewayViews | None = None,
+        users: GatewayUsers | None = None,
     ) -> None:
         """``reviewer``: reviews the cluster's open transactions while the gateway runs.
         ``upstream_security``: how the gateway connects to the cluster (a Kafka client's
@@ -61,7 +65,10 @@ class Gateway:
         (server/security/tls.py builds it from a listener's Kafka settings).
         ``delay_rules``: how a Produce to ``T.delay`` is checked (the broker's defaults if
         None). ``views``: ``T.full`` served with the other gateways given views (full/);
-        Fetch is then offered up to v12, whose requests name their topics."""
+        Fetch is then offered up to v12, whose requests name their topics. ``users``: the
+        clients' SASL terminated here, with these users (client_login.py); each relaying
+        connection then logs in to the cluster as the gateway, where
+        ``upstream_security`` has SASL."""
         self.upstream = list(upstream)
         self._delay_rules = DelayRules() if delay_rules is None else delay_rules
         if views is not None:
@@ -75,19 +82,29 @@ class Gateway:
         self.ports = ports
         self.topology = Topology()
         self.views = views
-        if views is None:
-            self._rewriter = AnswerRewriter(ports, self.topology, self._broker_seen)
-        else:
-            caps = {**VERSION_CAPS, FETCH_KEY: MAX_FETCH_VERSION}
-            rewrite = views.metadata_rewrite()
-            self._rewriter = AnswerRewriter(
-                ports, self.topology, self._broker_seen, rewrite, caps, HIDDEN | VIEWS_HIDDEN
-            )
+        self.users = users
+        self._logs_in = (
+            users is not None and upstream_security is not None and (upstream_security.uses_sasl)
+        )
+        self._rewriter = self._answer_rewriter()
         self._servers: dict[int | None, asyncio.Server] = {}  # by node id; None: bootstrap
         self._bound_nodes: set[int] = set()
         self._starting: set[asyncio.Task[None]] = set()
         self._clients: set[ClientSide] = set()
         self.counts = RelayCounts()
+
+    def _answer_rewriter(self) -> AnswerRewriter:
+        """What rewrites the upstream's answers: brokers' addresses, and the versions
+        offered of what the gateway answers itself (the login, the views' Fetch)."""
+        caps = dict(VERSION_CAPS)
+        if self.users is not None:
+            caps.update(ANSWERED_CAPS)
+        if self.views is None:
+            return AnswerRewriter(self.ports, self.topology, self._broker_seen, None, caps)
+        caps[FETCH_KEY] = MAX_FETCH_VERSION
+        rewrite = self.views.metadata_rewrite()
+        hidden = HIDDEN | VIEWS_HIDDEN
+        return AnswerRewriter(self.ports, self.topology, self._broker_seen, rewrite, caps, hidden)
 
     async def start(self) -> None:
         """Binds the bootstrap port and each upstream broker's. Raises OSError for a port
@@ -166,13 +183,17 @@ class Gateway:
         async def connect(protocol: asyncio.Protocol) -> asyncio.Transport:
             return await self._connect_upstream(node_id, protocol)
 
+        served: Served | None = self.views
+        if self.users is not None:
+            served = self.users.connection(self.views, lambda: _peer_address(client))
         client = ClientSide(
             connect,
             self._rewriter,
             self._clients.discard,
             self.counts,
             self._delay_rules,
-            self.views,
+            served,
+            self.views is not None,
         )
         self._clients.add(client)
         self.counts.connections += 1
@@ -181,7 +202,6 @@ class Gateway:
     async def _connect_upstream(
         self, node_id: int | None, protocol: asyncio.Protocol
     ) -> asyncio.Transport:
-        loop = asyncio.get_running_loop()
         if node_id is None:
             candidates = self.upstream
         else:
@@ -192,18 +212,39 @@ class Gateway:
         for host, port in candidates:
             try:
                 async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                    transport, _ = await loop.create_connection(
-                        lambda: protocol,
-                        host,
-                        port,
-                        ssl=self._upstream_tls,
-                        server_hostname=host if self._upstream_tls is not None else None,
-                    )
+                    return await self._connected(host, port, protocol)
             except (OSError, TimeoutError) as error:
                 failure = OSError(f"{host}:{port}: {error}")
-                continue
-            return transport
         raise failure or UpstreamUnavailable(self.describe_upstream())
+
+    async def _connected(
+        self, host: str, port: int, protocol: asyncio.Protocol
+    ) -> asyncio.Transport:
+        """A connection to ``host:port`` speaking to ``protocol``, logged in as the gateway
+        first where it terminates its clients' SASL (upstream_login.py)."""
+        loop = asyncio.get_running_loop()
+        tls_name = host if self._upstream_tls is not None else None
+        if not self._logs_in:
+            transport, _ = await loop.create_connection(
+                lambda: protocol, host, port, ssl=self._upstream_tls, server_hostname=tls_name
+            )
+            return transport
+        assert self.upstream_security is not None  # _logs_in says so
+        login = UpstreamLogin(self.upstream_security)
+        transport, _ = await loop.create_connection(
+            lambda: login, host, port, ssl=self._upstream_tls, server_hostname=tls_name
+        )
+        try:
+            await login.finished
+        except (AuthenticationFailed, ConnectionError) as error:
+            transport.close()
+            raise OSError(str(error)) from error
+        except BaseException:  # cancelled: the client left meanwhile
+            transport.close()
+            raise
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        return transport
 
     @property
     def open_connections(self) -> int:
@@ -211,6 +252,14 @@ class Gateway:
 
     def describe_upstream(self) -> str:
         return ",".join(f"{host}:{port}" for host, port in self.upstream)
+
+
+def _peer_address(client: ClientSide) -> str:
+    """The client's IP address, as ACLs' host field and Kafka's logs name it."""
+    if client.transport is None:
+        return ""
+    peer = client.transport.get_extra_info("peername")
+    return str(peer[0]) if peer else ""
 
 
 def _brokers_of(

@@ -31,8 +31,15 @@ class Served(Protocol):
 
     def route(self, head: bytes | memoryview, size: int) -> Routing: ...
 
-    async def answer(self, request: Decoded) -> bytes:
-        """The answer (header and body, without the size) to a request ``route`` decoded."""
+    async def answer(self, request: Decoded) -> bytes | None:
+        """The answer (header and body, without the size) to a request ``route`` decoded;
+        None where none is sent (a refused raw SASL token: the connection then closes)."""
+        ...
+
+    @property
+    def closing(self) -> bool:
+        """Whether the connection ends once the answer just made has gone out (a failed
+        login, client_login.py)."""
         ...
 
     async def prepare(self, request: Decoded) -> None:
@@ -116,9 +123,14 @@ class LocalSteps:
             return True
         if self._client.upstream.answers_completed < step.after:
             return False
+        assert self._served is not None  # steps are made only where something is served
         answer = step.task.result()
-        assert answer is not None  # an ANSWER step's task answers
-        self._client.write([_framed(answer)])
+        if answer is not None:
+            self._client.write([_framed(answer)])
+        if self._served.closing:  # the answer is written: closing sends it first
+            self.cancel()
+            self._client.close()
+            return False
         return True
 
     async def _run(self, step: Step) -> bytes | None:

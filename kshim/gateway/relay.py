@@ -7,8 +7,9 @@ are gathered and rewritten (answers.py), every other one is forwarded as its byt
 (splitter.py). A Produce naming a delay companion (``T.delay``) is gathered whole and
 checked by the broker's rules first (delay_screen.py): the partitions refused are taken out
 of what goes upstream and answered in the upstream's answer to it. Requests that read a
-full-data view ``T.full`` are answered by the gateway itself, in their turn among the
-upstream's answers (local_steps.py, full/). Each side stops reading
+full-data view ``T.full``, and a client's login where the gateway terminates SASL, are
+answered by the gateway itself, in their turn among the upstream's answers
+(local_steps.py, full/, client_login.py). Each side stops reading
 while the other cannot keep up (asyncio's pause_writing), so a slow client slows its broker
 connection rather than the gateway's memory. Either side closing closes the other.
 Threads: the event loop's only.
@@ -71,10 +72,14 @@ class ClientSide(asyncio.Protocol):
         counts: RelayCounts,
         delay_rules: DelayRules,
         served: Served | None = None,
+        views: bool = False,
     ) -> None:
+        """``served``: what the gateway answers itself on this connection (a login, the
+        full-data views); ``views``: whether those include the views."""
         self._connect_upstream = connect_upstream
         self._delay_rules = delay_rules
         self._served = served
+        self._views = views
         # What each Held request becomes, in order: the request to send upstream in its
         # place, or a step answered or prepared by the gateway.
         self._held: collections.deque[bytes | Step] = collections.deque()
@@ -138,7 +143,7 @@ class ClientSide(asyncio.Protocol):
             self._counts.requests += 1
             return Verdict.HOLD
         try:
-            pending, names_delay = requests.inspect(head, self._served is not None)
+            pending, names_delay = requests.inspect(head, self._views)
         except requests.NeedMore:
             return Verdict.MORE
         verdict = Verdict.PASS

@@ -114,6 +114,12 @@ async def respond(
         observe(header.api_key, header.api_version, error_code, time.perf_counter() - started)
     if body is None:
         return None
+    return encoded_answer(header, body)
+
+
+def encoded_answer(header: RequestHeader, body: object) -> list[Part]:
+    """The framed answer to the request of ``header``: ``body``, a typed response encoded
+    by its schema, or the parts a hand-encoding handler returned."""
     flexible = codec.is_flexible(header.api_key, header.api_version)
     # ApiVersions always answers with response header v0 (KIP-511).
     response_header = encode_response_header(

@@ -145,13 +145,15 @@ class _Client:
 
 
 class _Served:
+    closing = False
+
     def __init__(self) -> None:
         self.release = asyncio.Event()
 
     def route(self, head: bytes | memoryview, size: int) -> Any:
         raise AssertionError("not asked here")
 
-    async def answer(self, request: Decoded) -> bytes:
+    async def answer(self, request: Decoded) -> bytes | None:
         await self.release.wait()
         return b"answer to " + cast(bytes, request[3])
 
@@ -202,10 +204,34 @@ async def test_a_failed_answer_closes_the_connection() -> None:
     client = _Client()
 
     class Failing(_Served):
-        async def answer(self, request: Decoded) -> bytes:
+        async def answer(self, request: Decoded) -> bytes | None:
             raise ValueError("broken request")
 
     steps = LocalSteps(client, Failing())
     steps.relay([Step(Route.ANSWER, after=0, request=_decoded(b"x")), b"after"])
     await _settle()
     assert client.closed and client.upstream.sent == []
+
+
+class _Ending(_Served):
+    closing = True
+
+    def __init__(self, answered: bytes | None) -> None:
+        super().__init__()
+        self.answered = answered
+
+    async def answer(self, request: Decoded) -> bytes | None:
+        return self.answered
+
+
+async def test_an_answer_that_ends_the_connection_goes_out_first_and_nothing_after_it() -> None:
+    """A failed login (client_login.py): its answer, or none in the raw-token form, then
+    the connection closed; the requests behind it are never relayed."""
+    for answered in (b"refused", None):
+        client = _Client()
+        steps = LocalSteps(client, _Ending(answered))
+        steps.relay([Step(Route.ANSWER, after=0, request=_decoded(b"x")), b"after"])
+        await _settle()
+        expected = [] if answered is None else [b"\x00\x00\x00\x07refused"]
+        assert client.written == expected and client.closed and client.upstream.sent == []
+        assert not steps.waiting

@@ -24,6 +24,8 @@ POLL_S = 0.05
 class GatewayViews:
     """What the relay asks of the views (kshim/gateway/local_steps.py's ``Served``)."""
 
+    closing = False  # no answer of a view ends its connection
+
     def __init__(
         self, index: ViewIndex, ownership: ViewOwnership, scratch: str | None = None
     ) -> None:
