@@ -44,7 +44,7 @@ from kshim.protocol.messages.describe_user_scram_credentials import (
 )
 from kshim.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kshim.protocol.messages.sasl_handshake import SaslHandshakeRequest
-from kshim.server.dispatch import Call, ProtocolViolation, decode, encoded_answer
+from kshim.server.dispatch import Call, DecodingFailed, ProtocolViolation, decode, encoded_answer
 from kshim.server.security.sasl_gate import (
     ALLOWED_BEFORE_AUTHENTICATION,
     SASL_AUTHENTICATE_KEY,
@@ -126,11 +126,9 @@ class ConnectionLogin:
             return Routing(Route.MORE)
         try:
             call = decode(bytes(head))
-        except ProtocolViolation as error:
+        except (ProtocolViolation, DecodingFailed) as error:  # closed, as the broker closes
             raise FrameError(str(error)) from error
         header = call.header
-        if call.request is None:  # a version the broker does not serve
-            raise FrameError(f"api {header.api_key} version {header.api_version}")
         decoded: Decoded = (header.api_key, header.api_version, header.correlation_id, call)
         return Routing(Route.ANSWER, request=decoded)
 

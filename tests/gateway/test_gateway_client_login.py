@@ -57,17 +57,20 @@ def _add_user(data_dir: Path, name: str, password: str, *target: str) -> None:
     assert added.returncode == 0, added.stderr
 
 
-def _terminating(work: Path, upstream: str, *options: str) -> GatewayProcess:
-    """A gateway terminating SASL_PLAINTEXT with carol stored in its data directory."""
+def _terminating(
+    work: Path, upstream: str, *options: str, listener: str = "SASL_PLAINTEXT"
+) -> GatewayProcess:
+    """A gateway terminating SASL with carol stored in its data directory."""
     data_dir = work / "gateway-data"
     _add_user(data_dir, CAROL, CAROL_PASSWORD, "--data-dir", str(data_dir))
+    jaas_key = f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
     process = GatewayProcess(
         work,
         upstream,
         options=[
-            "--listener-security", "SASL_PLAINTEXT", "--data-dir", str(data_dir),
+            "--listener-security", listener, "--data-dir", str(data_dir),
             "--set", "sasl.enabled.mechanisms=SCRAM-SHA-256,PLAIN",
-            "--set", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}",
+            "--set", f"{jaas_key}={PLAIN_JAAS}",
             *options,
         ],
     )  # fmt: skip
