@@ -20,13 +20,15 @@ answered to these exact requests; they run on every broker of the matrix:
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from compat_tests.brokers import BrokerUnderTest
+from compat_tests.brokers import BrokerUnderTest, acts_as_kafka, fronted
 from compat_tests.conformance_probe import ASSIGNMENT, PROTOCOL, SUBSCRIPTION, Producer
+from compat_tests.kafka_sources import JARS, REFERENCE_JARS, jars_command, kafka_source, launched
 from compat_tests.raw_transactions import (
     RETRIABLE,
     add_offsets,
@@ -62,12 +64,31 @@ class Member:
     generation_id: int
 
 
+@pytest.fixture(scope="module")
+def fenced(broker: BrokerUnderTest) -> Iterator[BrokerUnderTest]:
+    """The column's broker; on Kafka's columns, a Kafka of the module's own from the
+    reference jars (where the comparison's Kafka is theirs) that runs a new group's first
+    rebalance at once, as Kafka's own test harness and the conformance probes
+    (conformance_brokers.py) set it. Every scenario here joins a new group, and the 3 s that
+    Kafka's default waits for more members changes no answer compared, only the run's time
+    (about a minute over Kafka's three columns)."""
+    if not acts_as_kafka(broker.name) or kafka_source().kind != JARS:
+        yield broker
+        return
+    settings = {"group.initial.rebalance.delay.ms": "0"}
+    with (
+        launched(jars_command(REFERENCE_JARS, settings)) as kafka,
+        fronted(broker.name, kafka.bootstrap) as front,
+    ):
+        yield front
+
+
 @pytest.fixture
-def topic(broker: BrokerUnderTest) -> str:
-    require_transactions(broker)
-    require_groups(broker)
-    created = create_topic(broker, "txn-fencing")
-    wait_for_leader(broker, created)
+def topic(fenced: BrokerUnderTest) -> str:
+    require_transactions(fenced)
+    require_groups(fenced)
+    created = create_topic(fenced, "txn-fencing")
+    wait_for_leader(fenced, created)
     return created
 
 
@@ -187,7 +208,7 @@ def join(broker: BrokerUnderTest, group: str, instance_id: str | None = None) ->
 
 
 def test_a_group_without_members_takes_generation_minus_one_from_anyone(
-    broker: BrokerUnderTest, topic: str
+    fenced: BrokerUnderTest, topic: str
 ) -> None:
     """Kafka creates the group empty; a generation makes the sender a member it is not."""
     senders = {
@@ -198,7 +219,7 @@ def test_a_group_without_members_takes_generation_minus_one_from_anyone(
         "generation 1": (1, NO_MEMBER, None),
     }
     answers = {
-        (version, name): txn_offset_commit(broker, topic, probe(broker).name("g"), version, *sender)
+        (version, name): txn_offset_commit(fenced, topic, probe(fenced).name("g"), version, *sender)
         for version in (0, 2, FIRST_CHECKED_VERSION)
         for name, sender in senders.items()
     }
@@ -211,10 +232,10 @@ def test_a_group_without_members_takes_generation_minus_one_from_anyone(
 
 @pytest.mark.parametrize("version", [2, FIRST_CHECKED_VERSION, LATEST_VERSION])
 def test_a_stable_group_takes_commits_from_its_current_member_only(
-    broker: BrokerUnderTest, topic: str, version: int
+    fenced: BrokerUnderTest, topic: str, version: int
 ) -> None:
-    group = probe(broker).name("stable")
-    member = join(broker, group)
+    group = probe(fenced).name("stable")
+    member = join(fenced, group)
     current, generation = member.member_id, member.generation_id
     senders = {
         "the member": (generation, current, None),
@@ -227,7 +248,7 @@ def test_a_stable_group_takes_commits_from_its_current_member_only(
         "an instance id alone": (-1, NO_MEMBER, INSTANCE),
     }
     answers = {
-        name: txn_offset_commit(broker, topic, group, version, *sender)
+        name: txn_offset_commit(fenced, topic, group, version, *sender)
         for name, sender in senders.items()
     }
 
@@ -243,9 +264,9 @@ def test_a_stable_group_takes_commits_from_its_current_member_only(
     assert answers == {name: refused.get(name, [NONE]) if checked else [NONE] for name in senders}
 
 
-def test_a_static_member_is_known_by_its_instance_id(broker: BrokerUnderTest, topic: str) -> None:
-    group = probe(broker).name("static")
-    member = join(broker, group, INSTANCE)
+def test_a_static_member_is_known_by_its_instance_id(fenced: BrokerUnderTest, topic: str) -> None:
+    group = probe(fenced).name("static")
+    member = join(fenced, group, INSTANCE)
     current, generation = member.member_id, member.generation_id
     senders = {
         "the member": (generation, current, INSTANCE),
@@ -256,7 +277,7 @@ def test_a_static_member_is_known_by_its_instance_id(broker: BrokerUnderTest, to
         "the member, next generation": (generation + 1, current, INSTANCE),
     }
     answers = {
-        name: txn_offset_commit(broker, topic, group, LATEST_VERSION, *sender)
+        name: txn_offset_commit(fenced, topic, group, LATEST_VERSION, *sender)
         for name, sender in senders.items()
     }
 
@@ -272,21 +293,21 @@ def test_a_static_member_is_known_by_its_instance_id(broker: BrokerUnderTest, to
 
 @pytest.mark.parametrize("version", [FIRST_CHECKED_VERSION, LATEST_VERSION])
 def test_the_group_id_then_the_transaction_are_checked_before_the_member(
-    broker: BrokerUnderTest, topic: str, version: int
+    fenced: BrokerUnderTest, topic: str, version: int
 ) -> None:
     """TxnOffsetCommit v4 (KIP-890) says TRANSACTION_ABORTABLE where v3 says
     INVALID_TXN_STATE: the producer may abort and go on."""
-    group = probe(broker).name("order")
-    member = join(broker, group)
+    group = probe(fenced).name("order")
+    member = join(fenced, group)
     stale = (member.generation_id + 1, member.member_id, None)
 
     answers = {
-        "empty group id": txn_offset_commit(broker, topic, "", version, *stale),
+        "empty group id": txn_offset_commit(fenced, topic, "", version, *stale),
         "group not added": txn_offset_commit(
-            broker, topic, group, version, *stale, add_group=False
+            fenced, topic, group, version, *stale, add_group=False
         ),
-        "newer epoch": txn_offset_commit(broker, topic, group, version, *stale, epoch_change=1),
-        "a missing topic": txn_offset_commit(broker, f"{topic}-missing", group, version, *stale),
+        "newer epoch": txn_offset_commit(fenced, topic, group, version, *stale, epoch_change=1),
+        "a missing topic": txn_offset_commit(fenced, f"{topic}-missing", group, version, *stale),
     }
 
     assert answers == {
@@ -297,20 +318,20 @@ def test_the_group_id_then_the_transaction_are_checked_before_the_member(
     }
 
 
-def test_missing_partitions_are_answered_first(broker: BrokerUnderTest, topic: str) -> None:
+def test_missing_partitions_are_answered_first(fenced: BrokerUnderTest, topic: str) -> None:
     """Kafka refuses partitions that do not exist before it asks the group coordinator, and
     lists them first: per topic, then the topics whose partitions all exist."""
-    group, other = probe(broker).name("missing"), create_topic(broker, "txn-fencing-other")
-    wait_for_leader(broker, other)
-    member = join(broker, group)
-    transactional_id = probe(broker).name("missing")
-    producer = init_producer(broker, transactional_id)
-    assert add_offsets(broker, transactional_id, producer, group) == NONE
+    group, other = probe(fenced).name("missing"), create_topic(fenced, "txn-fencing-other")
+    wait_for_leader(fenced, other)
+    member = join(fenced, group)
+    transactional_id = probe(fenced).name("missing")
+    producer = init_producer(fenced, transactional_id)
+    assert add_offsets(fenced, transactional_id, producer, group) == NONE
     stale = (member.generation_id + 1, member.member_id, None)
     missing_topic = f"{topic}-missing"
     wanted = {topic: (0, 5, 1), missing_topic: (0,), other: (0,)}
 
-    answer = commit_in(broker, transactional_id, producer, group, LATEST_VERSION, stale, wanted)
+    answer = commit_in(fenced, transactional_id, producer, group, LATEST_VERSION, stale, wanted)
 
     assert answer == [
         (
@@ -326,34 +347,34 @@ def test_missing_partitions_are_answered_first(broker: BrokerUnderTest, topic: s
     ]
 
 
-def test_only_the_accepted_commit_reaches_the_group(broker: BrokerUnderTest, topic: str) -> None:
+def test_only_the_accepted_commit_reaches_the_group(fenced: BrokerUnderTest, topic: str) -> None:
     """A refused TxnOffsetCommit holds nothing back: the transaction commits, the group's
     offset stays what the accepted member commit said."""
-    group = probe(broker).name("outcome")
-    member = join(broker, group)
-    transactional_id = probe(broker).name("outcome")
-    producer = init_producer(broker, transactional_id)
-    assert add_offsets(broker, transactional_id, producer, group) == NONE
+    group = probe(fenced).name("outcome")
+    member = join(fenced, group)
+    transactional_id = probe(fenced).name("outcome")
+    producer = init_producer(fenced, transactional_id)
+    assert add_offsets(fenced, transactional_id, producer, group) == NONE
     current = (member.generation_id, member.member_id, None)
     stale = (member.generation_id + 1, member.member_id, None)
 
     refused = commit_in(
-        broker, transactional_id, producer, group, LATEST_VERSION, stale, {topic: (0,)}
+        fenced, transactional_id, producer, group, LATEST_VERSION, stale, {topic: (0,)}
     )
     assert refused == [(topic, [(0, ILLEGAL_GENERATION)])]
-    assert end_transaction(broker, transactional_id, producer, commit=True) == NONE
-    assert committed_offset(broker, group, topic) == -1
+    assert end_transaction(fenced, transactional_id, producer, commit=True) == NONE
+    assert committed_offset(fenced, group, topic) == -1
 
-    transactional_id = probe(broker).name("outcome")
-    producer = init_producer(broker, transactional_id)
-    assert add_offsets(broker, transactional_id, producer, group) == NONE
+    transactional_id = probe(fenced).name("outcome")
+    producer = init_producer(fenced, transactional_id)
+    assert add_offsets(fenced, transactional_id, producer, group) == NONE
     accepted = commit_in(
-        broker, transactional_id, producer, group, LATEST_VERSION, current, {topic: (0,)}
+        fenced, transactional_id, producer, group, LATEST_VERSION, current, {topic: (0,)}
     )
     assert accepted == [(topic, [(0, NONE)])]
-    assert end_transaction(broker, transactional_id, producer, commit=True) == NONE
+    assert end_transaction(fenced, transactional_id, producer, commit=True) == NONE
     deadline = time.monotonic() + COMMITTED_TIMEOUT_S
-    while committed_offset(broker, group, topic) != OFFSET:  # markers land after EndTxn
+    while committed_offset(fenced, group, topic) != OFFSET:  # markers land after EndTxn
         assert time.monotonic() < deadline, "the committed offset never appeared"
         time.sleep(0.1)
 
