@@ -18,7 +18,8 @@ import pytest
 from compat_tests.brokers import BrokerUnderTest
 from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.config.keys import from_environment
-from kshim.cli.main import build_parser, load_config
+from kshim.cli.config_sources import load_config
+from kshim.cli.main import build_parser
 from kshim.testing import free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(60)]

@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from kshim.broker.config.validators import ConfigError
-from kshim.cli.main import build_parser, load_config
+from kshim.cli.config_sources import load_config
+from kshim.cli.main import build_parser
 from kshim.client.wire import connect
 from kshim.storage.files.data_directory_lock import lock_path
 from kshim.testing import free_port

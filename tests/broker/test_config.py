@@ -16,7 +16,8 @@ from kshim.broker.config.keys import (
     parse_properties,
 )
 from kshim.broker.config.validators import INT_MAX, LONG_MAX, ConfigError
-from kshim.cli.main import build_parser, load_config
+from kshim.cli.config_sources import load_config
+from kshim.cli.main import build_parser
 from kshim.storage.interface import LogConfig
 
 
