@@ -32,6 +32,7 @@ from kshim.client.wire import connect
 from kshim.storage.files.data_directory_lock import lock_path
 from kshim.testing import free_port
 from tests.bad_input_support import PRODUCE, create_topic, make_batch, produce_fields
+from tests.cli_runs import clean_environment, run_kshim
 
 COMMAND_TIMEOUT_S = 30.0
 START_TIMEOUT_S = 30.0
@@ -43,28 +44,6 @@ STOPPED = re.compile(
     r"^kshim stopped after \d+\.\d s: \d+ fsyncs, (\d+) bytes made durable \((\d+) through "
     r"the write-ahead log, (\d+) straight to segment files\)$"
 )
-
-
-def clean_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """This process's environment without any KSHIM_* variable, plus ``extra``."""
-    environment = {
-        name: value for name, value in os.environ.items() if not name.startswith("KSHIM_")
-    }
-    environment.update(extra or {})
-    return environment
-
-
-def run_kshim(
-    *arguments: str, environment: Mapping[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kshim", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT_S,
-        check=False,
-        env=clean_environment(environment),
-    )
 
 
 def assert_one_error_line(result: subprocess.CompletedProcess[str], status: int, line: str) -> None:

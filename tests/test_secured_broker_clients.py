@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 from kshim.client.sasl import AuthenticationFailed
 from kshim.client.security import client_security
 from kshim.client.wire import connect
+from tests.cli_runs import run_kshim
 from tests.secured_broker import (
     ALICE_PASSWORD,
     SCRAM_MECHANISMS,
@@ -43,18 +44,8 @@ def unique(label: str) -> str:
     return f"{label}-{uuid.uuid4().hex[:8]}"
 
 
-def kshim(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kshim", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT_S,
-        check=False,
-    )
-
-
 def succeeded(*arguments: str) -> list[str]:
-    result = kshim(*arguments)
+    result = run_kshim(*arguments)
     assert (result.returncode, result.stderr) == (0, ""), result
     return result.stdout.splitlines()
 
@@ -148,7 +139,7 @@ def test_a_refused_password_is_one_error_line_without_it(
     broker: SecuredBroker, tmp_path: Path
 ) -> None:
     config = config_file(tmp_path, broker.java_properties("PLAIN", "alice", "wrong-password"))
-    result = kshim("topics", "list", "--bootstrap", broker.secured, "--command-config", config)
+    result = run_kshim("topics", "list", "--bootstrap", broker.secured, "--command-config", config)
     assert (result.returncode, result.stdout) == (1, "")
     [line] = result.stderr.splitlines()
     assert line.startswith(
@@ -170,7 +161,7 @@ def test_a_plaintext_client_at_the_secured_listener_fails_in_one_line(
         ("transactions", "list"),
         ("tail", "orders", "--timeout-ms", "100"),
     ):
-        result = kshim(*command, "--bootstrap", broker.secured)
+        result = run_kshim(*command, "--bootstrap", broker.secured)
         assert "Traceback" not in result.stderr, result.stderr
         assert (result.returncode, result.stdout) == (1, ""), (command, result)
         [line] = result.stderr.splitlines()

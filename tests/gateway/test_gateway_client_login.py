@@ -10,8 +10,6 @@ not the cluster's)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,6 +23,7 @@ from kshim.client.frames import encode_request
 from kshim.client.sasl import AuthenticationFailed
 from kshim.client.wire import WireConnection
 from kshim.testing import GatewayProcess, KafkaProcess
+from tests.cli_runs import run_kshim
 from tests.secured_broker import ALICE_PASSWORD, SecuredBroker, running_secured_broker
 
 TIMEOUT_S = 30.0
@@ -37,20 +36,10 @@ FAILED_DELAY_S = 0.1  # connection.failed.authentication.delay.ms, Kafka's defau
 METADATA = (3, 1)
 
 
-def _kshim(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kshim", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-
-
 def _add_user(data_dir: Path, name: str, password: str, *target: str) -> None:
     password_file = data_dir.parent / f"{name}-password"
     password_file.write_text(password)
-    added = _kshim(
+    added = run_kshim(
         "users", "add", name, "--mechanism", "SCRAM-SHA-256",
         "--password-file", str(password_file), *target,
     )  # fmt: skip
@@ -195,7 +184,7 @@ def test_users_are_managed_through_the_gateway_and_its_directory_is_locked(
     )
     through = ("--bootstrap", gateway.bootstrap, "--command-config", str(config))
     _add_user(tmp_path / "unused", "dave", "dave-secret", *through)
-    listed = _kshim("users", "list", *through)
+    listed = run_kshim("users", "list", *through)
     assert listed.returncode == 0, listed.stderr
     assert {"carol", "dave"} <= {line.split()[0] for line in listed.stdout.splitlines()[1:]}
     host, port = gateway.bootstrap.rsplit(":", 1)
@@ -204,7 +193,7 @@ def test_users_are_managed_through_the_gateway_and_its_directory_is_locked(
         assert connection.call(*METADATA, {"topics": []}).brokers
     data_dir = work / "gateway-data"
     (tmp_path / "erin-password").write_text("erin-secret")
-    offline = _kshim(
+    offline = run_kshim(
         "users", "add", "erin", "--mechanism", "SCRAM-SHA-256",
         "--password-file", str(tmp_path / "erin-password"), "--data-dir", str(data_dir),
     )  # fmt: skip
