@@ -83,9 +83,8 @@ class Gateway:
         self.topology = Topology()
         self.views = views
         self.users = users
-        self._logs_in = (
-            users is not None and upstream_security is not None and (upstream_security.uses_sasl)
-        )
+        # Clients log in here; the cluster, where it asks for SASL, sees the gateway's login.
+        self._logs_in = bool(users and upstream_security and upstream_security.uses_sasl)
         self._rewriter = self._answer_rewriter()
         self._servers: dict[int | None, asyncio.Server] = {}  # by node id; None: bootstrap
         self._bound_nodes: set[int] = set()
