@@ -18,7 +18,6 @@ requests cost one look at the API key more than before.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,7 +29,7 @@ from kshim.api.security import (
     sasl_handshake,
 )
 from kshim.broker.config.broker_config import BrokerConfig
-from kshim.broker.security.authentication import step
+from kshim.broker.security.authentication import delay_failure, step
 from kshim.broker.security.credentials import Credentials
 from kshim.broker.security.session import Session
 from kshim.gateway.full.requests import RELAY, Decoded, Route, Routing
@@ -56,7 +55,6 @@ DESCRIBE_USER_SCRAM_CREDENTIALS_KEY = 50
 ALTER_USER_SCRAM_CREDENTIALS_KEY = 51
 # A raw SASL token after SaslHandshake v0 (KIP-152) has no header: this key names it.
 RAW_TOKEN_KEY = -1
-FAILED_DELAY_KEY = "connection.failed.authentication.delay.ms"
 
 ANSWERED_HERE = frozenset(
     {
@@ -145,7 +143,7 @@ class ConnectionLogin:
         context = RequestContext(body.header, self._users, session=self.session)
         response = await _handled(body.request, context)
         if self.session.failed:
-            await self._delay_failure()
+            await delay_failure(self._users.config, self.session)
         answer = bytearray()
         for part in encoded_answer(body.header, response)[1:]:  # after the size
             assert isinstance(part, bytes | memoryview)  # typed responses encode to bytes
@@ -157,15 +155,9 @@ class ConnectionLogin:
         why in this form, so the connection is closed without one (as the broker does)."""
         result = await step(self.session, token)
         if result.error is not None:
-            await self._delay_failure()
+            await delay_failure(self._users.config, self.session)
             return None
         return result.answer
-
-    async def _delay_failure(self) -> None:
-        # Kafka's Selector.maybeDelayCloseOnAuthenticationFailure: the failure's answer
-        # waits out the delay, so that a client told at once does not retry at once.
-        delay_ms = self._users.config.listener_value(self.session.listener, FAILED_DELAY_KEY)
-        await asyncio.sleep(int(delay_ms or 0) / 1000)
 
     async def prepare(self, request: Decoded) -> None:
         assert self._inner is not None  # only the inner service prepares requests

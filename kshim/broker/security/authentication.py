@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from kshim.broker.config.broker_config import BrokerConfig
 from kshim.broker.security.credentials import Credentials
 from kshim.broker.security.sasl.errors import AuthenticationFailed
 from kshim.broker.security.sasl.factory import start_exchange
@@ -66,3 +67,12 @@ async def step(session: Session, token: bytes) -> StepResult:
         session.exchange = None
         session.raw_tokens = False
     return StepResult(answer)
+
+
+async def delay_failure(config: BrokerConfig, session: Session) -> None:
+    """Waits ``connection.failed.authentication.delay.ms`` of the session's listener. The
+    failure's answer itself waits it out, as Kafka's
+    (Selector.maybeDelayCloseOnAuthenticationFailure): a client told at once would retry
+    at once."""
+    delay_ms = config.listener_value(session.listener, "connection.failed.authentication.delay.ms")
+    await asyncio.sleep(int(delay_ms or 0) / 1000)

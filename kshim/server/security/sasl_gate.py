@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from kshim.broker.broker import Broker
-from kshim.broker.security.authentication import step
+from kshim.broker.security.authentication import delay_failure, step
 from kshim.broker.security.session import Session
 from kshim.protocol.apis import API_VERSIONS_KEY
 from kshim.protocol.fetch_response import Part
@@ -72,7 +72,7 @@ async def authenticate(
         if session.failed:
             if ended is not None:
                 ended(True)
-            await _delay_failure(broker, session)
+            await delay_failure(broker.config, session)
             await answer((header, task))
             raise AuthenticationEnded(f"authentication failed ({session.mechanism or 'SASL'})")
         await answer((header, task))
@@ -92,17 +92,6 @@ def _allowed_before_authentication(
     if api_key == API_VERSIONS_KEY and session.mechanism is None and versions_answered:
         raise ProtocolViolation("a second ApiVersions before SaslHandshake")  # Kafka: no answer
     return call
-
-
-async def _delay_failure(broker: Broker, session: Session) -> None:
-    # The failure's answer itself waits out the delay, as Kafka's
-    # (Selector.maybeDelayCloseOnAuthenticationFailure): a client told at once would
-    # retry at once.
-    delay_ms = int(
-        broker.config.listener_value(session.listener, "connection.failed.authentication.delay.ms")
-        or 0
-    )
-    await asyncio.sleep(delay_ms / 1000)
 
 
 async def _raw_token(session: Session, token: bytes) -> list[Part] | None:
